@@ -1,0 +1,184 @@
+//! The crate's one error type.
+//!
+//! Every fallible public function returns [`Result<T>`]. Variants name what went wrong and
+//! where, so a caller (or an operator reading a log line) can act on it without guessing:
+//! corruption carries the segment and byte offset, I/O errors carry the operation and path.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What kind of damage a [`Error::Corruption`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CorruptionKind {
+    /// A record failed its checksum, and valid records written after it prove it was durable.
+    BadRecord,
+    /// A segment header has a wrong magic number, version or checksum.
+    BadHeader,
+    /// A sealed (non-last) segment ends before the next segment begins.
+    TruncatedSegment,
+    /// The positions of two consecutive segments leave a gap or overlap.
+    MissingSegment,
+    /// A record decoded with a valid checksum but its content is not a valid record.
+    BadContent,
+    /// A checkpoint file failed its checksum or could not be decoded.
+    BadCheckpoint,
+}
+
+impl fmt::Display for CorruptionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            CorruptionKind::BadRecord => "record fails its checksum",
+            CorruptionKind::BadHeader => "bad segment header",
+            CorruptionKind::TruncatedSegment => "sealed segment is truncated",
+            CorruptionKind::MissingSegment => "segment missing from the sequence",
+            CorruptionKind::BadContent => "record content cannot be decoded",
+            CorruptionKind::BadCheckpoint => "checkpoint is damaged",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Every error deadletter returns.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    Io {
+        /// The operation that failed, such as `"write"` or `"fsync"`.
+        op: &'static str,
+        /// The file or directory it was applied to.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The disk is full (ENOSPC). The store stays readable; acks and deletes may still free
+    /// space, and appends resume once space is available.
+    DiskFull {
+        /// The file that could not grow.
+        path: PathBuf,
+    },
+    /// Another handle, in this process or another one, holds the store directory.
+    Locked {
+        /// The directory that is locked.
+        path: PathBuf,
+    },
+    /// Stored data failed verification. Nothing from the damaged range is returned as data.
+    Corruption {
+        /// What is wrong.
+        kind: CorruptionKind,
+        /// The segment (or checkpoint) file.
+        path: PathBuf,
+        /// Byte offset inside that file.
+        offset: u64,
+    },
+    /// An fsync failed earlier: the page cache may have dropped the data, so the log refuses
+    /// writes until the store is reopened (retrying fsync would report success falsely).
+    Poisoned,
+    /// A record or message is larger than the configured maximum.
+    TooLarge {
+        /// Its size in bytes.
+        size: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// An empty record was appended (records carry at least one byte).
+    EmptyRecord,
+    /// A log position that does not start a record, or lies outside the log.
+    InvalidPosition(u64),
+    /// A queue name that is not valid (empty, too long, or containing control characters).
+    InvalidQueueName(String),
+    /// The queue does not exist.
+    UnknownQueue(String),
+    /// No message with this id exists in the place the operation expected.
+    NotFound(u64),
+    /// The message exists but is not in a state that allows the operation.
+    InvalidState {
+        /// The message id.
+        id: u64,
+        /// What was expected, in words.
+        expected: &'static str,
+    },
+    /// A DLQ entry that was already reprocessed is replayed again without `force`.
+    AlreadyReprocessed(u64),
+    /// A configuration value is out of range.
+    InvalidConfig(String),
+    /// Encoding or decoding a typed payload failed.
+    Codec(String),
+    /// The store or log was closed.
+    Closed,
+}
+
+impl Error {
+    /// Wraps an I/O error, turning ENOSPC into [`Error::DiskFull`].
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        let path = path.into();
+        if is_disk_full(&source) {
+            return Error::DiskFull { path };
+        }
+        Error::Io { op, path, source }
+    }
+
+    /// True when the error reports stored data failing verification.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+/// True for ENOSPC (and EDQUOT, a quota that is full).
+pub(crate) fn is_disk_full(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => {
+                write!(f, "{op} failed on {}: {source}", path.display())
+            }
+            Error::DiskFull { path } => write!(f, "disk full while writing {}", path.display()),
+            Error::Locked { path } => write!(
+                f,
+                "store {} is locked by another handle (another process or an open Store)",
+                path.display()
+            ),
+            Error::Corruption { kind, path, offset } => {
+                write!(f, "corruption in {} at byte {offset}: {kind}", path.display())
+            }
+            Error::Poisoned => f.write_str(
+                "an earlier fsync failed; the log refuses writes until the store is reopened",
+            ),
+            Error::TooLarge { size, max } => {
+                write!(f, "{size} bytes exceeds the maximum of {max} bytes")
+            }
+            Error::EmptyRecord => f.write_str("a log record cannot be empty"),
+            Error::InvalidPosition(p) => write!(f, "no record starts at log position {p}"),
+            Error::InvalidQueueName(n) => write!(f, "invalid queue name {n:?}"),
+            Error::UnknownQueue(n) => write!(f, "unknown queue {n:?}"),
+            Error::NotFound(id) => write!(f, "message {id} not found"),
+            Error::InvalidState { id, expected } => {
+                write!(f, "message {id} is not {expected}")
+            }
+            Error::AlreadyReprocessed(id) => write!(
+                f,
+                "DLQ entry {id} was already reprocessed; replay it with force to do it again"
+            ),
+            Error::InvalidConfig(s) => write!(f, "invalid configuration: {s}"),
+            Error::Codec(s) => write!(f, "payload codec error: {s}"),
+            Error::Closed => f.write_str("the store is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! One segment file: its creation, its read view, and the recovery scan of its records.
+//!
+//! A segment is a file named `{base:020}.seg` holding a [`SegmentHeader`] and then records
+//! back to back. Data offsets count from the end of the header; the log position of a record
+//! is `base + data offset`. Invariants:
+//! - a segment is created under a temporary name, filled (header and zero preallocation),
+//!   synced, renamed into place and its directory synced, so a `.seg` name always has a
+//!   durable header;
+//! - `end` only grows while the segment is active, and only after the bytes below it were
+//!   written; readers never look at bytes at or beyond `end`;
+//! - [`scan`] never counts a record whose checksum fails.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::{Error, Result};
+use crate::format::{self, FrameError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::vfs::{MappedView, Vfs, VfsFile};
+
+/// File name suffix of a segment.
+pub const SEGMENT_SUFFIX: &str = ".seg";
+/// File name suffix of a segment being created.
+pub const TEMP_SUFFIX: &str = ".tmp";
+
+/// The file name of the segment starting at `base`.
+pub fn segment_name(base: u64) -> String {
+    format!("{base:020}{SEGMENT_SUFFIX}")
+}
+
+/// Parses a segment file name back into its base position.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// An open segment.
+pub struct Segment {
+    /// Log position of its first byte of data.
+    pub base: u64,
+    /// Its path.
+    pub path: PathBuf,
+    /// Its file handle.
+    pub file: Arc<dyn VfsFile>,
+    view: RwLock<Arc<dyn MappedView>>,
+    end: AtomicU64,
+    /// Bytes available for records (file size minus the header).
+    pub capacity: u64,
+    /// Data ranges `[start, end)` that recovery quarantined (only with the quarantine option).
+    pub quarantined: Vec<(u64, u64)>,
+}
+
+impl Segment {
+    /// Wraps an opened file whose records end at data offset `end`.
+    pub fn new(
+        base: u64,
+        path: PathBuf,
+        file: Arc<dyn VfsFile>,
+        capacity: u64,
+        end: u64,
+        quarantined: Vec<(u64, u64)>,
+    ) -> Result<Self> {
+        let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
+        Ok(Segment {
+            base,
+            path,
+            file,
+            view: RwLock::new(view),
+            end: AtomicU64::new(end),
+            capacity,
+            quarantined,
+        })
+    }
+
+    /// Data offset just past the last record written.
+    pub fn end(&self) -> u64 {
+        self.end.load(Ordering::Acquire)
+    }
+
+    /// Log position just past the last record written.
+    pub fn end_position(&self) -> u64 {
+        self.base + self.end()
+    }
+
+    /// Records that data up to `end` has been written.
+    pub fn set_end(&self, end: u64) {
+        self.end.store(end, Ordering::Release);
+    }
+
+    /// A view that covers at least the data written so far.
+    pub fn view(&self) -> Result<Arc<dyn MappedView>> {
+        let need = SEGMENT_HEADER_LEN as u64 + self.end();
+        {
+            let v = self.view.read();
+            if v.is_live() || v.bytes().len() as u64 >= need {
+                return Ok(Arc::clone(&v));
+            }
+        }
+        let fresh = self
+            .file
+            .map()
+            .map_err(|e| Error::io("mmap", &self.path, e))?;
+        *self.view.write() = Arc::clone(&fresh);
+        Ok(fresh)
+    }
+
+    /// The quarantined range containing data offset `d`, if any.
+    pub fn quarantine_at(&self, d: u64) -> Option<(u64, u64)> {
+        self.quarantined
+            .iter()
+            .copied()
+            .find(|&(s, e)| d >= s && d < e)
+    }
+}
+
+/// Creates a segment file at `dir/{base}.seg` through a temporary name: header, optional zero
+/// preallocation to `size` bytes, sync, rename, directory sync.
+pub fn create(
+    fs: &dyn Vfs,
+    dir: &Path,
+    base: u64,
+    size: u64,
+    preallocate: bool,
+) -> Result<Arc<dyn VfsFile>> {
+    let final_path = dir.join(segment_name(base));
+    let temp_path = dir.join(format!("{base:020}{TEMP_SUFFIX}"));
+    let result = (|| -> Result<Arc<dyn VfsFile>> {
+        let file = fs
+            .create(&temp_path)
+            .map_err(|e| Error::io("create", &temp_path, e))?;
+        let header = format::encode_segment_header(&SegmentHeader { base });
+        file.write_at(&header, 0)
+            .map_err(|e| Error::io("write", &temp_path, e))?;
+        if preallocate {
+            write_zeros(file.as_ref(), SEGMENT_HEADER_LEN as u64, size)
+                .map_err(|e| Error::io("preallocate", &temp_path, e))?;
+        } else {
+            file.set_len(size)
+                .map_err(|e| Error::io("set_len", &temp_path, e))?;
+        }
+        file.sync().map_err(|e| Error::io("fsync", &temp_path, e))?;
+        fs.rename(&temp_path, &final_path)
+            .map_err(|e| Error::io("rename", &temp_path, e))?;
+        fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
+        Ok(file)
+    })();
+    if result.is_err() {
+        // Best effort: a temporary file is removed by the next recovery anyway.
+        let _ = fs.remove(&temp_path);
+    }
+    result
+}
+
+/// Writes zeros over `[from, to)` in large chunks so that later writes and `fdatasync` need
+/// no block allocation or size update.
+pub fn write_zeros(file: &dyn VfsFile, from: u64, to: u64) -> std::io::Result<()> {
+    const CHUNK: usize = 1 << 20;
+    let zeros = vec![0u8; CHUNK];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(CHUNK);
+        file.write_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// What a recovery scan of one segment's data found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanResult {
+    /// Valid records counted (outside quarantined ranges).
+    pub records: u64,
+    /// Data offset just past the last valid record.
+    pub end: u64,
+    /// Data offset of the first bad frame that ends the data, when the data does not end
+    /// cleanly in zeros: a torn write if the segment is the last one.
+    pub torn_at: Option<u64>,
+    /// Bytes from `torn_at` to the last non-zero byte of the data region.
+    pub torn_bytes: u64,
+    /// Damaged ranges followed by records that prove the damage hit committed data.
+    pub damaged: Vec<(u64, u64)>,
+}
+
+/// Scans the record area `data` of a segment starting at log position `base`.
+///
+/// Rules (documented in `docs/FORMAT.md`):
+/// - records decode one after another until a frame fails;
+/// - a failing frame followed by nothing but zeros, or by valid frames that were all written
+///   before the failing offset was known durable (their `synced_through` is at or below it),
+///   ends the data there: a torn write when the segment is the last one;
+/// - a failing frame followed by a valid frame whose `synced_through` lies past it, or any
+///   failing frame followed by a valid frame in a sealed segment, is damage to committed data:
+///   the range up to the next valid frame is reported in `damaged` and scanning resumes there.
+pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult {
+    let mut result = ScanResult {
+        records: 0,
+        end: 0,
+        torn_at: None,
+        torn_bytes: 0,
+        damaged: Vec::new(),
+    };
+    let mut d = 0usize;
+    while d < data.len() {
+        match format::decode_frame(&data[d..], max_body) {
+            Ok(frame) => {
+                result.records += 1;
+                d += frame.len();
+                result.end = d as u64;
+            }
+            Err(err) => {
+                let Some(next) = find_next_frame(data, d + 1, max_body) else {
+                    if err != FrameError::Zero || data[d..].iter().any(|&b| b != 0) {
+                        let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
+                        result.torn_at = Some(d as u64);
+                        result.torn_bytes = (last_nonzero + 1).saturating_sub(d) as u64;
+                    }
+                    return result;
+                };
+                let proves_durable = sealed
+                    || later_frames_prove_durable(data, next, max_body, base + d as u64);
+                if !proves_durable {
+                    let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
+                    result.torn_at = Some(d as u64);
+                    result.torn_bytes = (last_nonzero + 1).saturating_sub(d) as u64;
+                    return result;
+                }
+                result.damaged.push((d as u64, next as u64));
+                d = next;
+            }
+        }
+    }
+    result
+}
+
+/// Finds the first offset at or after `from` where a valid frame starts.
+fn find_next_frame(data: &[u8], from: usize, max_body: usize) -> Option<usize> {
+    let mut off = from;
+    while off + FRAME_HEADER_LEN <= data.len() {
+        // A frame starts with a non-zero length, so its first non-zero byte is in its first
+        // four bytes: skip runs of zeros quickly.
+        if data[off] == 0 {
+            let nz = data[off..].iter().position(|&b| b != 0)?;
+            if nz > 3 {
+                off += nz - 3;
+                continue;
+            }
+        }
+        if format::decode_frame(&data[off..], max_body).is_ok() {
+            return Some(off);
+        }
+        off += 1;
+    }
+    None
+}
+
+/// True when some valid frame from `from` on was written after position `bad` was durable.
+fn later_frames_prove_durable(data: &[u8], from: usize, max_body: usize, bad: u64) -> bool {
+    let mut off = Some(from);
+    while let Some(o) = off {
+        match format::decode_frame(&data[o..], max_body) {
+            Ok(frame) => {
+                if frame.synced_through > bad {
+                    return true;
+                }
+                off = Some(o + frame.len());
+            }
+            Err(_) => off = find_next_frame(data, o + 1, max_body),
+        }
+        if off.is_some_and(|o| o >= data.len()) {
+            break;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(records: &[(&[u8], u64)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (body, synced) in records {
+            format::encode_frame(&mut out, body, *synced);
+        }
+        out.resize(out.len() + 100, 0);
+        out
+    }
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
+        assert_eq!(parse_segment_name("42.seg"), None);
+        assert_eq!(parse_segment_name("notes.txt"), None);
+    }
+
+    #[test]
+    fn clean_scan_counts_records() {
+        let data = build(&[(b"a", 0), (b"bb", 0)]);
+        let r = scan(&data, 0, 100, false);
+        assert_eq!(r.records, 2);
+        assert_eq!(r.end, (17 + 18) as u64);
+        assert_eq!(r.torn_at, None);
+    }
+
+    #[test]
+    fn damage_before_a_proving_record_is_reported() {
+        let mut data = build(&[(b"aaaa", 0), (b"bbbb", 20), (b"cccc", 40)]);
+        data[20] ^= 0xff; // inside the second record
+        let r = scan(&data, 0, 100, false);
+        assert_eq!(r.damaged, vec![(20, 40)]);
+        assert_eq!(r.records, 2);
+    }
+
+    #[test]
+    fn damage_before_unproven_records_is_a_torn_tail() {
+        let mut data = build(&[(b"aaaa", 0), (b"bbbb", 0), (b"cccc", 0)]);
+        data[20] ^= 0xff;
+        let r = scan(&data, 0, 100, false);
+        assert_eq!(r.torn_at, Some(20));
+        assert_eq!(r.records, 1);
+        assert!(r.damaged.is_empty());
+    }
+}

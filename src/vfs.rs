@@ -1,0 +1,199 @@
+//! The storage seam: every file and directory operation the log performs.
+//!
+//! The log never calls `std::fs` directly; it goes through [`Vfs`] and [`VfsFile`], so that
+//! tests can substitute a simulated disk (with power cuts) or a faulty wrapper (ENOSPC, EIO,
+//! failed fsync) for [`RealFs`]. The trait is deliberately narrow:
+//!
+//! | operation            | method                         |
+//! |----------------------|--------------------------------|
+//! | create / open        | [`Vfs::create`], [`Vfs::open`] |
+//! | read at an offset    | [`VfsFile::read_at`]           |
+//! | write (append)       | [`VfsFile::write_at`]          |
+//! | sync a file's data   | [`VfsFile::sync`]              |
+//! | set length           | [`VfsFile::set_len`]           |
+//! | rename, remove, list | [`Vfs::rename`], [`Vfs::remove`], [`Vfs::list`] |
+//! | sync a directory     | [`Vfs::sync_dir`]              |
+//! | read-only view       | [`VfsFile::map`]               |
+//! | exclusive lock       | [`Vfs::lock`]                  |
+//!
+//! Contract: `write_at` either writes the whole buffer or returns an error (after which any
+//! prefix of it may have landed). `sync` makes every completed write of that file durable.
+//! A created, renamed or removed name is durable only after `sync_dir` of its directory.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A read-only view of a file's bytes.
+pub trait MappedView: Send + Sync {
+    /// The bytes of the view.
+    fn bytes(&self) -> &[u8];
+    /// True when later writes to the file show through this view (a shared memory map).
+    /// A view that is a snapshot returns false, and the reader maps again to see new bytes.
+    fn is_live(&self) -> bool;
+}
+
+/// An open file.
+pub trait VfsFile: Send + Sync {
+    /// Reads into `buf` from `offset`; returns the count read (0 at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable (fdatasync).
+    fn sync(&self) -> io::Result<()>;
+    /// Truncates or extends (with zeros) the file.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// The file's current length.
+    fn len(&self) -> io::Result<u64>;
+    /// A read-only view of the whole file as it is now.
+    fn map(&self) -> io::Result<Arc<dyn MappedView>>;
+}
+
+/// A guard that holds a directory lock until dropped.
+pub trait LockGuard: Send + Sync {}
+
+/// A file system.
+pub trait Vfs: Send + Sync {
+    /// Creates the directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Creates a new file (truncating one that exists), opened for reading and writing.
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>>;
+    /// Opens an existing file for reading and, unless `read_only`, writing.
+    fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn VfsFile>>;
+    /// Renames a file, replacing the target.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Lists the names of the entries of a directory (not recursive).
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Makes creations, renames and removals in the directory durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on `path` (created if missing); `WouldBlock` when held.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
+}
+
+/// The real file system: positioned writes, fdatasync, and memory-mapped reads.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+struct RealFile {
+    file: File,
+}
+
+struct RealMap {
+    map: memmap2::Mmap,
+}
+
+impl MappedView for RealMap {
+    fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+    fn is_live(&self) -> bool {
+        true
+    }
+}
+
+struct EmptyView;
+
+impl MappedView for EmptyView {
+    fn bytes(&self) -> &[u8] {
+        &[]
+    }
+    fn is_live(&self) -> bool {
+        false
+    }
+}
+
+impl VfsFile for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.file.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+    fn map(&self) -> io::Result<Arc<dyn MappedView>> {
+        if self.len()? == 0 {
+            return Ok(Arc::new(EmptyView));
+        }
+        // SAFETY: the map is read-only and the file belongs to a store directory that this
+        // process holds an exclusive lock on, so no other process truncates it underneath us.
+        // Within the process the log never shrinks a mapped file below the bytes a reader may
+        // touch: readers only look below the log's written end, and truncation happens during
+        // recovery (before any map exists) or on files that are being deleted, whose views
+        // keep the pages alive until dropped.
+        let map = unsafe { memmap2::Mmap::map(&self.file)? };
+        Ok(Arc::new(RealMap { map }))
+    }
+}
+
+struct RealLock {
+    _file: File,
+}
+
+impl LockGuard for RealLock {}
+
+impl Vfs for RealFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Arc::new(RealFile { file }))
+    }
+    fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn VfsFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .open(path)?;
+        Ok(Arc::new(RealFile { file }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if let Ok(name) = entry.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(RealLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
