@@ -4,7 +4,9 @@
 //! same layout byte by byte. Invariants:
 //! - every integer is little-endian;
 //! - a record's checksum covers its length and its header fields as well as its body, so a
-//!   damaged length is caught;
+//!   damaged length is caught, and also the record's own log position (not stored), so a
+//!   frame is valid only at the position it was written for: frame bytes carried inside a
+//!   payload, or left over from another place, never decode as a record where they lie;
 //! - a record body is never empty, so an all-zero frame header (a preallocated, never-written
 //!   region) never decodes as a record;
 //! - [`decode_frame`] never returns a body whose checksum failed.
@@ -79,25 +81,26 @@ pub const fn frame_len(body_len: usize) -> usize {
     FRAME_HEADER_LEN + body_len
 }
 
-fn frame_crc(len_bytes: &[u8], synced_bytes: &[u8], body: &[u8]) -> u32 {
+fn frame_crc(pos: u64, len_bytes: &[u8], synced_bytes: &[u8], body: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
+    h.update(&pos.to_le_bytes());
     h.update(len_bytes);
     h.update(synced_bytes);
     h.update(body);
     h.finalize()
 }
 
-/// Appends one frame for `body` to `out`. `synced_through` is the log position up to which the
-/// log was known durable when this frame was written (recovery uses it to tell a torn tail
-/// from damaged committed data).
+/// Appends one frame for `body`, to be stored at log position `pos`, to `out`.
+/// `synced_through` is the log position up to which the log was known durable when this frame
+/// was written (recovery uses it to tell a torn tail from damaged committed data).
 ///
 /// # Panics
 /// If `body` is empty or longer than [`MAX_FRAME_BODY`]; the log checks both before calling.
-pub fn encode_frame(out: &mut Vec<u8>, body: &[u8], synced_through: u64) {
+pub fn encode_frame(out: &mut Vec<u8>, pos: u64, body: &[u8], synced_through: u64) {
     assert!(!body.is_empty() && body.len() <= MAX_FRAME_BODY);
     let len_bytes = (body.len() as u32).to_le_bytes();
     let synced_bytes = synced_through.to_le_bytes();
-    let crc = frame_crc(&len_bytes, &synced_bytes, body);
+    let crc = frame_crc(pos, &len_bytes, &synced_bytes, body);
     out.extend_from_slice(&len_bytes);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&synced_bytes);
@@ -138,9 +141,9 @@ pub enum FrameError {
     Checksum,
 }
 
-/// Decodes the frame at the start of `bytes`. `max_body` bounds the length field; a length
-/// above it is rejected before any checksum is computed.
-pub fn decode_frame(bytes: &[u8], max_body: usize) -> Result<Frame<'_>, FrameError> {
+/// Decodes the frame at the start of `bytes`, which lie at log position `pos`. `max_body`
+/// bounds the length field; a length above it is rejected before any checksum is computed.
+pub fn decode_frame(bytes: &[u8], pos: u64, max_body: usize) -> Result<Frame<'_>, FrameError> {
     if bytes.len() < FRAME_HEADER_LEN {
         if bytes.iter().all(|&b| b == 0) {
             return Err(FrameError::Zero);
@@ -163,7 +166,7 @@ pub fn decode_frame(bytes: &[u8], max_body: usize) -> Result<Frame<'_>, FrameErr
     }
     let stored = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
     let body = &bytes[FRAME_HEADER_LEN..end];
-    if frame_crc(&head[0..4], &head[8..16], body) != stored {
+    if frame_crc(pos, &head[0..4], &head[8..16], body) != stored {
         return Err(FrameError::Checksum);
     }
     let synced_through = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
@@ -194,26 +197,31 @@ mod tests {
     #[test]
     fn frame_round_trip_and_every_bit_flip_is_caught() {
         let mut out = Vec::new();
-        encode_frame(&mut out, b"hello world", 77);
-        let f = decode_frame(&out, 1 << 20).expect("valid frame");
+        encode_frame(&mut out, 500, b"hello world", 77);
+        let f = decode_frame(&out, 500, 1 << 20).expect("valid frame");
         assert_eq!(f.body, b"hello world");
         assert_eq!(f.synced_through, 77);
         assert_eq!(f.len(), out.len());
         for bit in 0..out.len() * 8 {
             let mut c = out.clone();
             c[bit / 8] ^= 1 << (bit % 8);
-            assert!(decode_frame(&c, 1 << 20).is_err(), "bit {bit} not caught");
+            assert!(
+                decode_frame(&c, 500, 1 << 20).is_err(),
+                "bit {bit} not caught"
+            );
         }
+        // The same bytes at another position are not a record.
+        assert_eq!(decode_frame(&out, 501, 1 << 20), Err(FrameError::Checksum));
     }
 
     #[test]
     fn zero_and_short_inputs() {
-        assert_eq!(decode_frame(&[0u8; 40], 100), Err(FrameError::Zero));
-        assert_eq!(decode_frame(&[0u8; 3], 100), Err(FrameError::Zero));
-        assert_eq!(decode_frame(&[1u8; 3], 100), Err(FrameError::Short));
+        assert_eq!(decode_frame(&[0u8; 40], 0, 100), Err(FrameError::Zero));
+        assert_eq!(decode_frame(&[0u8; 3], 0, 100), Err(FrameError::Zero));
+        assert_eq!(decode_frame(&[1u8; 3], 0, 100), Err(FrameError::Short));
         let mut out = Vec::new();
-        encode_frame(&mut out, &[9u8; 50], 0);
-        assert_eq!(decode_frame(&out[..30], 100), Err(FrameError::Short));
-        assert_eq!(decode_frame(&out, 10), Err(FrameError::BadLength));
+        encode_frame(&mut out, 0, &[9u8; 50], 0);
+        assert_eq!(decode_frame(&out[..30], 0, 100), Err(FrameError::Short));
+        assert_eq!(decode_frame(&out, 0, 10), Err(FrameError::BadLength));
     }
 }

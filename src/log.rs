@@ -255,8 +255,18 @@ impl Log {
     ) -> Result<(Log, RecoveryReport)> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
+        let existed = fs.list(&dir).is_ok();
         fs.create_dir_all(&dir)
             .map_err(|e| Error::io("create dir", &dir, e))?;
+        if !existed {
+            // Make the new directory's own name durable in its parent.
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            fs.sync_dir(&parent)
+                .map_err(|e| Error::io("fsync dir", &parent, e))?;
+        }
         let lock_path = dir.join(LOCK_FILE);
         let lock = match fs.lock(&lock_path) {
             Ok(l) => l,
@@ -266,7 +276,10 @@ impl Log {
             Err(e) => return Err(Error::io("lock", &lock_path, e)),
         };
         let (segments, report) = recover(fs.as_ref(), &dir, &opts)?;
-        let active = Arc::clone(segments.values().next_back().expect("recovery keeps one"));
+        let active = match segments.values().next_back() {
+            Some(s) => Arc::clone(s),
+            None => return Err(Error::InvalidConfig("recovery left no segment".into())),
+        };
         let end = active.end_position();
         let inner = Arc::new(Inner {
             dir,
@@ -288,7 +301,10 @@ impl Log {
             _lock: lock,
         });
         let flusher = match inner.opts.durability {
-            Durability::Interval(every) => Some(spawn_flusher(Arc::downgrade(&inner), every)),
+            Durability::Interval(every) => Some(
+                spawn_flusher(Arc::downgrade(&inner), every)
+                    .map_err(|e| Error::io("spawn flusher", &inner.dir, e))?,
+            ),
             _ => None,
         };
         Ok((
@@ -368,11 +384,11 @@ impl Log {
                     }
                 }
                 let pos = w.appended_end();
-                format::encode_frame(&mut w.buf, body, inner.synced.load(Ordering::Acquire));
+                let synced = inner.synced.load(Ordering::Acquire);
+                format::encode_frame(&mut w.buf, pos, body, synced);
                 on_position(pos);
             }
-            if inner.opts.durability != Durability::Always
-                && w.buf.len() >= inner.opts.write_buffer
+            if inner.opts.durability != Durability::Always && w.buf.len() >= inner.opts.write_buffer
             {
                 inner.flush_locked(&mut w)?;
             }
@@ -416,20 +432,19 @@ impl Log {
             });
         }
         let view = seg.view()?;
-        decode_in(&seg, view, d, inner.opts.max_record_size).map_err(|e| match e {
-            FrameError::Checksum => Error::Corruption {
-                kind: CorruptionKind::BadRecord,
-                path: seg.path.clone(),
-                offset: SEGMENT_HEADER_LEN as u64 + d,
-            },
-            _ => Error::InvalidPosition(pos),
-        })
+        decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size)
+            .map_err(|_| decode_error(&seg, view.bytes(), d))
     }
 
-    /// Iterates over the records from `pos` (a record's position, or the log's first
-    /// position) to the end of the log.
+    /// Iterates over the records from `pos` (a record's position, the end position, or any
+    /// position at or below the log's first position) to the end of the log. A `pos` past
+    /// the end is [`Error::InvalidPosition`]; one inside a record yields that error from the
+    /// iterator.
     pub fn iter_from(&self, pos: u64) -> Result<LogIter<'_>> {
         self.flush()?;
+        if pos > self.end_position() {
+            return Err(Error::InvalidPosition(pos));
+        }
         Ok(LogIter {
             log: self,
             pos: pos.max(self.first_position()),
@@ -472,14 +487,14 @@ impl Log {
             .filter(|s| s.base != active_base && s.end_position() <= pos)
             .cloned()
             .collect();
+        // Oldest first, with a directory sync after each removal: removals are not assumed
+        // to reach the disk in order, and a crash must leave a contiguous run of segments.
         for seg in &doomed {
             inner.segments.write().remove(&seg.base);
             inner
                 .fs
                 .remove(&seg.path)
                 .map_err(|e| Error::io("remove", &seg.path, e))?;
-        }
-        if !doomed.is_empty() {
             inner
                 .fs
                 .sync_dir(&inner.dir)
@@ -557,13 +572,54 @@ fn decode_in(
     let start = SEGMENT_HEADER_LEN + d as usize;
     let stop = SEGMENT_HEADER_LEN + seg.end() as usize;
     let bytes = view.bytes().get(start..stop).ok_or(FrameError::Short)?;
-    let frame = format::decode_frame(bytes, max_body)?;
+    let frame = format::decode_frame(bytes, seg.base + d, max_body)?;
     let len = frame.body.len();
     Ok(Record {
         view,
         start: start + FRAME_HEADER_LEN,
         len,
     })
+}
+
+/// The error for a record at data offset `d` that does not decode: corruption when a record
+/// starts there (recovery verified it, so its bytes changed since), otherwise an invalid
+/// position (a position inside a record, or past the data).
+fn decode_error(seg: &Segment, bytes: &[u8], d: u64) -> Error {
+    if is_record_start(seg, bytes, d) {
+        Error::Corruption {
+            kind: CorruptionKind::BadRecord,
+            path: seg.path.clone(),
+            offset: SEGMENT_HEADER_LEN as u64 + d,
+        }
+    } else {
+        Error::InvalidPosition(seg.base + d)
+    }
+}
+
+/// True when walking the frame lengths of `seg` from its first record lands on data offset
+/// `d`. Used only on error paths: it costs one step per record before `d`.
+fn is_record_start(seg: &Segment, bytes: &[u8], d: u64) -> bool {
+    let end = seg.end();
+    if d >= end {
+        return false;
+    }
+    let mut o = 0u64;
+    while o < d {
+        if let Some((_, e)) = seg.quarantine_at(o) {
+            o = e;
+            continue;
+        }
+        let at = SEGMENT_HEADER_LEN + o as usize;
+        let Some(head) = bytes.get(at..at + 4) else {
+            return false;
+        };
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as u64;
+        if len == 0 {
+            return false;
+        }
+        o += FRAME_HEADER_LEN as u64 + len;
+    }
+    o == d
 }
 
 impl Inner {
@@ -686,7 +742,7 @@ impl Inner {
 fn spawn_flusher(
     inner: Weak<Inner>,
     every: Duration,
-) -> (crossbeam_channel::Sender<()>, JoinHandle<()>) {
+) -> std::io::Result<(crossbeam_channel::Sender<()>, JoinHandle<()>)> {
     let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
     let handle = std::thread::Builder::new()
         .name("deadletter-flush".into())
@@ -699,9 +755,8 @@ fn spawn_flusher(
             let end = inner.writer.lock().appended_end();
             // An error poisons the log; appenders see it on their next call.
             let _ = inner.sync_to(end);
-        })
-        .expect("spawning the flusher thread");
-    (stop, handle)
+        })?;
+    Ok((stop, handle))
 }
 
 /// Iterator over records from a position; see [`Log::iter_from`].
@@ -767,7 +822,7 @@ impl Iterator for LogIter<'_> {
                     }
                 },
             };
-            return match decode_in(&seg, view, d, inner.opts.max_record_size) {
+            return match decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size) {
                 Ok(rec) => {
                     let pos = self.pos;
                     self.pos += format::frame_len(rec.len) as u64;
@@ -775,11 +830,7 @@ impl Iterator for LogIter<'_> {
                 }
                 Err(_) => {
                     self.done = true;
-                    Some(Err(Error::Corruption {
-                        kind: CorruptionKind::BadRecord,
-                        path: seg.path.clone(),
-                        offset: SEGMENT_HEADER_LEN as u64 + d,
-                    }))
+                    Some(Err(decode_error(&seg, view.bytes(), d)))
                 }
             };
         }
@@ -798,9 +849,10 @@ fn recover(
     for name in names {
         if let Some(base) = segment::parse_segment_name(&name) {
             bases.push(base);
-        } else if name.ends_with(segment::TEMP_SUFFIX) && name.len() == 20 + 4 {
+        } else if segment::parse_temp_name(&name).is_some() {
             let path = dir.join(&name);
-            fs.remove(&path).map_err(|e| Error::io("remove", &path, e))?;
+            fs.remove(&path)
+                .map_err(|e| Error::io("remove", &path, e))?;
             report.removed_temp_files.push(name);
         } else if name != LOCK_FILE {
             report.ignored_files.push(name);
@@ -820,15 +872,20 @@ fn recover(
     for (i, &base) in bases.iter().enumerate() {
         let is_last = i + 1 == bases.len();
         let path = dir.join(segment::segment_name(base));
-        let file = fs.open(&path, false).map_err(|e| Error::io("open", &path, e))?;
+        let file = fs
+            .open(&path, false)
+            .map_err(|e| Error::io("open", &path, e))?;
         let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
         let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
         let bytes = view.bytes();
         if is_last && bytes.iter().all(|&b| b == 0) {
             // A never-written last segment holds nothing: remove it.
             drop(view);
-            fs.remove(&path).map_err(|e| Error::io("remove", &path, e))?;
-            report.removed_empty_segments.push(segment::segment_name(base));
+            fs.remove(&path)
+                .map_err(|e| Error::io("remove", &path, e))?;
+            report
+                .removed_empty_segments
+                .push(segment::segment_name(base));
             continue;
         }
         match format::decode_segment_header(bytes) {
@@ -841,7 +898,8 @@ fn recover(
                     .get(i + 1)
                     .copied()
                     .unwrap_or(base + len.saturating_sub(header_len));
-                next_free = next_free.max(end);
+                // Never reuse the damaged file's name for a new segment.
+                next_free = next_free.max(end).max(base + 1);
                 report.quarantined.push(QuarantinedRange {
                     path,
                     kind: CorruptionKind::BadHeader,
@@ -871,9 +929,14 @@ fn recover(
         if let Some(&next) = bases.get(i + 1) {
             let expected = next.saturating_sub(base);
             if end != expected {
+                // Records running past the next segment's base: the sequence overlaps. A file
+                // whose data runs into its end, shorter than both its successor implies and a
+                // full segment: it was cut. A bad frame ending the data: damage. Data that
+                // ends cleanly before the successor's base: a segment between is missing.
                 let kind = if end > expected {
                     CorruptionKind::MissingSegment
-                } else if len < header_len + expected {
+                } else if scan.reaches_eof && len < header_len + expected && len < opts.segment_size
+                {
                     CorruptionKind::TruncatedSegment
                 } else if scan.torn_at.is_some() {
                     CorruptionKind::BadRecord

@@ -30,6 +30,20 @@ pub fn segment_name(base: u64) -> String {
     format!("{base:020}{SEGMENT_SUFFIX}")
 }
 
+/// The temporary name under which the segment starting at `base` is created.
+pub fn temp_name(base: u64) -> String {
+    format!("{base:020}{TEMP_SUFFIX}")
+}
+
+/// Parses a temporary segment name back into its base position.
+pub fn parse_temp_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(TEMP_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// Parses a segment file name back into its base position.
 pub fn parse_segment_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
@@ -128,7 +142,7 @@ pub fn create(
     preallocate: bool,
 ) -> Result<Arc<dyn VfsFile>> {
     let final_path = dir.join(segment_name(base));
-    let temp_path = dir.join(format!("{base:020}{TEMP_SUFFIX}"));
+    let temp_path = dir.join(temp_name(base));
     let result = (|| -> Result<Arc<dyn VfsFile>> {
         let file = fs
             .create(&temp_path)
@@ -146,7 +160,8 @@ pub fn create(
         file.sync().map_err(|e| Error::io("fsync", &temp_path, e))?;
         fs.rename(&temp_path, &final_path)
             .map_err(|e| Error::io("rename", &temp_path, e))?;
-        fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io("fsync dir", dir, e))?;
         Ok(file)
     })();
     if result.is_err() {
@@ -184,6 +199,10 @@ pub struct ScanResult {
     pub torn_bytes: u64,
     /// Damaged ranges followed by records that prove the damage hit committed data.
     pub damaged: Vec<(u64, u64)>,
+    /// True when the data runs into the end of the file: the last valid record ends exactly
+    /// at the end, or the frame at `torn_at` announces more bytes than the file holds. A
+    /// sealed segment that does so and is shorter than its successor's base implies was cut.
+    pub reaches_eof: bool,
 }
 
 /// Scans the record area `data` of a segment starting at log position `base`.
@@ -203,17 +222,19 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
         torn_at: None,
         torn_bytes: 0,
         damaged: Vec::new(),
+        reaches_eof: false,
     };
     let mut d = 0usize;
     while d < data.len() {
-        match format::decode_frame(&data[d..], max_body) {
+        match format::decode_frame(&data[d..], base + d as u64, max_body) {
             Ok(frame) => {
                 result.records += 1;
                 d += frame.len();
                 result.end = d as u64;
             }
             Err(err) => {
-                let Some(next) = find_next_frame(data, d + 1, max_body) else {
+                let Some(next) = find_next_frame(data, base, d + 1, max_body) else {
+                    result.reaches_eof = err == FrameError::Short;
                     if err != FrameError::Zero || data[d..].iter().any(|&b| b != 0) {
                         let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
                         result.torn_at = Some(d as u64);
@@ -222,7 +243,7 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
                     return result;
                 };
                 let proves_durable = sealed
-                    || later_frames_prove_durable(data, next, max_body, base + d as u64);
+                    || later_frames_prove_durable(data, base, next, max_body, base + d as u64);
                 if !proves_durable {
                     let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
                     result.torn_at = Some(d as u64);
@@ -234,11 +255,12 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
             }
         }
     }
+    result.reaches_eof = true;
     result
 }
 
 /// Finds the first offset at or after `from` where a valid frame starts.
-fn find_next_frame(data: &[u8], from: usize, max_body: usize) -> Option<usize> {
+fn find_next_frame(data: &[u8], base: u64, from: usize, max_body: usize) -> Option<usize> {
     let mut off = from;
     while off + FRAME_HEADER_LEN <= data.len() {
         // A frame starts with a non-zero length, so its first non-zero byte is in its first
@@ -250,7 +272,7 @@ fn find_next_frame(data: &[u8], from: usize, max_body: usize) -> Option<usize> {
                 continue;
             }
         }
-        if format::decode_frame(&data[off..], max_body).is_ok() {
+        if format::decode_frame(&data[off..], base + off as u64, max_body).is_ok() {
             return Some(off);
         }
         off += 1;
@@ -259,17 +281,23 @@ fn find_next_frame(data: &[u8], from: usize, max_body: usize) -> Option<usize> {
 }
 
 /// True when some valid frame from `from` on was written after position `bad` was durable.
-fn later_frames_prove_durable(data: &[u8], from: usize, max_body: usize, bad: u64) -> bool {
+fn later_frames_prove_durable(
+    data: &[u8],
+    base: u64,
+    from: usize,
+    max_body: usize,
+    bad: u64,
+) -> bool {
     let mut off = Some(from);
     while let Some(o) = off {
-        match format::decode_frame(&data[o..], max_body) {
+        match format::decode_frame(&data[o..], base + o as u64, max_body) {
             Ok(frame) => {
                 if frame.synced_through > bad {
                     return true;
                 }
                 off = Some(o + frame.len());
             }
-            Err(_) => off = find_next_frame(data, o + 1, max_body),
+            Err(_) => off = find_next_frame(data, base, o + 1, max_body),
         }
         if off.is_some_and(|o| o >= data.len()) {
             break;
@@ -285,7 +313,8 @@ mod tests {
     fn build(records: &[(&[u8], u64)]) -> Vec<u8> {
         let mut out = Vec::new();
         for (body, synced) in records {
-            format::encode_frame(&mut out, body, *synced);
+            let pos = out.len() as u64;
+            format::encode_frame(&mut out, pos, body, *synced);
         }
         out.resize(out.len() + 100, 0);
         out
