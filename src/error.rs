@@ -131,7 +131,10 @@ impl Error {
 
 /// True for ENOSPC (and EDQUOT, a quota that is full).
 pub(crate) fn is_disk_full(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl fmt::Display for Error {
@@ -147,7 +150,11 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Corruption { kind, path, offset } => {
-                write!(f, "corruption in {} at byte {offset}: {kind}", path.display())
+                write!(
+                    f,
+                    "corruption in {} at byte {offset}: {kind}",
+                    path.display()
+                )
             }
             Error::Poisoned => f.write_str(
                 "an earlier fsync failed; the log refuses writes until the store is reopened",

@@ -157,10 +157,7 @@ impl Vfs for RealFs {
         Ok(Arc::new(RealFile { file }))
     }
     fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn VfsFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(!read_only)
-            .open(path)?;
+        let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
         Ok(Arc::new(RealFile { file }))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
