@@ -1,19 +1,52 @@
 //! deadletter: an embedded, persistent, log-structured queue engine with a first-class dead
 //! letter queue.
 //!
+//! ```no_run
+//! use deadletter::{Config, Store, Filter, ReplayOptions};
+//! # fn main() -> deadletter::Result<()> {
+//! let store = Store::open("./data", Config::default())?; // durable by default
+//! let orders = store.queue("orders")?;                    // its DLQ: "orders-dlq"
+//! orders.enqueue(br#"{"orderId":"ORD-1"}"#)?;
+//! for msg in orders.lease(10)? {
+//!     orders.ack(&msg)?;
+//! }
+//! let dlq = orders.dlq();
+//! println!("{:?}", dlq.stats());
+//! dlq.replay(&Filter::all(), &ReplayOptions::to_origin().reset_attempts())?;
+//! # Ok(()) }
+//! ```
+//!
 //! Layers, bottom up (see `docs/ARCHITECTURE.md`):
 //! - [`vfs`]: the storage seam, every file operation behind one trait;
 //! - [`format`]: the byte layout of segment headers and record frames;
 //! - [`segment`]: one segment file and its recovery scan;
-//! - [`log`]: the segmented log with group commit and crash recovery.
+//! - [`log`]: the segmented log with group commit and crash recovery;
+//! - [`record`]: the queue records stored in the log;
+//! - [`state`]: the state machine that applies records to the in-memory index;
+//! - [`store`], [`queue`], [`dlq`]: the API.
 
 #![warn(missing_docs)]
 
+pub mod clock;
+pub mod dlq;
 pub mod error;
 pub mod format;
 pub mod log;
+pub mod queue;
+pub mod record;
 pub mod segment;
+pub mod state;
+pub mod store;
+pub mod types;
 pub mod vfs;
 
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
+pub use queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
+pub use store::{Config, DlqAlert, QueueOptions, Store};
+pub use types::{
+    Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureClass, FailureInfo, MessageId,
+    OriginalMetadata,
+};

@@ -1,0 +1,311 @@
+//! The queue-level records stored in the log, and their encoding.
+//!
+//! A record body is one tag byte followed by a bincode-encoded struct. Records that carry a
+//! payload ([`Put`]) have the layout `tag | meta_len: u32 LE | meta (bincode) | payload`, so
+//! the payload sits at a known offset inside the record and is read straight from the log's
+//! memory map without copying. Every state change of a message is exactly one record, so a
+//! move between a queue and its DLQ is atomic: the log holds the record or it does not.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CorruptionKind, Error, Result};
+use crate::types::{Attempt, DlqMetadata, FailureInfo, MessageId};
+
+/// Dense number of a queue inside one store.
+pub type QueueId = u32;
+
+/// Metadata stored with a payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutMeta {
+    /// Message id.
+    pub id: MessageId,
+    /// Queue it is put in.
+    pub queue: QueueId,
+    /// When the message was first enqueued.
+    pub enqueued_at: u64,
+    /// Not delivered before this time.
+    pub visible_at: u64,
+    /// Expires (TTL) at this time, if set.
+    pub expires_at: Option<u64>,
+    /// Caller's attributes.
+    pub attributes: BTreeMap<String, String>,
+    /// Caller's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Why this payload record was written.
+    pub cause: PutCause,
+}
+
+/// Why a [`Put`] record was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PutCause {
+    /// A new message.
+    Enqueue,
+    /// A DLQ entry replayed with a corrected payload; the old payload is kept here.
+    CorrectedReplay {
+        /// The payload that failed.
+        previous_payload: Vec<u8>,
+        /// Attempts after the replay.
+        attempts: u32,
+        /// Replay generation after the replay.
+        generation: u32,
+        /// The DLQ it came from.
+        from_dlq: QueueId,
+    },
+}
+
+/// A payload-carrying record: metadata plus the payload bytes after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Put<'a> {
+    /// Metadata.
+    pub meta: PutMeta,
+    /// Payload bytes (borrowed from the log when decoded).
+    pub payload: &'a [u8],
+}
+
+/// Failure history carried by retry records (cumulative: the latest one holds it all).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    /// When the message was first delivered.
+    pub first_received_at: Option<u64>,
+    /// The newest attempts, oldest first.
+    pub attempts: Vec<Attempt>,
+    /// Attempts dropped from the front to respect the bound.
+    pub dropped: u32,
+}
+
+/// Every record other than [`Put`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Names a queue id.
+    DeclareQueue {
+        /// Its id.
+        queue: QueueId,
+        /// Its name.
+        name: String,
+    },
+    /// Messages delivered: each delivery is counted here before the handler runs.
+    Lease {
+        /// When.
+        at: u64,
+        /// Lease deadline.
+        deadline: u64,
+        /// The messages.
+        ids: Vec<MessageId>,
+    },
+    /// Leases extended (heartbeat).
+    Extend {
+        /// New deadline.
+        deadline: u64,
+        /// The messages.
+        ids: Vec<MessageId>,
+    },
+    /// Messages processed successfully and removed.
+    Ack {
+        /// When.
+        at: u64,
+        /// The messages.
+        ids: Vec<MessageId>,
+    },
+    /// A failed delivery; the message becomes visible again at `visible_at`.
+    Retry {
+        /// The message.
+        id: MessageId,
+        /// Next visible time.
+        visible_at: u64,
+        /// The whole (bounded) history including this attempt.
+        history: History,
+    },
+    /// A message leaves a lease without an outcome (nack without error), visible at a time.
+    Release {
+        /// The message.
+        id: MessageId,
+        /// Next visible time.
+        visible_at: u64,
+    },
+    /// The move to the DLQ, with the whole envelope (the payload stays where it is).
+    DeadLetter {
+        /// The message.
+        id: MessageId,
+        /// Failure and history.
+        failure: FailureInfo,
+        /// DLQ metadata.
+        dlq: DlqMetadata,
+        /// First delivery time.
+        first_received_at: Option<u64>,
+    },
+    /// A DLQ entry moved back to a queue (payload unchanged).
+    Replay {
+        /// The message.
+        id: MessageId,
+        /// Target queue.
+        queue: QueueId,
+        /// When.
+        at: u64,
+        /// Visible from.
+        visible_at: u64,
+        /// Attempts after the replay (0 when reset).
+        attempts: u32,
+        /// Generation after the replay.
+        generation: u32,
+    },
+    /// DLQ entries (or queued messages) deleted.
+    Delete {
+        /// When.
+        at: u64,
+        /// The messages.
+        ids: Vec<MessageId>,
+        /// Why: removed by TTL or retention (true) or by a person or program (false).
+        expired: bool,
+    },
+    /// A DLQ entry's outcome handled outside the queue.
+    MarkReprocessed {
+        /// The entry.
+        id: MessageId,
+        /// Outcome.
+        success: bool,
+        /// When.
+        at: u64,
+    },
+}
+
+const TAG_PUT: u8 = 1;
+const TAG_OP: u8 = 2;
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+}
+
+fn bad_content() -> Error {
+    Error::Corruption {
+        kind: CorruptionKind::BadContent,
+        path: std::path::PathBuf::new(),
+        offset: 0,
+    }
+}
+
+/// A decoded record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A payload record.
+    Put(Put<'a>),
+    /// Any other record.
+    Op(Op),
+}
+
+/// Encodes a payload record into `out` (cleared first).
+pub fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
+    out.clear();
+    out.push(TAG_PUT);
+    out.extend_from_slice(&[0; 4]);
+    let meta_len = bincode::serde::encode_into_std_write(meta, out, config())
+        .map_err(|e| Error::Codec(e.to_string()))?;
+    out[1..5].copy_from_slice(&(meta_len as u32).to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// Encodes any other record.
+pub fn encode_op(op: &Op) -> Result<Vec<u8>> {
+    let mut out = vec![TAG_OP];
+    bincode::serde::encode_into_std_write(op, &mut out, config())
+        .map_err(|e| Error::Codec(e.to_string()))?;
+    Ok(out)
+}
+
+/// Decodes a record body. A body that does not decode is reported as corruption
+/// ([`CorruptionKind::BadContent`]); the caller fills in the location.
+pub fn decode(body: &[u8]) -> Result<Decoded<'_>> {
+    match body.first() {
+        Some(&TAG_PUT) => {
+            let (meta, payload) = split_put(body)?;
+            Ok(Decoded::Put(Put { meta, payload }))
+        }
+        Some(&TAG_OP) => {
+            let (op, used): (Op, usize) =
+                bincode::serde::decode_from_slice(&body[1..], config())
+                    .map_err(|_| bad_content())?;
+            if used + 1 != body.len() {
+                return Err(bad_content());
+            }
+            Ok(Decoded::Op(op))
+        }
+        _ => Err(bad_content()),
+    }
+}
+
+fn split_put(body: &[u8]) -> Result<(PutMeta, &[u8])> {
+    let len_bytes: [u8; 4] = body
+        .get(1..5)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad_content)?;
+    let meta_len = u32::from_le_bytes(len_bytes) as usize;
+    let meta_end = 5usize.checked_add(meta_len).ok_or_else(bad_content)?;
+    let meta_bytes = body.get(5..meta_end).ok_or_else(bad_content)?;
+    let (meta, used): (PutMeta, usize) =
+        bincode::serde::decode_from_slice(meta_bytes, config()).map_err(|_| bad_content())?;
+    if used != meta_len {
+        return Err(bad_content());
+    }
+    Ok((meta, &body[meta_end..]))
+}
+
+/// The payload of a [`Put`] record body, without decoding its metadata.
+pub fn put_payload(body: &[u8]) -> Result<std::ops::Range<usize>> {
+    if body.first() != Some(&TAG_PUT) {
+        return Err(bad_content());
+    }
+    let len_bytes: [u8; 4] = body
+        .get(1..5)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad_content)?;
+    let start = 5usize
+        .checked_add(u32::from_le_bytes(len_bytes) as usize)
+        .filter(|&s| s <= body.len())
+        .ok_or_else(bad_content)?;
+    Ok(start..body.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_round_trip_keeps_payload_at_known_offset() {
+        let meta = PutMeta {
+            id: 7,
+            queue: 1,
+            enqueued_at: 10,
+            visible_at: 10,
+            expires_at: None,
+            attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            idempotency_key: Some("key".into()),
+            cause: PutCause::Enqueue,
+        };
+        let mut out = Vec::new();
+        encode_put(&mut out, &meta, b"payload bytes").unwrap();
+        let range = put_payload(&out).unwrap();
+        assert_eq!(&out[range], b"payload bytes");
+        match decode(&out).unwrap() {
+            Decoded::Put(p) => {
+                assert_eq!(p.meta, meta);
+                assert_eq!(p.payload, b"payload bytes");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn op_round_trip_and_garbage_is_bad_content() {
+        let op = Op::Ack {
+            at: 5,
+            ids: vec![1, 2, 3],
+        };
+        let body = encode_op(&op).unwrap();
+        assert_eq!(decode(&body).unwrap(), Decoded::Op(op));
+        assert!(decode(&[9, 1, 2]).unwrap_err().is_corruption());
+        assert!(decode(&[TAG_PUT, 255, 255, 255, 255]).is_err());
+        assert!(decode(&[TAG_OP, 200]).is_err());
+    }
+}

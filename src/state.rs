@@ -1,0 +1,809 @@
+//! The state machine: applying records to the in-memory index of messages.
+//!
+//! [`State::apply`] is the only code that changes message state, and it is deterministic: it
+//! uses the times stored in records, never the clock, so replaying the log at open rebuilds
+//! exactly the state the live process had (except leases, which a reopen releases: the store
+//! is locked by one process, so no lease holder survives it).
+//!
+//! Invariants:
+//! - a message is in exactly one place: ready or leased in its queue, or in its queue's DLQ;
+//! - counters (ready, in flight, DLQ size, by-kind counts...) are kept incrementally and equal
+//!   what a scan would count;
+//! - memory held per pending message is an entry of [`Msg`] (32 bytes) plus one 8- or
+//!   16-byte ready-list entry; its payload and metadata stay in the log.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::record::{Decoded, Op, Put, PutCause, QueueId};
+use crate::types::MessageId;
+
+/// Error kind of messages dead-lettered because their TTL passed.
+pub const EXPIRED_KIND: &str = "expired";
+
+/// A fast hasher for dense integer ids (a Fibonacci multiply).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// HashMap keyed by ids.
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// Where a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Waiting in its queue.
+    Ready,
+    /// Waiting in its queue after a delivery ended without an outcome (lease expired or the
+    /// process died).
+    ReadyAfterLostLease,
+    /// Delivered; `visible_at` holds the lease deadline.
+    Leased,
+    /// In its queue's DLQ.
+    Dead,
+}
+
+impl Place {
+    /// True for both ready states.
+    pub fn is_ready(self) -> bool {
+        matches!(self, Place::Ready | Place::ReadyAfterLostLease)
+    }
+}
+
+/// The per-message index entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Msg {
+    /// Position of the record holding its payload.
+    pub payload_pos: u64,
+    /// Visible-at while ready; the lease deadline while leased; dead-lettered-at when dead.
+    pub visible_at: u64,
+    /// Its queue (for a dead message: the queue whose DLQ holds it).
+    pub queue: QueueId,
+    /// Deliveries counted.
+    pub attempts: u32,
+    /// Where it is.
+    pub place: Place,
+}
+
+/// Extra facts kept only for messages that were delivered, replayed or have a TTL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extra {
+    /// First delivery time.
+    pub first_received_at: Option<u64>,
+    /// Position of its latest retry record (its failure history).
+    pub history_pos: Option<u64>,
+    /// Replay generation.
+    pub generation: u32,
+    /// The DLQ (by queue id) it was last replayed from.
+    pub from_dlq: Option<QueueId>,
+    /// True when its last lease was cut by a reopen (the consumer died with the process).
+    pub lease_cut_by_restart: bool,
+    /// Expiry time (TTL).
+    pub expires_at: Option<u64>,
+}
+
+/// Status of a DLQ entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadStatus {
+    /// Not dealt with yet.
+    Pending,
+    /// Marked reprocessed with this outcome and time.
+    Reprocessed(bool, u64),
+}
+
+/// The index entry of a DLQ entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadInfo {
+    /// Position of the dead-letter record (the envelope).
+    pub envelope_pos: u64,
+    /// When it was dead-lettered.
+    pub dead_at: u64,
+    /// Interned error kind.
+    pub kind: u32,
+    /// Interned worker name (0: none).
+    pub worker: u32,
+    /// Status.
+    pub status: DeadStatus,
+    /// Retention deadline.
+    pub expires_at: Option<u64>,
+}
+
+/// Counters of one queue, kept incrementally.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounters {
+    /// Messages waiting (visible or not yet visible).
+    pub ready: u64,
+    /// Messages leased.
+    pub in_flight: u64,
+    /// Enqueued since the log began.
+    pub enqueued: u64,
+    /// Acked.
+    pub acked: u64,
+    /// Failed deliveries retried.
+    pub retried: u64,
+    /// Moved to the DLQ.
+    pub dead_lettered: u64,
+    /// Removed or dead-lettered by TTL.
+    pub expired: u64,
+    /// Deleted from the queue.
+    pub deleted: u64,
+}
+
+/// Counters of one DLQ, kept incrementally.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DlqCounters {
+    /// Entries pending.
+    pub pending: u64,
+    /// Entries marked reprocessed and still kept.
+    pub reprocessed_kept: u64,
+    /// Reprocessing outcomes that succeeded (replayed and acked, or marked ok).
+    pub reprocessed_ok: u64,
+    /// Reprocessing outcomes that failed (replayed and dead-lettered again, or marked failed).
+    pub reprocessed_failed: u64,
+    /// Entries replayed out.
+    pub replayed: u64,
+    /// Entries deleted or purged.
+    pub deleted: u64,
+    /// Entries removed by retention.
+    pub expired: u64,
+    /// Entry count per interned error kind.
+    pub by_kind: IdMap<u32, u64>,
+    /// Entry count per interned worker.
+    pub by_worker: IdMap<u32, u64>,
+}
+
+/// One queue and its DLQ.
+#[derive(Debug, Default)]
+pub struct QueueState {
+    /// Its name.
+    pub name: String,
+    /// Messages visible at enqueue, in enqueue order (entries may be stale; checked on pop).
+    fresh: VecDeque<MessageId>,
+    /// Messages visible later, by (visible-at, id) (entries may be stale; checked on pop).
+    delayed: BinaryHeap<Reverse<(u64, MessageId)>>,
+    /// Leases by deadline (entries may be stale).
+    leases: BinaryHeap<Reverse<(u64, MessageId)>>,
+    /// Counters.
+    pub counters: QueueCounters,
+    /// DLQ entries by (dead-at, id): the DLQ's browse order.
+    pub dlq_order: BTreeSet<(u64, MessageId)>,
+    /// DLQ counters.
+    pub dlq: DlqCounters,
+}
+
+/// Interned strings (error kinds, worker names); id 0 is the empty string.
+#[derive(Debug)]
+pub struct Interner {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner {
+            names: vec![String::new()],
+            ids: HashMap::from([(String::new(), 0)]),
+        }
+    }
+}
+
+impl Interner {
+    /// The id of `s`, adding it if new.
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(s.to_string());
+        self.ids.insert(s.to_string(), id);
+        id
+    }
+    /// The id of `s` if known.
+    pub fn get(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+    /// The string of an id.
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map(String::as_str).unwrap_or("")
+    }
+}
+
+/// What an applied record changed that the store must react to (alerts, wake-ups).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// Something became ready to lease.
+    pub ready: bool,
+    /// DLQ sizes changed for these queues (bit set over the first 64 queue ids is not enough,
+    /// so a flag is kept and the store rechecks all DLQs with alert hooks).
+    pub dlq_changed: bool,
+}
+
+/// The whole index.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Queues by id.
+    pub queues: Vec<QueueState>,
+    /// Queue ids by name.
+    pub names: HashMap<String, QueueId>,
+    /// Every message.
+    pub msgs: IdMap<MessageId, Msg>,
+    /// Extras of delivered, replayed or TTL'd messages.
+    pub extras: IdMap<MessageId, Extra>,
+    /// DLQ entries.
+    pub dead: IdMap<MessageId, DeadInfo>,
+    /// Messages with a TTL, by expiry.
+    pub ttl: BTreeSet<(u64, MessageId)>,
+    /// Next message id.
+    pub next_id: MessageId,
+    /// Idempotency keys: key -> (id, enqueued-at).
+    pub idempotency: HashMap<String, (MessageId, u64)>,
+    /// Idempotency keys in insertion order, for expiry.
+    pub idempotency_order: VecDeque<(u64, String)>,
+    /// Interned error kinds and worker names.
+    pub strings: Interner,
+}
+
+impl State {
+    /// Applies one decoded record found at log position `pos`.
+    pub fn apply(&mut self, rec: &Decoded<'_>, pos: u64) -> Effects {
+        match rec {
+            Decoded::Put(put) => self.apply_put(put, pos),
+            Decoded::Op(op) => self.apply_op(op, pos),
+        }
+    }
+
+    fn queue_mut(&mut self, q: QueueId) -> &mut QueueState {
+        let i = q as usize;
+        if self.queues.len() <= i {
+            self.queues.resize_with(i + 1, QueueState::default);
+        }
+        &mut self.queues[i]
+    }
+
+    fn apply_put(&mut self, put: &Put<'_>, pos: u64) -> Effects {
+        let m = &put.meta;
+        self.next_id = self.next_id.max(m.id + 1);
+        let (attempts, generation, from_dlq, previous_place) = match &m.cause {
+            PutCause::Enqueue => (0, 0, None, None),
+            PutCause::CorrectedReplay {
+                attempts,
+                generation,
+                from_dlq,
+                ..
+            } => {
+                let prev = self.msgs.get(&m.id).map(|x| x.place);
+                (*attempts, *generation, Some(*from_dlq), prev)
+            }
+        };
+        if previous_place.is_some() {
+            // A corrected replay: leave the DLQ first.
+            self.leave_dlq(m.id, Leave::Replayed);
+        } else if matches!(m.cause, PutCause::CorrectedReplay { .. }) {
+            // The entry is gone (deleted meanwhile): nothing to replay.
+            return Effects::default();
+        }
+        self.msgs.insert(
+            m.id,
+            Msg {
+                payload_pos: pos,
+                visible_at: m.visible_at,
+                queue: m.queue,
+                attempts,
+                place: Place::Ready,
+            },
+        );
+        if generation > 0 || m.expires_at.is_some() {
+            let extra = self.extras.entry(m.id).or_default();
+            extra.generation = generation;
+            extra.from_dlq = from_dlq;
+            if from_dlq.is_some() && attempts == 0 {
+                extra.history_pos = None;
+            }
+            if let Some(exp) = m.expires_at {
+                extra.expires_at = Some(exp);
+                self.ttl.insert((exp, m.id));
+            }
+        }
+        if let Some(key) = &m.idempotency_key {
+            if matches!(m.cause, PutCause::Enqueue) {
+                self.idempotency.insert(key.clone(), (m.id, m.enqueued_at));
+                self.idempotency_order.push_back((m.enqueued_at, key.clone()));
+            }
+        }
+        let q = self.queue_mut(m.queue);
+        q.counters.ready += 1;
+        if previous_place.is_none() {
+            q.counters.enqueued += 1;
+        }
+        if m.visible_at <= m.enqueued_at && previous_place.is_none() {
+            q.fresh.push_back(m.id);
+        } else {
+            q.delayed.push(Reverse((m.visible_at, m.id)));
+        }
+        Effects {
+            ready: true,
+            dlq_changed: previous_place.is_some(),
+        }
+    }
+
+    fn apply_op(&mut self, op: &Op, pos: u64) -> Effects {
+        match op {
+            Op::DeclareQueue { queue, name } => {
+                self.queue_mut(*queue).name = name.clone();
+                self.names.insert(name.clone(), *queue);
+                Effects::default()
+            }
+            Op::Lease { at, deadline, ids } => {
+                for id in ids {
+                    self.lease_one(*id, *at, *deadline);
+                }
+                Effects::default()
+            }
+            Op::Extend { deadline, ids } => {
+                for id in ids {
+                    if let Some(m) = self.msgs.get_mut(id) {
+                        if m.place == Place::Leased {
+                            m.visible_at = *deadline;
+                            let q = m.queue;
+                            self.queue_mut(q).leases.push(Reverse((*deadline, *id)));
+                        }
+                    }
+                }
+                Effects::default()
+            }
+            Op::Ack { ids, .. } => {
+                for id in ids {
+                    self.ack_one(*id);
+                }
+                Effects::default()
+            }
+            Op::Retry {
+                id, visible_at, ..
+            } => {
+                let Some(m) = self.msgs.get(id).copied() else {
+                    return Effects::default();
+                };
+                if m.place == Place::Dead {
+                    return Effects::default();
+                }
+                self.extras.entry(*id).or_default().history_pos = Some(pos);
+                self.make_ready(*id, m, *visible_at, Place::Ready);
+                self.queue_mut(m.queue).counters.retried += 1;
+                Effects {
+                    ready: true,
+                    dlq_changed: false,
+                }
+            }
+            Op::Release { id, visible_at } => {
+                let Some(m) = self.msgs.get(id).copied() else {
+                    return Effects::default();
+                };
+                if m.place != Place::Leased {
+                    return Effects::default();
+                }
+                self.make_ready(*id, m, *visible_at, Place::Ready);
+                Effects {
+                    ready: true,
+                    dlq_changed: false,
+                }
+            }
+            Op::DeadLetter { id, failure, dlq, .. } => {
+                self.dead_letter_one(*id, pos, failure, dlq);
+                Effects {
+                    ready: false,
+                    dlq_changed: true,
+                }
+            }
+            Op::Replay {
+                id,
+                queue,
+                visible_at,
+                attempts,
+                generation,
+                ..
+            } => {
+                let Some(m) = self.msgs.get(id).copied() else {
+                    return Effects::default();
+                };
+                if m.place != Place::Dead {
+                    return Effects::default();
+                }
+                let from = m.queue;
+                self.leave_dlq(*id, Leave::Replayed);
+                let extra = self.extras.entry(*id).or_default();
+                extra.generation = *generation;
+                extra.from_dlq = Some(from);
+                if *attempts == 0 {
+                    extra.history_pos = None;
+                }
+                self.msgs.insert(
+                    *id,
+                    Msg {
+                        payload_pos: m.payload_pos,
+                        visible_at: *visible_at,
+                        queue: *queue,
+                        attempts: *attempts,
+                        place: Place::Ready,
+                    },
+                );
+                let q = self.queue_mut(*queue);
+                q.counters.ready += 1;
+                q.delayed.push(Reverse((*visible_at, *id)));
+                Effects {
+                    ready: true,
+                    dlq_changed: true,
+                }
+            }
+            Op::Delete { ids, expired, .. } => {
+                let mut dlq_changed = false;
+                for id in ids {
+                    dlq_changed |= self.delete_one(*id, *expired);
+                }
+                Effects {
+                    ready: false,
+                    dlq_changed,
+                }
+            }
+            Op::MarkReprocessed { id, success, at } => {
+                let Some(info) = self.dead.get_mut(id) else {
+                    return Effects::default();
+                };
+                let was_pending = info.status == DeadStatus::Pending;
+                info.status = DeadStatus::Reprocessed(*success, *at);
+                let q = self.msgs.get(id).map(|m| m.queue).unwrap_or(0);
+                let d = &mut self.queue_mut(q).dlq;
+                if was_pending {
+                    d.pending = d.pending.saturating_sub(1);
+                    d.reprocessed_kept += 1;
+                }
+                if *success {
+                    d.reprocessed_ok += 1;
+                } else {
+                    d.reprocessed_failed += 1;
+                }
+                Effects {
+                    ready: false,
+                    dlq_changed: true,
+                }
+            }
+        }
+    }
+
+    fn lease_one(&mut self, id: MessageId, at: u64, deadline: u64) {
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        if !m.place.is_ready() {
+            return;
+        }
+        m.place = Place::Leased;
+        m.attempts += 1;
+        m.visible_at = deadline;
+        let q = m.queue;
+        let extra = self.extras.entry(id).or_default();
+        extra.first_received_at.get_or_insert(at);
+        extra.lease_cut_by_restart = false;
+        let qs = self.queue_mut(q);
+        qs.counters.ready -= 1;
+        qs.counters.in_flight += 1;
+        qs.leases.push(Reverse((deadline, id)));
+    }
+
+    fn make_ready(&mut self, id: MessageId, m: Msg, visible_at: u64, place: Place) {
+        let qs = self.queue_mut(m.queue);
+        if m.place == Place::Leased {
+            qs.counters.in_flight -= 1;
+            qs.counters.ready += 1;
+        }
+        qs.delayed.push(Reverse((visible_at, id)));
+        if let Some(x) = self.msgs.get_mut(&id) {
+            x.place = place;
+            x.visible_at = visible_at;
+        }
+    }
+
+    fn ack_one(&mut self, id: MessageId) {
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return;
+        };
+        if m.place == Place::Dead {
+            return;
+        }
+        self.msgs.remove(&id);
+        let extra = self.remove_extra(id);
+        let qs = self.queue_mut(m.queue);
+        if m.place == Place::Leased {
+            qs.counters.in_flight -= 1;
+        } else {
+            qs.counters.ready -= 1;
+        }
+        qs.counters.acked += 1;
+        if let Some(from) = extra.and_then(|e| e.from_dlq) {
+            self.queue_mut(from).dlq.reprocessed_ok += 1;
+        }
+    }
+
+    fn remove_extra(&mut self, id: MessageId) -> Option<Extra> {
+        let extra = self.extras.remove(&id);
+        if let Some(exp) = extra.as_ref().and_then(|e| e.expires_at) {
+            self.ttl.remove(&(exp, id));
+        }
+        extra
+    }
+
+    fn dead_letter_one(
+        &mut self,
+        id: MessageId,
+        pos: u64,
+        failure: &crate::types::FailureInfo,
+        dlq: &crate::types::DlqMetadata,
+    ) {
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return;
+        };
+        if m.place == Place::Dead {
+            return;
+        }
+        let kind = self.strings.intern(&failure.error_kind);
+        let worker = dlq
+            .worker
+            .as_deref()
+            .map(|w| self.strings.intern(w))
+            .unwrap_or(0);
+        let dead_at = dlq.dead_lettered_at_ms;
+        let from_dlq = self.extras.get(&id).and_then(|e| e.from_dlq);
+        if let Some(exp) = self.extras.get(&id).and_then(|e| e.expires_at) {
+            self.ttl.remove(&(exp, id));
+        }
+        if let Some(e) = self.extras.get_mut(&id) {
+            e.expires_at = None;
+        }
+        self.dead.insert(
+            id,
+            DeadInfo {
+                envelope_pos: pos,
+                dead_at,
+                kind,
+                worker,
+                status: DeadStatus::Pending,
+                expires_at: dlq.expires_at_ms,
+            },
+        );
+        if let Some(x) = self.msgs.get_mut(&id) {
+            x.place = Place::Dead;
+            x.visible_at = dead_at;
+        }
+        if let Some(from) = from_dlq {
+            self.queue_mut(from).dlq.reprocessed_failed += 1;
+        }
+        let qs = self.queue_mut(m.queue);
+        if m.place == Place::Leased {
+            qs.counters.in_flight -= 1;
+        } else {
+            qs.counters.ready -= 1;
+        }
+        qs.counters.dead_lettered += 1;
+        if failure.error_kind == EXPIRED_KIND {
+            qs.counters.expired += 1;
+        }
+        qs.dlq_order.insert((dead_at, id));
+        qs.dlq.pending += 1;
+        *qs.dlq.by_kind.entry(kind).or_default() += 1;
+        *qs.dlq.by_worker.entry(worker).or_default() += 1;
+    }
+
+    /// Removes a DLQ entry's index and counts (the message itself is handled by the caller).
+    fn leave_dlq(&mut self, id: MessageId, why: Leave) -> bool {
+        let Some(info) = self.dead.remove(&id) else {
+            return false;
+        };
+        let q = self.msgs.get(&id).map(|m| m.queue).unwrap_or(0);
+        let qs = self.queue_mut(q);
+        qs.dlq_order.remove(&(info.dead_at, id));
+        match info.status {
+            DeadStatus::Pending => qs.dlq.pending = qs.dlq.pending.saturating_sub(1),
+            DeadStatus::Reprocessed(..) => {
+                qs.dlq.reprocessed_kept = qs.dlq.reprocessed_kept.saturating_sub(1)
+            }
+        }
+        decrement(&mut qs.dlq.by_kind, info.kind);
+        decrement(&mut qs.dlq.by_worker, info.worker);
+        match why {
+            Leave::Replayed => qs.dlq.replayed += 1,
+            Leave::Deleted => qs.dlq.deleted += 1,
+            Leave::Expired => qs.dlq.expired += 1,
+        }
+        true
+    }
+
+    /// Deletes a message wherever it is, except leased. Returns true if it was a DLQ entry.
+    fn delete_one(&mut self, id: MessageId, expired: bool) -> bool {
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return false;
+        };
+        let was_dead = m.place == Place::Dead;
+        match m.place {
+            Place::Dead => {
+                self.leave_dlq(id, if expired { Leave::Expired } else { Leave::Deleted });
+            }
+            Place::Leased => return false,
+            _ => {
+                let qs = self.queue_mut(m.queue);
+                qs.counters.ready -= 1;
+                if expired {
+                    qs.counters.expired += 1;
+                } else {
+                    qs.counters.deleted += 1;
+                }
+            }
+        }
+        self.msgs.remove(&id);
+        self.remove_extra(id);
+        was_dead
+    }
+
+    /// Releases every lease as a reopen does: the process that held them is gone.
+    pub fn release_all_leases(&mut self) {
+        let leased: Vec<(MessageId, Msg)> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| m.place == Place::Leased)
+            .map(|(id, m)| (*id, *m))
+            .collect();
+        for (id, m) in leased {
+            self.make_ready(id, m, 0, Place::ReadyAfterLostLease);
+            self.extras.entry(id).or_default().lease_cut_by_restart = true;
+        }
+        for q in &mut self.queues {
+            q.leases.clear();
+        }
+    }
+
+    /// Turns leases whose deadline passed into ready messages.
+    pub fn expire_leases(&mut self, q: QueueId, now: u64) {
+        loop {
+            let Some(&Reverse((deadline, id))) =
+                self.queues.get(q as usize).and_then(|qs| qs.leases.peek())
+            else {
+                return;
+            };
+            if deadline > now {
+                return;
+            }
+            self.queues[q as usize].leases.pop();
+            if let Some(m) = self.msgs.get(&id).copied() {
+                if m.place == Place::Leased && m.visible_at == deadline && m.queue == q {
+                    self.make_ready(id, m, deadline, Place::ReadyAfterLostLease);
+                }
+            }
+        }
+    }
+
+    /// The next ready message of queue `q` visible at `now`, removed from the ready lists
+    /// (the caller leases or dead-letters it).
+    pub fn pop_visible(&mut self, q: QueueId, now: u64) -> Option<MessageId> {
+        let qs = self.queues.get_mut(q as usize)?;
+        loop {
+            let fresh = loop {
+                let Some(&id) = qs.fresh.front() else {
+                    break None;
+                };
+                match self.msgs.get(&id) {
+                    Some(m) if m.place.is_ready() && m.queue == q => {
+                        break Some((m.visible_at, id));
+                    }
+                    _ => {
+                        qs.fresh.pop_front();
+                    }
+                }
+            };
+            let delayed = loop {
+                let Some(&Reverse((at, id))) = qs.delayed.peek() else {
+                    break None;
+                };
+                match self.msgs.get(&id) {
+                    Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                        break Some((at, id));
+                    }
+                    _ => {
+                        qs.delayed.pop();
+                    }
+                }
+            };
+            let pick = match (fresh, delayed) {
+                (None, None) => return None,
+                (Some(f), None) => (f, true),
+                (None, Some(d)) => (d, false),
+                (Some(f), Some(d)) => {
+                    if f <= d {
+                        (f, true)
+                    } else {
+                        (d, false)
+                    }
+                }
+            };
+            let ((at, id), from_fresh) = pick;
+            if at > now {
+                return None;
+            }
+            if from_fresh {
+                qs.fresh.pop_front();
+            } else {
+                qs.delayed.pop();
+            }
+            return Some(id);
+        }
+    }
+
+    /// Puts back a message popped by [`State::pop_visible`] but not leased after all.
+    pub fn push_back_ready(&mut self, id: MessageId) {
+        if let Some(m) = self.msgs.get(&id) {
+            let q = m.queue;
+            let at = m.visible_at;
+            self.queue_mut(q).delayed.push(Reverse((at, id)));
+        }
+    }
+
+    /// The earliest time a ready message of `q` becomes visible (stale entries included, so
+    /// this can be early but never late).
+    pub fn next_visible_at(&self, q: QueueId) -> Option<u64> {
+        let qs = self.queues.get(q as usize)?;
+        let fresh = qs
+            .fresh
+            .front()
+            .and_then(|id| self.msgs.get(id))
+            .map(|m| m.visible_at);
+        let delayed = qs.delayed.peek().map(|Reverse((at, _))| *at);
+        let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
+        [fresh, delayed, lease].into_iter().flatten().min()
+    }
+
+    /// Forgets idempotency keys recorded before `cutoff`.
+    pub fn expire_idempotency(&mut self, cutoff: u64) {
+        while let Some((at, _)) = self.idempotency_order.front() {
+            if *at >= cutoff {
+                break;
+            }
+            let Some((at, key)) = self.idempotency_order.pop_front() else {
+                break;
+            };
+            if self.idempotency.get(&key).is_some_and(|&(_, t)| t == at) {
+                self.idempotency.remove(&key);
+            }
+        }
+    }
+}
+
+/// Why an entry leaves a DLQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    Replayed,
+    Deleted,
+    Expired,
+}
+
+fn decrement(map: &mut IdMap<u32, u64>, key: u32) {
+    if let Some(n) = map.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&key);
+        }
+    }
+}

@@ -1,0 +1,580 @@
+//! The store: one directory, one log, any number of queues and their DLQs.
+//!
+//! The store owns the write path. Every change follows the same steps under the state lock:
+//! validate against the index, encode the record(s), append them to the log's buffer (which
+//! assigns positions in log order), apply them to the index; then, outside the lock, wait
+//! until they are durable (group commit: concurrent writers share one fsync). Because records
+//! are applied in log order, replaying the log at open rebuilds the same index.
+//!
+//! Invariants:
+//! - the index only ever reflects records that were appended to the log;
+//! - under [`Durability::Always`] a call returns only after its records are durable, and any
+//!   record it depended on (earlier in the log) is durable too;
+//! - leases do not survive a reopen: the directory lock guarantees that the process that held
+//!   them is gone, so their messages are ready again at once (their delivery stays counted).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+
+use crate::clock::{Clock, SystemClock};
+use crate::dlq::Dlq;
+use crate::error::{CorruptionKind, Error, Result};
+use crate::log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
+use crate::queue::Queue;
+use crate::record::{self, Decoded, History, Op, QueueId};
+use crate::state::{Effects, State};
+use crate::vfs::{RealFs, Vfs};
+
+/// Settings of one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// Deliveries before a message goes to the DLQ (the seed design's default: 5).
+    pub max_attempts: u32,
+    /// How long a lease lasts before the message is visible again.
+    pub visibility_timeout: Duration,
+    /// Time to live given to messages enqueued without one (`None`: no expiry).
+    pub default_ttl: Option<Duration>,
+    /// Expired messages go to the DLQ with reason `expired` (true) or are dropped (false).
+    pub expired_to_dlq: bool,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions {
+            max_attempts: 5,
+            visibility_timeout: Duration::from_secs(30),
+            default_ttl: None,
+            expired_to_dlq: true,
+        }
+    }
+}
+
+/// Store settings. `Config::default()` is durable (`Always`).
+#[derive(Clone)]
+pub struct Config {
+    /// When writes become durable.
+    pub durability: Durability,
+    /// Size of a log segment file.
+    pub segment_size: u64,
+    /// Largest payload accepted.
+    pub max_message_size: usize,
+    /// DLQ naming pattern: `{queue_name}` and `{environment}` are replaced.
+    pub dlq_name_pattern: String,
+    /// Environment name recorded with failures.
+    pub environment: Option<String>,
+    /// Code version recorded with failures.
+    pub code_version: Option<String>,
+    /// How long DLQ entries are kept (`None`: until deleted). Default 30 days.
+    pub retention: Option<Duration>,
+    /// How long an idempotency key makes a repeated enqueue a no-op.
+    pub idempotency_window: Duration,
+    /// Failed attempts kept per message (older ones are counted, not kept).
+    pub max_history: usize,
+    /// Keep stack traces of failures (off by default: they may hold private data).
+    pub include_stack_traces: bool,
+    /// Settings of queues opened with [`Store::queue`].
+    pub queue_defaults: QueueOptions,
+    /// What to do with damaged committed data at open.
+    pub recovery: RecoveryMode,
+    /// Preallocate segment files with zeros.
+    pub preallocate: bool,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// The file system.
+    pub fs: Arc<dyn Vfs>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("durability", &self.durability)
+            .field("segment_size", &self.segment_size)
+            .field("max_message_size", &self.max_message_size)
+            .field("dlq_name_pattern", &self.dlq_name_pattern)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            durability: Durability::Always,
+            segment_size: 64 << 20,
+            max_message_size: 4 << 20,
+            dlq_name_pattern: "{queue_name}-dlq".into(),
+            environment: None,
+            code_version: None,
+            retention: Some(Duration::from_secs(30 * 24 * 3600)),
+            idempotency_window: Duration::from_secs(3600),
+            max_history: 10,
+            include_stack_traces: false,
+            queue_defaults: QueueOptions::default(),
+            recovery: RecoveryMode::Strict,
+            preallocate: true,
+            clock: Arc::new(SystemClock),
+            fs: Arc::new(RealFs),
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration without fsync (fast; a crash may lose recent writes).
+    pub fn fast() -> Self {
+        Config {
+            durability: Durability::Never,
+            ..Config::default()
+        }
+    }
+
+    /// Sets the durability.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// Sets the clock.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.max_message_size == 0 {
+            return Err(Error::InvalidConfig("max_message_size of zero".into()));
+        }
+        if !self.dlq_name_pattern.contains("{queue_name}") {
+            return Err(Error::InvalidConfig(
+                "dlq_name_pattern must contain {queue_name}".into(),
+            ));
+        }
+        if self.queue_defaults.max_attempts == 0 {
+            return Err(Error::InvalidConfig("max_attempts of zero".into()));
+        }
+        if self.max_history == 0 {
+            return Err(Error::InvalidConfig("max_history of zero".into()));
+        }
+        Ok(())
+    }
+}
+
+/// An alert about a DLQ's size crossing its threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DlqAlert {
+    /// The DLQ's name.
+    pub dlq: String,
+    /// Its size now.
+    pub size: u64,
+    /// The threshold.
+    pub threshold: u64,
+    /// True when the size rose to the threshold or above; false when it fell back under.
+    pub above: bool,
+}
+
+type AlertFn = Arc<dyn Fn(&DlqAlert) + Send + Sync>;
+
+struct AlertHook {
+    queue: QueueId,
+    threshold: u64,
+    above: bool,
+    callback: AlertFn,
+}
+
+pub(crate) struct StoreInner {
+    pub(crate) log: Log,
+    pub(crate) state: Mutex<State>,
+    pub(crate) ready: Condvar,
+    pub(crate) config: Config,
+    dir: PathBuf,
+    queue_options: RwLock<HashMap<QueueId, QueueOptions>>,
+    alerts: Mutex<Vec<AlertHook>>,
+    report: RecoveryReport,
+    /// Records read from the log since open (to show which calls read nothing).
+    reads: AtomicU64,
+}
+
+/// A store: a directory holding durable queues and their DLQs. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<StoreInner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .finish()
+    }
+}
+
+/// Records to append in one batch, with their decoded form for the index.
+pub(crate) type Batch<'a> = Vec<(Vec<u8>, Decoded<'a>)>;
+
+/// Builds the batch entry of an [`Op`].
+pub(crate) fn op_entry<'a>(op: Op) -> Result<(Vec<u8>, Decoded<'a>)> {
+    Ok((record::encode_op(&op)?, Decoded::Op(op)))
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir`, replaying its log.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let log_durability = match config.durability {
+            // The store waits for durability itself, outside its lock (group commit).
+            Durability::Always => Durability::Never,
+            other => other,
+        };
+        let opts = LogOptions {
+            segment_size: config.segment_size,
+            // Room for the payload plus its metadata.
+            max_record_size: config.max_message_size + (64 << 10),
+            durability: log_durability,
+            preallocate: config.preallocate,
+            recovery: config.recovery,
+            ..LogOptions::default()
+        };
+        let (log, report) = Log::open_with(Arc::clone(&config.fs), &dir, opts)?;
+        let mut state = State::default();
+        for item in log.iter_from(0)? {
+            let (pos, rec) = item?;
+            let decoded = record::decode(&rec).map_err(|_| Error::Corruption {
+                kind: CorruptionKind::BadContent,
+                path: dir.clone(),
+                offset: pos,
+            })?;
+            state.apply(&decoded, pos);
+        }
+        state.release_all_leases();
+        let store = Store {
+            inner: Arc::new(StoreInner {
+                log,
+                state: Mutex::new(state),
+                ready: Condvar::new(),
+                config,
+                dir,
+                queue_options: RwLock::new(HashMap::new()),
+                alerts: Mutex::new(Vec::new()),
+                report,
+                reads: AtomicU64::new(0),
+            }),
+        };
+        Ok(store)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// What the log's recovery found at open.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.report
+    }
+
+    /// The log (for tools: verification, segment listing).
+    pub fn log(&self) -> &Log {
+        &self.inner.log
+    }
+
+    /// Opens queue `name` with the configured defaults, creating it if new.
+    pub fn queue(&self, name: &str) -> Result<Queue> {
+        self.queue_with(name, self.inner.config.queue_defaults.clone())
+    }
+
+    /// Opens queue `name` with its own options, creating it if new.
+    pub fn queue_with(&self, name: &str, options: QueueOptions) -> Result<Queue> {
+        if options.max_attempts == 0 {
+            return Err(Error::InvalidConfig("max_attempts of zero".into()));
+        }
+        let id = self.declare(name)?;
+        self.inner.queue_options.write().insert(id, options);
+        Ok(Queue::new(self.clone(), id, name.to_string()))
+    }
+
+    /// An existing queue, or [`Error::UnknownQueue`].
+    pub fn existing_queue(&self, name: &str) -> Result<Queue> {
+        let id = self.queue_id(name)?;
+        Ok(Queue::new(self.clone(), id, name.to_string()))
+    }
+
+    /// The names of all queues, in creation order.
+    pub fn queue_names(&self) -> Vec<String> {
+        let st = self.inner.state.lock();
+        st.queues
+            .iter()
+            .filter(|q| !q.name.is_empty())
+            .map(|q| q.name.clone())
+            .collect()
+    }
+
+    /// The DLQ named `name` (such as `"orders-dlq"`), or the DLQ of queue `name`.
+    pub fn dlq(&self, name: &str) -> Result<Dlq> {
+        for queue in self.queue_names() {
+            if self.dlq_name(&queue) == name || queue == name {
+                let id = self.queue_id(&queue)?;
+                return Ok(Dlq::new(self.clone(), id, queue));
+            }
+        }
+        Err(Error::UnknownQueue(name.to_string()))
+    }
+
+    /// The DLQ name of queue `queue` under the configured pattern.
+    pub fn dlq_name(&self, queue: &str) -> String {
+        let c = &self.inner.config;
+        c.dlq_name_pattern
+            .replace("{queue_name}", queue)
+            .replace("{environment}", c.environment.as_deref().unwrap_or(""))
+    }
+
+    /// Writes and fsyncs everything.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.log.sync()
+    }
+
+    /// Syncs and closes. Dropping the last handle does the same, ignoring errors.
+    pub fn close(self) -> Result<()> {
+        self.inner.log.close()
+    }
+
+    /// Drops the store as a crash would: nothing buffered is written, nothing synced.
+    #[doc(hidden)]
+    pub fn abandon(self) {
+        if let Ok(inner) = Arc::try_unwrap(self.inner) {
+            inner.log.abandon();
+        }
+    }
+
+    pub(crate) fn queue_id(&self, name: &str) -> Result<QueueId> {
+        self.inner
+            .state
+            .lock()
+            .names
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::UnknownQueue(name.to_string()))
+    }
+
+    pub(crate) fn queue_options(&self, id: QueueId) -> QueueOptions {
+        self.inner
+            .queue_options
+            .read()
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| self.inner.config.queue_defaults.clone())
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.inner.config.clock.now_ms()
+    }
+
+    /// The queue id of `name`, declaring the queue (one record) if it is new.
+    pub(crate) fn declare(&self, name: &str) -> Result<QueueId> {
+        validate_queue_name(name)?;
+        let mut st = self.inner.state.lock();
+        if let Some(&id) = st.names.get(name) {
+            return Ok(id);
+        }
+        let id = st.queues.len() as QueueId;
+        let batch = vec![op_entry(Op::DeclareQueue {
+            queue: id,
+            name: name.to_string(),
+        })?];
+        self.write_locked(&mut st, batch)?;
+        drop(st);
+        self.wait_durable()?;
+        Ok(id)
+    }
+
+    /// Appends `batch` and applies it to the index; the caller holds the state lock.
+    pub(crate) fn write_locked(&self, st: &mut State, batch: Batch<'_>) -> Result<Effects> {
+        let mut positions = Vec::with_capacity(batch.len());
+        self.inner
+            .log
+            .append_each(batch.iter().map(|(b, _)| b.as_slice()), |p| {
+                positions.push(p)
+            })?;
+        let mut effects = Effects::default();
+        for ((_, decoded), pos) in batch.iter().zip(positions) {
+            let e = st.apply(decoded, pos);
+            effects.ready |= e.ready;
+            effects.dlq_changed |= e.dlq_changed;
+        }
+        Ok(effects)
+    }
+
+    /// The write path of one call: under the state lock, `build` validates and returns the
+    /// records to write and the call's result; the records are appended and applied; then,
+    /// outside the lock, the call waits for durability and reacts to the effects.
+    pub(crate) fn commit_with<'a, T>(
+        &self,
+        build: impl FnOnce(&mut State) -> Result<(Batch<'a>, T)>,
+    ) -> Result<T> {
+        let mut st = self.inner.state.lock();
+        let (batch, out) = build(&mut st)?;
+        if batch.is_empty() {
+            return Ok(out);
+        }
+        let effects = self.write_locked(&mut st, batch)?;
+        drop(st);
+        self.finish(effects)?;
+        Ok(out)
+    }
+
+    /// What follows a write once the lock is released.
+    pub(crate) fn finish(&self, effects: Effects) -> Result<()> {
+        let durable = self.wait_durable();
+        if effects.ready {
+            self.inner.ready.notify_all();
+        }
+        if effects.dlq_changed {
+            self.check_alerts();
+        }
+        durable
+    }
+
+    pub(crate) fn wait_durable(&self) -> Result<()> {
+        if self.inner.config.durability == Durability::Always {
+            self.inner.log.sync()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock()
+    }
+
+    /// Reads the failure history a retry record holds.
+    pub(crate) fn read_history(&self, pos: Option<u64>) -> Result<History> {
+        let Some(pos) = pos else {
+            return Ok(History::default());
+        };
+        match self.decode_at(pos)? {
+            Op::Retry { history, .. } => Ok(history),
+            _ => Err(self.bad_content(pos)),
+        }
+    }
+
+    /// Reads the record at `pos`, counting the read.
+    pub(crate) fn read_record(&self, pos: u64) -> Result<crate::log::Record> {
+        self.inner.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.log.read(pos)
+    }
+
+    /// How many records the store has read from its log since open (replay excluded).
+    pub fn records_read(&self) -> u64 {
+        self.inner.reads.load(Ordering::Relaxed)
+    }
+
+    /// Reads and decodes the non-payload record at `pos`.
+    pub(crate) fn decode_at(&self, pos: u64) -> Result<Op> {
+        let rec = self.read_record(pos)?;
+        match record::decode(&rec) {
+            Ok(Decoded::Op(op)) => Ok(op),
+            _ => Err(self.bad_content(pos)),
+        }
+    }
+
+    pub(crate) fn bad_content(&self, pos: u64) -> Error {
+        Error::Corruption {
+            kind: CorruptionKind::BadContent,
+            path: self.inner.dir.clone(),
+            offset: pos,
+        }
+    }
+
+    /// Registers an alert hook; fires at once if the DLQ is already at the threshold.
+    pub(crate) fn add_alert(
+        &self,
+        queue: QueueId,
+        threshold: u64,
+        callback: AlertFn,
+    ) -> Result<()> {
+        self.inner.alerts.lock().push(AlertHook {
+            queue,
+            threshold,
+            above: false,
+            callback,
+        });
+        self.check_alerts();
+        Ok(())
+    }
+
+    fn check_alerts(&self) {
+        let mut fired = Vec::new();
+        {
+            let mut hooks = self.inner.alerts.lock();
+            if hooks.is_empty() {
+                return;
+            }
+            let st = self.inner.state.lock();
+            for hook in hooks.iter_mut() {
+                let size = st
+                    .queues
+                    .get(hook.queue as usize)
+                    .map(|q| q.dlq_order.len() as u64)
+                    .unwrap_or(0);
+                let above = size >= hook.threshold;
+                if above != hook.above {
+                    hook.above = above;
+                    let name = st
+                        .queues
+                        .get(hook.queue as usize)
+                        .map(|q| self.dlq_name(&q.name))
+                        .unwrap_or_default();
+                    fired.push((
+                        Arc::clone(&hook.callback),
+                        DlqAlert {
+                            dlq: name,
+                            size,
+                            threshold: hook.threshold,
+                            above,
+                        },
+                    ));
+                }
+            }
+        }
+        for (callback, alert) in fired {
+            callback(&alert);
+        }
+    }
+
+    /// Counts of every queue and DLQ, for metrics.
+    pub fn metrics(&self) -> Vec<crate::queue::QueueStats> {
+        self.queue_names()
+            .iter()
+            .filter_map(|n| self.existing_queue(n).ok())
+            .map(|q| q.stats())
+            .collect()
+    }
+}
+
+/// Queue names: 1 to 200 bytes, no control characters.
+fn validate_queue_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 200 || name.chars().any(|c| c.is_control()) {
+        return Err(Error::InvalidQueueName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// Bounded history: keeps the newest `max` attempts, counting the dropped ones.
+pub(crate) fn push_attempt(history: &mut History, attempt: crate::types::Attempt, max: usize) {
+    history.attempts.push(attempt);
+    while history.attempts.len() > max {
+        history.attempts.remove(0);
+        history.dropped += 1;
+    }
+}
+
+/// Attributes type used by the API.
+pub type Attributes = BTreeMap<String, String>;

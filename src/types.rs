@@ -1,0 +1,216 @@
+//! Public data types shared by the queue, DLQ and worker APIs: failures, attempts, the
+//! dead-letter envelope and its parts.
+//!
+//! These are plain serde types; the ones stored in the log are encoded with bincode by
+//! [`crate::record`]. Times are milliseconds since the Unix epoch.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A message id: unique in its store, stable for the message's whole life (replays included).
+pub type MessageId = u64;
+
+/// Whether a failure is worth retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailureClass {
+    /// May succeed later (a timeout, a busy dependency): retried with backoff.
+    Transient,
+    /// Will never succeed as is (invalid data): dead-lettered at once.
+    Permanent,
+}
+
+/// Why a handler failed on a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Transient or permanent.
+    pub class: FailureClass,
+    /// A short machine-friendly error kind, such as `"ValidationError"`.
+    pub kind: String,
+    /// A human-readable message.
+    pub message: String,
+    /// Optional longer details.
+    pub details: Option<String>,
+    /// Optional stack trace (kept only when the queue enables stack traces).
+    pub stack_trace: Option<String>,
+    /// Key/value context of the processing (such as the step that failed).
+    pub context: BTreeMap<String, String>,
+}
+
+impl Failure {
+    fn new(class: FailureClass, kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Failure {
+            class,
+            kind: kind.into(),
+            message: message.into(),
+            details: None,
+            stack_trace: None,
+            context: BTreeMap::new(),
+        }
+    }
+
+    /// A failure worth retrying.
+    pub fn transient(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(FailureClass::Transient, kind, message)
+    }
+
+    /// A failure that retrying cannot fix: the message goes to the DLQ at once.
+    pub fn permanent(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(FailureClass::Permanent, kind, message)
+    }
+
+    /// Adds details.
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        self.details = Some(details.into());
+        self
+    }
+
+    /// Adds a stack trace.
+    pub fn with_stack_trace(mut self, trace: impl Into<String>) -> Self {
+        self.stack_trace = Some(trace.into());
+        self
+    }
+
+    /// Adds one context entry.
+    pub fn with_context(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.context.insert(key.into(), value.into());
+        self
+    }
+
+    /// True for [`FailureClass::Permanent`].
+    pub fn is_permanent(&self) -> bool {
+        self.class == FailureClass::Permanent
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+/// Any error converts to a transient failure whose kind is the error's type name.
+impl<E: std::error::Error> From<E> for Failure {
+    fn from(e: E) -> Self {
+        let full = std::any::type_name::<E>();
+        let kind = full.rsplit("::").next().unwrap_or(full);
+        Failure::transient(kind, e.to_string())
+    }
+}
+
+/// One delivery that failed, as kept in a message's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1 for the first delivery.
+    pub number: u32,
+    /// When the failure was recorded.
+    pub at_ms: u64,
+    /// Error kind.
+    pub error_kind: String,
+    /// Error message.
+    pub error_message: String,
+    /// Optional details.
+    pub details: Option<String>,
+    /// How long the handler ran, in milliseconds.
+    pub duration_ms: u64,
+    /// The worker that handled it, if known.
+    pub worker: Option<String>,
+}
+
+/// The metadata a message had when it was enqueued (and delivered).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginalMetadata {
+    /// The message id.
+    pub id: MessageId,
+    /// The queue it was enqueued to (or last replayed to).
+    pub queue: String,
+    /// When it was enqueued.
+    pub enqueued_at_ms: u64,
+    /// When it was first delivered, if it was.
+    pub first_received_at_ms: Option<u64>,
+    /// Deliveries counted.
+    pub delivery_count: u32,
+    /// The caller's attributes.
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Why a message ended in the DLQ, with its whole history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureInfo {
+    /// Kind of the final error.
+    pub error_kind: String,
+    /// Message of the final error.
+    pub error_message: String,
+    /// Details of the final error.
+    pub details: Option<String>,
+    /// Stack trace of the final error, when enabled.
+    pub stack_trace: Option<String>,
+    /// Failed attempts, oldest first (at most the configured number, newest kept).
+    pub attempts: Vec<Attempt>,
+    /// How many older attempts were dropped to respect that bound.
+    pub attempts_dropped: u32,
+    /// When it was dead-lettered.
+    pub failed_at_ms: u64,
+    /// Processing context of the final failure.
+    pub context: BTreeMap<String, String>,
+}
+
+/// Metadata the DLQ keeps about an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqMetadata {
+    /// When it was moved to the DLQ.
+    pub dead_lettered_at_ms: u64,
+    /// The worker that reported the final failure.
+    pub worker: Option<String>,
+    /// The environment name from the store configuration.
+    pub environment: Option<String>,
+    /// The code version from the store configuration.
+    pub code_version: Option<String>,
+    /// Tags for categorisation.
+    pub tags: BTreeMap<String, String>,
+    /// When retention removes it (`None`: kept until deleted).
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Whether an entry has been dealt with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryStatus {
+    /// Waiting for a person or a replay.
+    Pending,
+    /// Reprocessed outside the queue, with its outcome.
+    Reprocessed {
+        /// True when reprocessing succeeded.
+        success: bool,
+        /// When it was marked.
+        at_ms: u64,
+    },
+}
+
+/// A dead-letter entry: the original payload byte for byte and everything known about its
+/// failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The original payload.
+    pub payload: Vec<u8>,
+    /// The payload before a corrected replay replaced it, if one did.
+    pub replaced_payload: Option<Vec<u8>>,
+    /// Metadata of the original message.
+    pub metadata: OriginalMetadata,
+    /// The failure and its history.
+    pub failure: FailureInfo,
+    /// DLQ metadata.
+    pub dlq: DlqMetadata,
+    /// How many times the message was replayed from a DLQ before this failure.
+    pub generation: u32,
+    /// Pending or reprocessed.
+    pub status: EntryStatus,
+    /// The DLQ's name.
+    pub dlq_name: String,
+}
+
+impl DeadLetter {
+    /// The message id.
+    pub fn id(&self) -> MessageId {
+        self.metadata.id
+    }
+}
