@@ -103,7 +103,8 @@ impl Filter {
                 return false;
             }
         }
-        if self.since_ms.is_some_and(|t| d.dead_at < t) || self.until_ms.is_some_and(|t| d.dead_at >= t)
+        if self.since_ms.is_some_and(|t| d.dead_at < t)
+            || self.until_ms.is_some_and(|t| d.dead_at >= t)
         {
             return false;
         }
@@ -441,7 +442,9 @@ impl Dlq {
                 let st = self.store.lock_state();
                 let order = &st.queues[self.queue as usize].dlq_order;
                 let range = match cursor {
-                    Some(c) => order.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded)),
+                    Some(c) => {
+                        order.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
+                    }
                     None => order.range(..),
                 };
                 let mut chunk = Vec::new();
@@ -564,7 +567,9 @@ impl Dlq {
             let at = e.dlq.dead_lettered_at_ms;
             a.total += 1;
             attempts_sum += e.metadata.delivery_count as u64;
-            *a.by_error_kind.entry(e.failure.error_kind.clone()).or_default() += 1;
+            *a.by_error_kind
+                .entry(e.failure.error_kind.clone())
+                .or_default() += 1;
             let worker = e.dlq.worker.clone().unwrap_or_default();
             *a.by_worker.entry(worker.clone()).or_default() += 1;
             a.by_hour_of_day[((at / 3_600_000) % 24) as usize] += 1;
@@ -588,7 +593,9 @@ impl Dlq {
             if !worker.is_empty() {
                 g.workers.insert(worker);
             }
-            *g.messages.entry(e.failure.error_message.clone()).or_default() += 1;
+            *g.messages
+                .entry(e.failure.error_message.clone())
+                .or_default() += 1;
             for (k, v) in e.failure.context.iter().chain(e.metadata.attributes.iter()) {
                 *g.context.entry(format!("{k}={v}")).or_default() += 1;
             }
@@ -616,8 +623,11 @@ impl Dlq {
                 common_context: top(g.context, 5),
             })
             .collect();
-        a.patterns
-            .sort_by(|x, y| y.count.cmp(&x.count).then_with(|| x.error_kind.cmp(&y.error_kind)));
+        a.patterns.sort_by(|x, y| {
+            y.count
+                .cmp(&x.count)
+                .then_with(|| x.error_kind.cmp(&y.error_kind))
+        });
         Ok(a)
     }
 

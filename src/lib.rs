@@ -23,7 +23,8 @@
 //! - [`log`]: the segmented log with group commit and crash recovery;
 //! - [`record`]: the queue records stored in the log;
 //! - [`state`]: the state machine that applies records to the in-memory index;
-//! - [`store`], [`queue`], [`dlq`]: the API.
+//! - [`store`], [`queue`], [`dlq`]: the API;
+//! - [`retry`], [`worker`]: retry policies and the worker pool.
 
 #![warn(missing_docs)]
 
@@ -34,19 +35,23 @@ pub mod format;
 pub mod log;
 pub mod queue;
 pub mod record;
+pub mod retry;
 pub mod segment;
 pub mod state;
 pub mod store;
 pub mod types;
 pub mod vfs;
+pub mod worker;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
 pub use queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
+pub use retry::{Backoff, Jitter, Retry};
 pub use store::{Config, DlqAlert, QueueOptions, Store};
 pub use types::{
     Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureClass, FailureInfo, MessageId,
     OriginalMetadata,
 };
+pub use worker::{Handler, PoolCounters, RunningPool, ShutdownReport, WorkerPool};

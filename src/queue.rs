@@ -227,6 +227,10 @@ impl Queue {
         }
     }
 
+    pub(crate) fn id(&self) -> QueueId {
+        self.id
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -468,7 +472,9 @@ impl Queue {
     /// The message's entry if `msg` is its current lease.
     fn check_lease(&self, st: &State, msg: &Message) -> Result<Msg> {
         match st.msgs.get(&msg.id) {
-            Some(m) if m.place == Place::Leased && m.attempts == msg.attempt && m.queue == self.id => {
+            Some(m)
+                if m.place == Place::Leased && m.attempts == msg.attempt && m.queue == self.id =>
+            {
                 Ok(*m)
             }
             Some(_) => Err(Error::InvalidState {
@@ -537,12 +543,14 @@ impl Queue {
                 return Ok((vec![op_entry(op)?], FailureOutcome::DeadLettered));
             }
             let extra = st.extras.get(&msg.id);
-            let mut history = self
-                .store
-                .read_history(extra.and_then(|e| e.history_pos))?;
+            let mut history = self.store.read_history(extra.and_then(|e| e.history_pos))?;
             history.first_received_at = extra.and_then(|e| e.first_received_at);
             let max_history = self.store.config().max_history;
-            push_attempt(&mut history, attempt_of(m.attempts, now, report), max_history);
+            push_attempt(
+                &mut history,
+                attempt_of(m.attempts, now, report),
+                max_history,
+            );
             let visible_at = retry_at_ms.max(now);
             let op = Op::Retry {
                 id: msg.id,
@@ -578,10 +586,11 @@ impl Queue {
     ) -> Result<Op> {
         let config = self.store.config();
         let extra = st.extras.get(&id);
-        let mut history = self
-            .store
-            .read_history(extra.and_then(|e| e.history_pos))?;
-        if record_attempt || report.failure.kind == "ConsumerDied" || report.failure.kind == "LeaseExpired" {
+        let mut history = self.store.read_history(extra.and_then(|e| e.history_pos))?;
+        if record_attempt
+            || report.failure.kind == "ConsumerDied"
+            || report.failure.kind == "LeaseExpired"
+        {
             push_attempt(
                 &mut history,
                 attempt_of(m.attempts, now, report),
@@ -665,7 +674,9 @@ impl Queue {
 
     /// Messages waiting in the queue (visible now or later).
     pub fn len(&self) -> u64 {
-        self.store.lock_state().queues[self.id as usize].counters.ready
+        self.store.lock_state().queues[self.id as usize]
+            .counters
+            .ready
     }
 
     /// True when no message waits.

@@ -223,9 +223,8 @@ pub fn decode(body: &[u8]) -> Result<Decoded<'_>> {
             Ok(Decoded::Put(Put { meta, payload }))
         }
         Some(&TAG_OP) => {
-            let (op, used): (Op, usize) =
-                bincode::serde::decode_from_slice(&body[1..], config())
-                    .map_err(|_| bad_content())?;
+            let (op, used): (Op, usize) = bincode::serde::decode_from_slice(&body[1..], config())
+                .map_err(|_| bad_content())?;
             if used + 1 != body.len() {
                 return Err(bad_content());
             }

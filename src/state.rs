@@ -221,7 +221,10 @@ impl Interner {
     }
     /// The string of an id.
     pub fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map(String::as_str).unwrap_or("")
+        self.names
+            .get(id as usize)
+            .map(String::as_str)
+            .unwrap_or("")
     }
 }
 
@@ -324,7 +327,8 @@ impl State {
         if let Some(key) = &m.idempotency_key {
             if matches!(m.cause, PutCause::Enqueue) {
                 self.idempotency.insert(key.clone(), (m.id, m.enqueued_at));
-                self.idempotency_order.push_back((m.enqueued_at, key.clone()));
+                self.idempotency_order
+                    .push_back((m.enqueued_at, key.clone()));
             }
         }
         let q = self.queue_mut(m.queue);
@@ -374,9 +378,7 @@ impl State {
                 }
                 Effects::default()
             }
-            Op::Retry {
-                id, visible_at, ..
-            } => {
+            Op::Retry { id, visible_at, .. } => {
                 let Some(m) = self.msgs.get(id).copied() else {
                     return Effects::default();
                 };
@@ -404,7 +406,9 @@ impl State {
                     dlq_changed: false,
                 }
             }
-            Op::DeadLetter { id, failure, dlq, .. } => {
+            Op::DeadLetter {
+                id, failure, dlq, ..
+            } => {
                 self.dead_letter_one(*id, pos, failure, dlq);
                 Effects {
                     ready: false,
@@ -641,7 +645,14 @@ impl State {
         let was_dead = m.place == Place::Dead;
         match m.place {
             Place::Dead => {
-                self.leave_dlq(id, if expired { Leave::Expired } else { Leave::Deleted });
+                self.leave_dlq(
+                    id,
+                    if expired {
+                        Leave::Expired
+                    } else {
+                        Leave::Deleted
+                    },
+                );
             }
             Place::Leased => return false,
             _ => {
@@ -659,7 +670,9 @@ impl State {
         was_dead
     }
 
-    /// Releases every lease as a reopen does: the process that held them is gone.
+    /// Releases every lease as a reopen does: the process that held them is gone. Called
+    /// once, after the log has been replayed; it also rebuilds the ready lists (see
+    /// [`State::rebuild_ready_lists`]).
     pub fn release_all_leases(&mut self) {
         let leased: Vec<(MessageId, Msg)> = self
             .msgs
@@ -673,6 +686,31 @@ impl State {
         }
         for q in &mut self.queues {
             q.leases.clear();
+        }
+        self.rebuild_ready_lists();
+    }
+
+    /// Rebuilds every queue's ready lists from the messages' current state.
+    ///
+    /// Replaying the log applies leases without popping the ready lists (only a live lease
+    /// pops), so after a replay they hold an entry for every message that was ever ready.
+    /// Such a stale entry becomes valid again when its message is ready again (a replay
+    /// from the DLQ, a lease released by the reopen), next to the entry that made it ready,
+    /// and one lease would then hand the same message out twice. Rebuilt, each ready
+    /// message has exactly one entry, and the lists hold nothing else.
+    pub fn rebuild_ready_lists(&mut self) {
+        let mut per_queue: Vec<Vec<Reverse<(u64, MessageId)>>> =
+            (0..self.queues.len()).map(|_| Vec::new()).collect();
+        for (&id, m) in &self.msgs {
+            if m.place.is_ready() {
+                if let Some(list) = per_queue.get_mut(m.queue as usize) {
+                    list.push(Reverse((m.visible_at, id)));
+                }
+            }
+        }
+        for (qs, list) in self.queues.iter_mut().zip(per_queue) {
+            qs.fresh = VecDeque::new();
+            qs.delayed = BinaryHeap::from(list);
         }
     }
 

@@ -365,6 +365,16 @@ impl Store {
             .ok_or_else(|| Error::UnknownQueue(name.to_string()))
     }
 
+    /// The options in force for `queue`.
+    pub fn queue_options_of(&self, queue: &Queue) -> QueueOptions {
+        self.queue_options(queue.id())
+    }
+
+    /// Wakes every thread waiting in [`Queue::lease_wait`] (they lease again or time out).
+    pub fn wake_consumers(&self) {
+        self.inner.ready.notify_all();
+    }
+
     pub(crate) fn queue_options(&self, id: QueueId) -> QueueOptions {
         self.inner
             .queue_options

@@ -90,7 +90,10 @@ fn order_events_scenario() {
     let m4 = log.iter().find(|e| e.0 == 3).unwrap();
     let m3_second = log.iter().find(|e| e.0 == 2 && e.1 == 2).unwrap();
     assert!(m4.3);
-    assert!(m4.2 < m3_second.2, "message 4 waited behind message 3: {log:?}");
+    assert!(
+        m4.2 < m3_second.2,
+        "message 4 waited behind message 3: {log:?}"
+    );
     assert_eq!(m4.1, 1);
 
     // Message 3 is in the DLQ with 3 attempts and its error, across a reopen.
@@ -108,7 +111,12 @@ fn order_events_scenario() {
     assert_eq!(entry.failure.error_kind, "IllegalArgumentException");
     assert_eq!(entry.failure.error_message, "payload is not valid JSON");
     assert_eq!(
-        entry.failure.attempts.iter().map(|a| a.number).collect::<Vec<_>>(),
+        entry
+            .failure
+            .attempts
+            .iter()
+            .map(|a| a.number)
+            .collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
     assert_eq!(entry.dlq.worker.as_deref(), Some("billing-1"));
@@ -120,7 +128,10 @@ fn order_events_scenario() {
     dlq.replay_corrected(ids[2], fixed, &ReplayOptions::to_origin().reset_attempts())
         .unwrap();
     assert_eq!(dlq.len(), 0);
-    let msg = queue.lease_wait(1, Duration::from_secs(1)).unwrap().remove(0);
+    let msg = queue
+        .lease_wait(1, Duration::from_secs(1))
+        .unwrap()
+        .remove(0);
     assert_eq!(msg.id(), ids[2], "the id is stable across the replay");
     assert_eq!(msg.payload(), fixed.as_bytes());
     assert_eq!(msg.attempt(), 1);

@@ -1,0 +1,433 @@
+//! The worker pool: N threads that lease, handle, and ack, retry or dead-letter messages.
+//!
+//! Each worker leases one message at a time (so a graceful shutdown leaves nothing leased and
+//! unstarted), runs the handler under `catch_unwind`, and reports the outcome:
+//! - `Ok(())` acks;
+//! - a permanent [`Failure`] dead-letters at once, spending no retries;
+//! - a transient failure (or a panic) is retried: the next attempt time from the [`Retry`]
+//!   policy is written to the log as the message's visible-at, so no thread sleeps out a
+//!   backoff and the queue keeps flowing; on the last attempt it is dead-lettered.
+//!
+//! A heartbeat thread extends the lease of any handler still running when half of its lease
+//! has passed, so a slow success is not redelivered. Invariants:
+//! - a delivery is counted in the log before the handler runs (the store's lease does it);
+//! - `in_flight` counts handlers running; shutdown waits for it to reach zero (or a deadline).
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::queue::{FailureOutcome, FailureReport, Message, Queue};
+use crate::retry::Retry;
+use crate::store::DlqAlert;
+use crate::types::{Failure, MessageId};
+
+/// A message handler. Any `Fn(&Message) -> Result<(), Failure>` is one.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one message.
+    fn handle(&self, msg: &Message) -> std::result::Result<(), Failure>;
+}
+
+impl<F> Handler for F
+where
+    F: Fn(&Message) -> std::result::Result<(), Failure> + Send + Sync + 'static,
+{
+    fn handle(&self, msg: &Message) -> std::result::Result<(), Failure> {
+        self(msg)
+    }
+}
+
+/// Counters of a running pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Messages handled successfully and acked.
+    pub processed: u64,
+    /// Failed deliveries scheduled for another attempt.
+    pub retried: u64,
+    /// Messages moved to the DLQ.
+    pub dead_lettered: u64,
+    /// Handlers running now.
+    pub in_flight: u64,
+    /// Handler panics caught.
+    pub panics: u64,
+    /// Outcomes refused because the lease was lost meanwhile (the message was redelivered).
+    pub lost_leases: u64,
+}
+
+/// What a shutdown found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Counters at the end.
+    pub counters: PoolCounters,
+    /// True when every in-flight handler finished before the deadline.
+    pub drained: bool,
+}
+
+/// Builder of a worker pool over one queue.
+#[derive(Debug, Clone)]
+pub struct WorkerPool {
+    queue: Queue,
+    workers: usize,
+    retry: Retry,
+    lease: Duration,
+    name: String,
+    idle_poll: Duration,
+}
+
+struct InFlight {
+    msg: Message,
+    deadline: Instant,
+}
+
+#[derive(Default)]
+struct Counters {
+    processed: AtomicU64,
+    retried: AtomicU64,
+    dead_lettered: AtomicU64,
+    in_flight: AtomicU64,
+    panics: AtomicU64,
+    lost_leases: AtomicU64,
+}
+
+struct Shared {
+    queue: Queue,
+    retry: Retry,
+    lease: Duration,
+    stop: AtomicBool,
+    counters: Counters,
+    running: Mutex<HashMap<MessageId, InFlight>>,
+    /// Signalled when a handler finishes (for shutdown and `run_until_idle`).
+    done: Condvar,
+    done_lock: Mutex<()>,
+    fatal: Mutex<Option<Error>>,
+}
+
+/// A started pool; see [`WorkerPool::start`].
+pub struct RunningPool {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// A pool over `queue`: 1 worker, the default [`Retry`], a 30 s lease.
+    pub fn new(queue: &Queue) -> Self {
+        WorkerPool {
+            queue: queue.clone(),
+            workers: 1,
+            retry: Retry::default(),
+            lease: Duration::from_secs(30),
+            name: "worker".into(),
+            idle_poll: Duration::from_millis(200),
+        }
+    }
+
+    /// Number of worker threads.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// The retry policy (its `max_attempts` becomes the queue's).
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Lease length; handlers running longer get it extended by the heartbeat.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Prefix of worker names (recorded with failures): `{name}-{index}`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Starts the workers with `handler`.
+    pub fn start(self, handler: impl Handler) -> Result<RunningPool> {
+        let store = self.queue.store().clone();
+        let mut options = store.queue_options_of(&self.queue);
+        options.max_attempts = self.retry.max_attempts;
+        options.visibility_timeout = self.lease;
+        let queue = store.queue_with(self.queue.name(), options)?;
+        let shared = Arc::new(Shared {
+            queue,
+            retry: self.retry,
+            lease: self.lease,
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+            running: Mutex::new(HashMap::new()),
+            done: Condvar::new(),
+            done_lock: Mutex::new(()),
+            fatal: Mutex::new(None),
+        });
+        let handler = Arc::new(handler);
+        let mut threads = Vec::with_capacity(self.workers + 1);
+        for i in 0..self.workers {
+            let shared = Arc::clone(&shared);
+            let handler = Arc::clone(&handler);
+            let name = format!("{}-{i}", self.name);
+            let poll = self.idle_poll;
+            let t = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || worker_loop(&shared, handler.as_ref(), &name, poll))
+                .map_err(|e| Error::io("spawn worker", "", e))?;
+            threads.push(t);
+        }
+        let hb = Arc::clone(&shared);
+        let t = std::thread::Builder::new()
+            .name(format!("{}-heartbeat", self.name))
+            .spawn(move || heartbeat_loop(&hb))
+            .map_err(|e| Error::io("spawn heartbeat", "", e))?;
+        threads.push(t);
+        Ok(RunningPool { shared, threads })
+    }
+
+    /// Starts the workers with a handler of typed payloads (enqueued with
+    /// [`Queue::enqueue_typed`]). A payload that does not decode is a permanent failure of
+    /// kind `DecodeError`.
+    pub fn start_typed<T, F>(self, handler: F) -> Result<RunningPool>
+    where
+        T: DeserializeOwned + 'static,
+        F: Fn(T, &Message) -> std::result::Result<(), Failure> + Send + Sync + 'static,
+    {
+        self.start(move |msg: &Message| match msg.decode::<T>() {
+            Ok(value) => handler(value, msg),
+            Err(e) => Err(Failure::permanent("DecodeError", e.to_string())),
+        })
+    }
+}
+
+impl RunningPool {
+    /// Counters now.
+    pub fn counters(&self) -> PoolCounters {
+        let c = &self.shared.counters;
+        PoolCounters {
+            processed: c.processed.load(Ordering::Relaxed),
+            retried: c.retried.load(Ordering::Relaxed),
+            dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+            in_flight: c.in_flight.load(Ordering::Relaxed),
+            panics: c.panics.load(Ordering::Relaxed),
+            lost_leases: c.lost_leases.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The queue the pool works on.
+    pub fn queue(&self) -> &Queue {
+        &self.shared.queue
+    }
+
+    /// Registers the DLQ alert hook of the pool's queue.
+    pub fn on_dlq_alert(
+        &self,
+        threshold: u64,
+        callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.shared.queue.dlq().on_threshold(threshold, callback)
+    }
+
+    /// Blocks until the queue holds nothing waiting (including messages waiting out a
+    /// backoff) and no handler runs. Returns the error that stopped the pool, if one did.
+    pub fn run_until_idle(&self) -> Result<()> {
+        loop {
+            if let Some(e) = self.shared.fatal.lock().take() {
+                return Err(e);
+            }
+            let stats = self.shared.queue.stats();
+            if stats.ready == 0
+                && stats.in_flight == 0
+                && self.shared.counters.in_flight.load(Ordering::Acquire) == 0
+            {
+                return Ok(());
+            }
+            let mut g = self.shared.done_lock.lock();
+            self.shared.done.wait_for(&mut g, Duration::from_millis(20));
+        }
+    }
+
+    /// Stops leasing, waits up to `deadline` for running handlers to finish, and joins the
+    /// threads that finished.
+    pub fn shutdown(mut self, deadline: Duration) -> Result<ShutdownReport> {
+        self.shared.signal_stop();
+        let give_up = Instant::now() + deadline;
+        let mut drained = true;
+        while self.shared.counters.in_flight.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= give_up {
+                drained = false;
+                break;
+            }
+            let mut g = self.shared.done_lock.lock();
+            self.shared.done.wait_for(&mut g, Duration::from_millis(10));
+        }
+        if drained {
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+        let report = ShutdownReport {
+            counters: self.counters(),
+            drained,
+        };
+        if let Some(e) = self.shared.fatal.lock().take() {
+            return Err(e);
+        }
+        Ok(report)
+    }
+}
+
+impl Drop for RunningPool {
+    fn drop(&mut self) {
+        self.shared.signal_stop();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn worker_loop(shared: &Shared, handler: &dyn Handler, name: &str, poll: Duration) {
+    while !shared.stop.load(Ordering::Acquire) {
+        let batch = match shared.queue.lease_wait(1, poll) {
+            Ok(b) => b,
+            Err(e) => {
+                stop_with(shared, e);
+                return;
+            }
+        };
+        for msg in batch {
+            if let Err(e) = handle_one(shared, handler, name, msg) {
+                stop_with(shared, e);
+                return;
+            }
+        }
+    }
+}
+
+fn stop_with(shared: &Shared, e: Error) {
+    shared.fatal.lock().get_or_insert(e);
+    shared.signal_stop();
+}
+
+impl Shared {
+    /// Sets the stop flag and wakes every thread that waits (consumers, the heartbeat).
+    fn signal_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.queue.store().wake_consumers();
+        // Taking the lock orders this wake-up after any waiter's check of the flag.
+        drop(self.done_lock.lock());
+        self.done.notify_all();
+    }
+}
+
+fn handle_one(shared: &Shared, handler: &dyn Handler, name: &str, msg: Message) -> Result<()> {
+    let c = &shared.counters;
+    c.in_flight.fetch_add(1, Ordering::AcqRel);
+    shared.running.lock().insert(
+        msg.id(),
+        InFlight {
+            msg: msg.clone(),
+            deadline: Instant::now() + shared.lease,
+        },
+    );
+    let started = Instant::now();
+    let result = catch_unwind(AssertUnwindSafe(|| handler.handle(&msg)));
+    let duration = started.elapsed();
+    shared.running.lock().remove(&msg.id());
+    let outcome = match result {
+        Ok(Ok(())) => shared
+            .queue
+            .ack(&msg)
+            .map(|()| c.processed.fetch_add(1, Ordering::Relaxed)),
+        Ok(Err(failure)) => report_failure(shared, &msg, &failure, duration, name),
+        Err(panic) => {
+            c.panics.fetch_add(1, Ordering::Relaxed);
+            let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
+            report_failure(shared, &msg, &failure, duration, name)
+        }
+    };
+    c.in_flight.fetch_sub(1, Ordering::AcqRel);
+    shared.done.notify_all();
+    match outcome {
+        Ok(_) => Ok(()),
+        // The lease was lost meanwhile (expired and redelivered): the other delivery decides.
+        Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
+            c.lost_leases.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn report_failure(
+    shared: &Shared,
+    msg: &Message,
+    failure: &Failure,
+    duration: Duration,
+    worker: &str,
+) -> Result<u64> {
+    let c = &shared.counters;
+    let report = FailureReport::new(failure)
+        .duration(duration)
+        .worker(worker);
+    if failure.is_permanent() {
+        shared.queue.dead_letter(msg, &report)?;
+        return Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed));
+    }
+    let delay = shared.retry.delay(msg.attempt());
+    let retry_at = shared.queue.store().now() + delay.as_millis() as u64;
+    match shared.queue.retry(msg, &report, retry_at)? {
+        FailureOutcome::Retried { .. } => Ok(c.retried.fetch_add(1, Ordering::Relaxed)),
+        FailureOutcome::DeadLettered => Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed)),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        format!("handler panicked: {s}")
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        format!("handler panicked: {s}")
+    } else {
+        "handler panicked".to_string()
+    }
+}
+
+/// Extends the leases of handlers that have used half of theirs.
+fn heartbeat_loop(shared: &Shared) {
+    let tick = (shared.lease / 4).max(Duration::from_millis(5));
+    while !shared.stop.load(Ordering::Acquire)
+        || shared.counters.in_flight.load(Ordering::Acquire) > 0
+    {
+        {
+            let mut g = shared.done_lock.lock();
+            if shared.stop.load(Ordering::Acquire)
+                && shared.counters.in_flight.load(Ordering::Acquire) == 0
+            {
+                return;
+            }
+            shared.done.wait_for(&mut g, tick);
+        }
+        let now = Instant::now();
+        let due: Vec<Message> = shared
+            .running
+            .lock()
+            .values()
+            .filter(|f| f.deadline.saturating_duration_since(now) < shared.lease / 2)
+            .map(|f| f.msg.clone())
+            .collect();
+        for msg in due {
+            if shared.queue.extend(&msg, shared.lease).is_ok() {
+                if let Some(f) = shared.running.lock().get_mut(&msg.id()) {
+                    f.deadline = Instant::now() + shared.lease;
+                }
+            }
+        }
+    }
+}
