@@ -355,6 +355,10 @@ impl Queue {
             let Some(id) = st.pop_visible(self.id, now) else {
                 break;
             };
+            if popped.contains(&id) {
+                // A second ready-list entry of a message taken in this call.
+                continue;
+            }
             popped.push(id);
             let Some(m) = st.msgs.get(&id).copied() else {
                 continue;

@@ -175,7 +175,7 @@ pub struct QueueState {
     /// Its name.
     pub name: String,
     /// Messages visible at enqueue, in enqueue order (entries may be stale; checked on pop).
-    fresh: VecDeque<MessageId>,
+    fresh: VecDeque<(u64, MessageId)>,
     /// Messages visible later, by (visible-at, id) (entries may be stale; checked on pop).
     delayed: BinaryHeap<Reverse<(u64, MessageId)>>,
     /// Leases by deadline (entries may be stale).
@@ -337,7 +337,7 @@ impl State {
             q.counters.enqueued += 1;
         }
         if m.visible_at <= m.enqueued_at && previous_place.is_none() {
-            q.fresh.push_back(m.id);
+            q.fresh.push_back((m.visible_at, m.id));
         } else {
             q.delayed.push(Reverse((m.visible_at, m.id)));
         }
@@ -740,12 +740,12 @@ impl State {
         let qs = self.queues.get_mut(q as usize)?;
         loop {
             let fresh = loop {
-                let Some(&id) = qs.fresh.front() else {
+                let Some(&(at, id)) = qs.fresh.front() else {
                     break None;
                 };
                 match self.msgs.get(&id) {
-                    Some(m) if m.place.is_ready() && m.queue == q => {
-                        break Some((m.visible_at, id));
+                    Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                        break Some((at, id));
                     }
                     _ => {
                         qs.fresh.pop_front();
@@ -803,11 +803,7 @@ impl State {
     /// this can be early but never late).
     pub fn next_visible_at(&self, q: QueueId) -> Option<u64> {
         let qs = self.queues.get(q as usize)?;
-        let fresh = qs
-            .fresh
-            .front()
-            .and_then(|id| self.msgs.get(id))
-            .map(|m| m.visible_at);
+        let fresh = qs.fresh.front().map(|(at, _)| *at);
         let delayed = qs.delayed.peek().map(|Reverse((at, _))| *at);
         let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
         [fresh, delayed, lease].into_iter().flatten().min()
