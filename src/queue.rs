@@ -351,6 +351,8 @@ impl Queue {
         let mut ids = Vec::new();
         let mut batch: Batch<'static> = Vec::new();
         let mut popped = Vec::new();
+        let mut held_back = Vec::new();
+        let mut suspect_busy = st.suspect_in_flight(self.id);
         while ids.len() < max {
             let Some(id) = st.pop_visible(self.id, now) else {
                 break;
@@ -360,6 +362,15 @@ impl Queue {
                 continue;
             }
             popped.push(id);
+            if st.suspects.contains(&id) {
+                // Messages in flight when the process died are tried one at a time, so the
+                // one that kills the process cannot take the others down with it.
+                if suspect_busy {
+                    held_back.push(id);
+                    continue;
+                }
+                suspect_busy = true;
+            }
             let Some(m) = st.msgs.get(&id).copied() else {
                 continue;
             };
@@ -395,6 +406,9 @@ impl Queue {
             }
             ids.push(id);
         }
+        for &id in &held_back {
+            st.push_back_ready(id);
+        }
         if !ids.is_empty() {
             batch.push(op_entry(Op::Lease {
                 at: now,
@@ -408,7 +422,7 @@ impl Queue {
         let effects = match self.store.write_locked(&mut st, batch) {
             Ok(e) => e,
             Err(e) => {
-                for id in popped {
+                for id in popped.into_iter().filter(|id| !held_back.contains(id)) {
                     st.push_back_ready(id);
                 }
                 return Err(e);

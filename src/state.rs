@@ -261,6 +261,9 @@ pub struct State {
     pub idempotency_order: VecDeque<(u64, String)>,
     /// Interned error kinds and worker names.
     pub strings: Interner,
+    /// Messages whose lease was cut by a restart and that have no outcome since: one of them
+    /// may be what killed the process, so they are delivered one at a time.
+    pub suspects: BTreeSet<MessageId>,
 }
 
 impl State {
@@ -379,6 +382,7 @@ impl State {
                 Effects::default()
             }
             Op::Retry { id, visible_at, .. } => {
+                self.suspects.remove(id);
                 let Some(m) = self.msgs.get(id).copied() else {
                     return Effects::default();
                 };
@@ -394,6 +398,7 @@ impl State {
                 }
             }
             Op::Release { id, visible_at } => {
+                self.suspects.remove(id);
                 let Some(m) = self.msgs.get(id).copied() else {
                     return Effects::default();
                 };
@@ -494,9 +499,14 @@ impl State {
         let Some(m) = self.msgs.get_mut(&id) else {
             return;
         };
-        if !m.place.is_ready() {
-            return;
-        }
+        // A live lease only takes ready messages. A replayed one may find the message still
+        // leased: its earlier lease ended by expiry or by a restart, neither of which is
+        // logged, so the new delivery counts on top of it.
+        let was_leased = match m.place {
+            Place::Ready | Place::ReadyAfterLostLease => false,
+            Place::Leased => true,
+            Place::Dead => return,
+        };
         m.place = Place::Leased;
         m.attempts += 1;
         m.visible_at = deadline;
@@ -505,8 +515,10 @@ impl State {
         extra.first_received_at.get_or_insert(at);
         extra.lease_cut_by_restart = false;
         let qs = self.queue_mut(q);
-        qs.counters.ready -= 1;
-        qs.counters.in_flight += 1;
+        if !was_leased {
+            qs.counters.ready -= 1;
+            qs.counters.in_flight += 1;
+        }
         qs.leases.push(Reverse((deadline, id)));
     }
 
@@ -524,6 +536,7 @@ impl State {
     }
 
     fn ack_one(&mut self, id: MessageId) {
+        self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
             return;
         };
@@ -559,6 +572,7 @@ impl State {
         failure: &crate::types::FailureInfo,
         dlq: &crate::types::DlqMetadata,
     ) {
+        self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
             return;
         };
@@ -639,6 +653,7 @@ impl State {
 
     /// Deletes a message wherever it is, except leased. Returns true if it was a DLQ entry.
     fn delete_one(&mut self, id: MessageId, expired: bool) -> bool {
+        self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
             return false;
         };
@@ -683,6 +698,7 @@ impl State {
         for (id, m) in leased {
             self.make_ready(id, m, 0, Place::ReadyAfterLostLease);
             self.extras.entry(id).or_default().lease_cut_by_restart = true;
+            self.suspects.insert(id);
         }
         for q in &mut self.queues {
             q.leases.clear();
@@ -807,6 +823,44 @@ impl State {
         let delayed = qs.delayed.peek().map(|Reverse((at, _))| *at);
         let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
         [fresh, delayed, lease].into_iter().flatten().min()
+    }
+
+    /// An estimate of the heap memory the index holds, in bytes: hash tables, ready lists,
+    /// heaps and ordered sets at their allocated capacity (interned strings, queue names and
+    /// idempotency keys are not counted). Payloads and envelopes are in the log, not here.
+    pub fn index_bytes(&self) -> u64 {
+        fn table<K, V, S>(m: &HashMap<K, V, S>) -> usize {
+            // hashbrown keeps capacity * 8 / 7 buckets (a power of two), each an entry plus
+            // one control byte.
+            let buckets = match m.capacity() {
+                0 => 0,
+                c => (c * 8 / 7).next_power_of_two(),
+            };
+            buckets * (std::mem::size_of::<(K, V)>() + 1)
+        }
+        fn ordered<T>(s: &BTreeSet<T>) -> usize {
+            // B-tree nodes are between half and completely full, plus per-node overhead.
+            s.len() * std::mem::size_of::<T>() * 3 / 2
+        }
+        let mut bytes = table(&self.msgs) + table(&self.extras) + table(&self.dead);
+        bytes += ordered(&self.ttl);
+        for q in &self.queues {
+            bytes += q.fresh.capacity() * std::mem::size_of::<(u64, MessageId)>();
+            bytes += q.delayed.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
+            bytes += q.leases.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
+            bytes += ordered(&q.dlq_order);
+            bytes += table(&q.dlq.by_kind) + table(&q.dlq.by_worker);
+        }
+        bytes as u64
+    }
+
+    /// True when a suspect message of queue `q` is leased now.
+    pub fn suspect_in_flight(&self, q: QueueId) -> bool {
+        self.suspects.iter().any(|id| {
+            self.msgs
+                .get(id)
+                .is_some_and(|m| m.queue == q && m.place == Place::Leased)
+        })
     }
 
     /// Forgets idempotency keys recorded before `cutoff`.

@@ -481,6 +481,12 @@ impl Store {
         self.inner.log.read(pos)
     }
 
+    /// An estimate of the memory the in-memory index holds, in bytes (see
+    /// [`State::index_bytes`]); payloads are not in it, they stay in the log.
+    pub fn index_bytes(&self) -> u64 {
+        self.inner.state.lock().index_bytes()
+    }
+
     /// How many records the store has read from its log since open (replay excluded).
     pub fn records_read(&self) -> u64 {
         self.inner.reads.load(Ordering::Relaxed)
