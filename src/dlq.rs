@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::record::{self, Decoded, Op, Put, PutCause, PutMeta, QueueId};
+use crate::record::{self, Decoded, ImportedEntry, Op, Put, PutCause, PutMeta, QueueId};
 use crate::state::{DeadInfo, DeadStatus, Msg, State};
 use crate::store::{op_entry, DlqAlert, Store};
 use crate::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
@@ -493,14 +493,19 @@ impl Dlq {
     /// Loads a whole envelope from the log.
     fn load(&self, r: EntryRef) -> Result<DeadLetter> {
         let (meta, payload, replaced) = self.load_put(r.msg.payload_pos)?;
-        let Op::DeadLetter {
-            failure,
-            dlq,
-            first_received_at,
-            ..
-        } = self.store.decode_at(r.info.envelope_pos)?
-        else {
-            return Err(self.store.bad_content(r.info.envelope_pos));
+        let (failure, dlq, first_received_at) = match meta.cause {
+            PutCause::Imported(entry) if r.info.envelope_pos == r.msg.payload_pos => {
+                (entry.failure, entry.dlq, entry.first_received_at)
+            }
+            _ => match self.store.decode_at(r.info.envelope_pos)? {
+                Op::DeadLetter {
+                    failure,
+                    dlq,
+                    first_received_at,
+                    ..
+                } => (failure, dlq, first_received_at),
+                _ => return Err(self.store.bad_content(r.info.envelope_pos)),
+            },
         };
         Ok(DeadLetter {
             payload,
@@ -534,6 +539,7 @@ impl Dlq {
                     PutCause::CorrectedReplay {
                         previous_payload, ..
                     } => Some(previous_payload.clone()),
+                    PutCause::Imported(entry) => entry.replaced_payload.clone(),
                     PutCause::Enqueue => None,
                 };
                 Ok((put.meta, put.payload.to_vec(), replaced))
@@ -761,6 +767,44 @@ impl Dlq {
             let mut body = Vec::with_capacity(payload.len() + 64);
             record::encode_put(&mut body, &meta, payload)?;
             Ok((vec![(body, Decoded::Put(Put { meta, payload }))], ()))
+        })
+    }
+
+    /// Imports an exported entry into this DLQ (one record): payload, history and metadata
+    /// are kept; the entry gets a new id in this store, which is returned. Its status is
+    /// pending again.
+    pub fn import(&self, entry: &DeadLetter) -> Result<MessageId> {
+        let max = self.store.config().max_message_size;
+        if entry.payload.len() > max {
+            return Err(Error::TooLarge {
+                size: entry.payload.len(),
+                max,
+            });
+        }
+        self.store.commit_with(|st| {
+            let id = st.next_id;
+            let meta = PutMeta {
+                id,
+                queue: self.queue,
+                enqueued_at: entry.metadata.enqueued_at_ms,
+                visible_at: 0,
+                expires_at: None,
+                attributes: entry.metadata.attributes.clone(),
+                idempotency_key: None,
+                cause: PutCause::Imported(Box::new(ImportedEntry {
+                    failure: entry.failure.clone(),
+                    dlq: entry.dlq.clone(),
+                    first_received_at: entry.metadata.first_received_at_ms,
+                    attempts: entry.metadata.delivery_count,
+                    generation: entry.generation,
+                    replaced_payload: entry.replaced_payload.clone(),
+                    original_id: entry.metadata.id,
+                })),
+            };
+            let mut body = Vec::with_capacity(entry.payload.len() + 256);
+            record::encode_put(&mut body, &meta, &entry.payload)?;
+            let payload = entry.payload.as_slice();
+            Ok((vec![(body, Decoded::Put(Put { meta, payload }))], id))
         })
     }
 

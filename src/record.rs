@@ -53,6 +53,28 @@ pub enum PutCause {
         /// The DLQ it came from.
         from_dlq: QueueId,
     },
+    /// A DLQ entry imported from an export: the message arrives in the DLQ directly, in
+    /// one record.
+    Imported(Box<ImportedEntry>),
+}
+
+/// The dead-letter part of an imported DLQ entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportedEntry {
+    /// Failure and history.
+    pub failure: FailureInfo,
+    /// DLQ metadata.
+    pub dlq: DlqMetadata,
+    /// First delivery time.
+    pub first_received_at: Option<u64>,
+    /// Deliveries counted.
+    pub attempts: u32,
+    /// Replay generation.
+    pub generation: u32,
+    /// The payload a corrected replay replaced, if any.
+    pub replaced_payload: Option<Vec<u8>>,
+    /// The id it had in the store it was exported from.
+    pub original_id: MessageId,
 }
 
 /// A payload-carrying record: metadata plus the payload bytes after it.

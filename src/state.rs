@@ -16,7 +16,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::record::{Decoded, Op, Put, PutCause, QueueId};
+use crate::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
 use crate::types::MessageId;
 
 /// Error kind of messages dead-lettered because their TTL passed.
@@ -288,6 +288,13 @@ impl State {
         self.next_id = self.next_id.max(m.id + 1);
         let (attempts, generation, from_dlq, previous_place) = match &m.cause {
             PutCause::Enqueue => (0, 0, None, None),
+            PutCause::Imported(entry) => {
+                self.apply_import(m.id, m.queue, pos, entry);
+                return Effects {
+                    ready: false,
+                    dlq_changed: true,
+                };
+            }
             PutCause::CorrectedReplay {
                 attempts,
                 generation,
@@ -348,6 +355,30 @@ impl State {
             ready: true,
             dlq_changed: previous_place.is_some(),
         }
+    }
+
+    /// An imported entry goes straight into the DLQ of `queue`.
+    fn apply_import(&mut self, id: MessageId, queue: QueueId, pos: u64, e: &ImportedEntry) {
+        if self.msgs.contains_key(&id) {
+            return;
+        }
+        self.msgs.insert(
+            id,
+            Msg {
+                payload_pos: pos,
+                visible_at: 0,
+                queue,
+                attempts: e.attempts,
+                place: Place::Ready,
+            },
+        );
+        if e.generation > 0 || e.first_received_at.is_some() {
+            let extra = self.extras.entry(id).or_default();
+            extra.generation = e.generation;
+            extra.first_received_at = e.first_received_at;
+        }
+        self.queue_mut(queue).counters.ready += 1;
+        self.dead_letter_one(id, pos, &e.failure, &e.dlq);
     }
 
     fn apply_op(&mut self, op: &Op, pos: u64) -> Effects {

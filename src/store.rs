@@ -342,7 +342,9 @@ impl Store {
         self.inner.log.sync()
     }
 
-    /// Syncs and closes. Dropping the last handle does the same, ignoring errors.
+    /// Syncs everything and drops this handle. The directory stays locked until the last
+    /// handle on the store (every `Store`, `Queue` and `Dlq` clone) is dropped; dropping
+    /// the last one syncs too, ignoring errors.
     pub fn close(self) -> Result<()> {
         self.inner.log.close()
     }
