@@ -570,7 +570,8 @@ fn decode_in(
     max_body: usize,
 ) -> std::result::Result<Record, FrameError> {
     let start = SEGMENT_HEADER_LEN + d as usize;
-    let stop = SEGMENT_HEADER_LEN + seg.end() as usize;
+    // A sealed segment whose lost tail is quarantined has an end past its file's bytes.
+    let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.bytes().len());
     let bytes = view.bytes().get(start..stop).ok_or(FrameError::Short)?;
     let frame = format::decode_frame(bytes, seg.base + d, max_body)?;
     let len = frame.body.len();
