@@ -870,9 +870,13 @@ impl Dlq {
         self.delete_ids(&ids, false)
     }
 
-    /// Removes entries whose retention passed; returns how many.
+    /// Removes entries whose retention passed; returns how many. Compaction does this on
+    /// its own; this is for tools and tests.
     pub fn expire_retention(&self) -> Result<u64> {
-        let now = self.store.now();
+        self.expire_retention_at(self.store.expiry_now())
+    }
+
+    pub(crate) fn expire_retention_at(&self, now: u64) -> Result<u64> {
         let ids: Vec<MessageId> = {
             let st = self.store.lock_state();
             st.queues[self.queue as usize]

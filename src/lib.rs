@@ -22,13 +22,16 @@
 //! - [`segment`]: one segment file and its recovery scan;
 //! - [`log`]: the segmented log with group commit and crash recovery;
 //! - [`record`]: the queue records stored in the log;
+//! - [`checkpoint`], [`compaction`]: index snapshots, expiry and disk reclaim;
 //! - [`state`]: the state machine that applies records to the in-memory index;
 //! - [`store`], [`queue`], [`dlq`]: the API;
 //! - [`retry`], [`worker`]: retry policies and the worker pool.
 
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 pub mod clock;
+pub mod compaction;
 pub mod dlq;
 pub mod error;
 pub mod format;
@@ -43,6 +46,7 @@ pub mod types;
 pub mod vfs;
 pub mod worker;
 
+pub use compaction::{CompactionOptions, CompactionReport};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
 pub use error::{CorruptionKind, Error, Result};

@@ -375,7 +375,10 @@ impl Queue {
                 continue;
             };
             let extra = st.extras.get(&id);
-            if extra.and_then(|e| e.expires_at).is_some_and(|t| t <= now) {
+            if extra
+                .and_then(|e| e.expires_at)
+                .is_some_and(|t| t <= self.store.expiry_now())
+            {
                 let op = self.expire_op(&st, id, m, now, &options)?;
                 batch.push(op_entry(op)?);
                 continue;

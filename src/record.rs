@@ -194,6 +194,8 @@ pub enum Op {
 
 const TAG_PUT: u8 = 1;
 const TAG_OP: u8 = 2;
+/// A relocated copy: this tag followed by the original record's body, byte for byte.
+const TAG_RELOCATED: u8 = 3;
 
 fn config() -> impl bincode::config::Config {
     bincode::config::standard()
@@ -214,6 +216,9 @@ pub enum Decoded<'a> {
     Put(Put<'a>),
     /// Any other record.
     Op(Op),
+    /// A relocated copy of a record: the message's pointer to that record moves here, and
+    /// nothing else changes.
+    Relocated(Box<Decoded<'a>>),
 }
 
 /// Encodes a payload record into `out` (cleared first).
@@ -236,9 +241,43 @@ pub fn encode_op(op: &Op) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Decodes a record body. A body that does not decode is reported as corruption
-/// ([`CorruptionKind::BadContent`]); the caller fills in the location.
+/// Wraps a record body as a relocated copy (written by compaction to move a live record out
+/// of a segment it reclaims).
+/// A body that is already a relocated copy is copied as it is.
+pub fn encode_relocated(body: &[u8]) -> Vec<u8> {
+    if body.first() == Some(&TAG_RELOCATED) {
+        return body.to_vec();
+    }
+    let mut out = Vec::with_capacity(body.len() + 1);
+    out.push(TAG_RELOCATED);
+    out.extend_from_slice(body);
+    out
+}
+
+/// Decodes a record body as the state machine sees it: a relocated copy decodes as
+/// [`Decoded::Relocated`]. Readers that only want the content use [`decode`], which sees
+/// through relocation.
+pub fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>> {
+    match body.first() {
+        Some(&TAG_RELOCATED) => {
+            let inner = &body[1..];
+            if inner.first() == Some(&TAG_RELOCATED) {
+                return Err(bad_content());
+            }
+            Ok(Decoded::Relocated(Box::new(decode(inner)?)))
+        }
+        _ => decode(body),
+    }
+}
+
+/// Decodes a record body (a relocated copy decodes as its original). A body that does not
+/// decode is reported as corruption ([`CorruptionKind::BadContent`]); the caller fills in
+/// the location.
 pub fn decode(body: &[u8]) -> Result<Decoded<'_>> {
+    let body = match body.first() {
+        Some(&TAG_RELOCATED) if body.get(1) != Some(&TAG_RELOCATED) => &body[1..],
+        _ => body,
+    };
     match body.first() {
         Some(&TAG_PUT) => {
             let (meta, payload) = split_put(body)?;
@@ -274,6 +313,10 @@ fn split_put(body: &[u8]) -> Result<(PutMeta, &[u8])> {
 
 /// The payload of a [`Put`] record body, without decoding its metadata.
 pub fn put_payload(body: &[u8]) -> Result<std::ops::Range<usize>> {
+    if body.first() == Some(&TAG_RELOCATED) {
+        let inner = put_payload(body.get(1..).ok_or_else(bad_content)?)?;
+        return Ok(inner.start + 1..inner.end + 1);
+    }
     if body.first() != Some(&TAG_PUT) {
         return Err(bad_content());
     }
@@ -315,6 +358,37 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn relocated_copies_decode_as_their_original() {
+        let op = Op::Ack {
+            at: 1,
+            ids: vec![4],
+        };
+        let body = encode_op(&op).unwrap();
+        let copy = encode_relocated(&body);
+        assert_eq!(decode(&copy).unwrap(), Decoded::Op(op.clone()));
+        assert_eq!(
+            decode_for_apply(&copy).unwrap(),
+            Decoded::Relocated(Box::new(Decoded::Op(op)))
+        );
+        assert_eq!(encode_relocated(&copy), copy);
+        assert!(decode(&[TAG_RELOCATED, TAG_RELOCATED, TAG_OP]).is_err());
+        let meta = PutMeta {
+            id: 1,
+            queue: 0,
+            enqueued_at: 0,
+            visible_at: 0,
+            expires_at: None,
+            attributes: BTreeMap::new(),
+            idempotency_key: None,
+            cause: PutCause::Enqueue,
+        };
+        let mut put = Vec::new();
+        encode_put(&mut put, &meta, b"xyz").unwrap();
+        let copy = encode_relocated(&put);
+        assert_eq!(&copy[put_payload(&copy).unwrap()], b"xyz");
     }
 
     #[test]

@@ -9,15 +9,22 @@
 //! - a message is in exactly one place: ready or leased in its queue, or in its queue's DLQ;
 //! - counters (ready, in flight, DLQ size, by-kind counts...) are kept incrementally and equal
 //!   what a scan would count;
-//! - memory held per pending message is an entry of [`Msg`] (32 bytes) plus one 8- or
-//!   16-byte ready-list entry; its payload and metadata stay in the log.
+//! - memory held per pending message is its [`Msg`] (32 bytes, in a dense page of
+//!   [`MsgIndex`] while ids are dense) plus one 16-byte ready-list entry; its payload and
+//!   metadata stay in the log.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{QueueSnapshot, Snapshot};
 use crate::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
 use crate::types::MessageId;
+
+mod index;
+pub use index::MsgIndex;
 
 /// Error kind of messages dead-lettered because their TTL passed.
 pub const EXPIRED_KIND: &str = "expired";
@@ -47,7 +54,7 @@ impl Hasher for IdHasher {
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Where a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Place {
     /// Waiting in its queue.
     Ready,
@@ -68,7 +75,7 @@ impl Place {
 }
 
 /// The per-message index entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Msg {
     /// Position of the record holding its payload.
     pub payload_pos: u64,
@@ -83,7 +90,7 @@ pub struct Msg {
 }
 
 /// Extra facts kept only for messages that were delivered, replayed or have a TTL.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Extra {
     /// First delivery time.
     pub first_received_at: Option<u64>,
@@ -100,7 +107,7 @@ pub struct Extra {
 }
 
 /// Status of a DLQ entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeadStatus {
     /// Not dealt with yet.
     Pending,
@@ -109,7 +116,7 @@ pub enum DeadStatus {
 }
 
 /// The index entry of a DLQ entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadInfo {
     /// Position of the dead-letter record (the envelope).
     pub envelope_pos: u64,
@@ -126,7 +133,7 @@ pub struct DeadInfo {
 }
 
 /// Counters of one queue, kept incrementally.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueCounters {
     /// Messages waiting (visible or not yet visible).
     pub ready: u64,
@@ -147,7 +154,7 @@ pub struct QueueCounters {
 }
 
 /// Counters of one DLQ, kept incrementally.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DlqCounters {
     /// Entries pending.
     pub pending: u64,
@@ -219,6 +226,21 @@ impl Interner {
     pub fn get(&self, s: &str) -> Option<u32> {
         self.ids.get(s).copied()
     }
+    /// Rebuilds an interner from its strings in id order.
+    pub fn from_names(names: Vec<String>) -> Self {
+        if names.first().map(String::as_str) != Some("") {
+            let mut all = vec![String::new()];
+            all.extend(names);
+            return Self::from_names(all);
+        }
+        let ids = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u32))
+            .collect();
+        Interner { names, ids }
+    }
+
     /// The string of an id.
     pub fn name(&self, id: u32) -> &str {
         self.names
@@ -246,7 +268,7 @@ pub struct State {
     /// Queue ids by name.
     pub names: HashMap<String, QueueId>,
     /// Every message.
-    pub msgs: IdMap<MessageId, Msg>,
+    pub msgs: MsgIndex,
     /// Extras of delivered, replayed or TTL'd messages.
     pub extras: IdMap<MessageId, Extra>,
     /// DLQ entries.
@@ -261,6 +283,8 @@ pub struct State {
     pub idempotency_order: VecDeque<(u64, String)>,
     /// Interned error kinds and worker names.
     pub strings: Interner,
+    /// The latest time found in an applied record (the expiry clock never goes below it).
+    pub latest_time: u64,
     /// Messages whose lease was cut by a restart and that have no outcome since: one of them
     /// may be what killed the process, so they are delivered one at a time.
     pub suspects: BTreeSet<MessageId>,
@@ -269,10 +293,165 @@ pub struct State {
 impl State {
     /// Applies one decoded record found at log position `pos`.
     pub fn apply(&mut self, rec: &Decoded<'_>, pos: u64) -> Effects {
+        if let Some(t) = record_time(rec) {
+            self.latest_time = self.latest_time.max(t);
+        }
         match rec {
             Decoded::Put(put) => self.apply_put(put, pos),
             Decoded::Op(op) => self.apply_op(op, pos),
+            Decoded::Relocated(inner) => {
+                self.apply_relocated(inner, pos);
+                Effects::default()
+            }
         }
+    }
+
+    /// A relocated copy at `pos`: the pointer to the original moves here, if the original is
+    /// still the one the index points to's record kind (payload, envelope, history).
+    fn apply_relocated(&mut self, original: &Decoded<'_>, pos: u64) {
+        match original {
+            Decoded::Put(put) => {
+                let id = put.meta.id;
+                let Some(m) = self.msgs.get_mut(&id) else {
+                    return;
+                };
+                let old = m.payload_pos;
+                m.payload_pos = pos;
+                if let Some(d) = self.dead.get_mut(&id) {
+                    // An imported entry's envelope is its payload record.
+                    if d.envelope_pos == old {
+                        d.envelope_pos = pos;
+                    }
+                }
+            }
+            Decoded::Op(Op::DeadLetter { id, .. }) => {
+                if let Some(d) = self.dead.get_mut(id) {
+                    d.envelope_pos = pos;
+                }
+            }
+            Decoded::Op(Op::Retry { id, .. }) => {
+                if let Some(e) = self.extras.get_mut(id) {
+                    if e.history_pos.is_some() {
+                        e.history_pos = Some(pos);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every log record the index points to, with what points to it: the records
+    /// compaction must keep (or relocate) for the index to stay readable.
+    pub fn live_refs(&self) -> Vec<LiveRef> {
+        let mut refs = Vec::with_capacity(self.msgs.len() + self.dead.len());
+        for (id, m) in self.msgs.iter() {
+            refs.push(LiveRef {
+                pos: m.payload_pos,
+                id,
+                kind: RefKind::Payload,
+            });
+        }
+        for (&id, d) in &self.dead {
+            refs.push(LiveRef {
+                pos: d.envelope_pos,
+                id,
+                kind: RefKind::Envelope,
+            });
+        }
+        for (&id, e) in &self.extras {
+            if let Some(pos) = e.history_pos {
+                refs.push(LiveRef {
+                    pos,
+                    id,
+                    kind: RefKind::History,
+                });
+            }
+        }
+        refs
+    }
+
+    /// True while the index still points to `r.pos` as `r` says.
+    pub fn still_refers(&self, r: &LiveRef) -> bool {
+        match r.kind {
+            RefKind::Payload => self.msgs.get(&r.id).is_some_and(|m| m.payload_pos == r.pos),
+            RefKind::Envelope => self.dead.get(&r.id).is_some_and(|d| d.envelope_pos == r.pos),
+            RefKind::History => self
+                .extras
+                .get(&r.id)
+                .is_some_and(|e| e.history_pos == Some(r.pos)),
+        }
+    }
+
+    /// The persistent part of the index, for a checkpoint.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            next_id: self.next_id,
+            latest_time: self.latest_time,
+            queues: self
+                .queues
+                .iter()
+                .map(|q| QueueSnapshot {
+                    name: q.name.clone(),
+                    counters: q.counters,
+                    dlq: q.dlq.clone(),
+                })
+                .collect(),
+            msgs: self.msgs.iter().map(|(id, m)| (id, *m)).collect(),
+            extras: self.extras.iter().map(|(&id, e)| (id, e.clone())).collect(),
+            dead: self.dead.iter().map(|(&id, d)| (id, *d)).collect(),
+            idempotency: self
+                .idempotency_order
+                .iter()
+                .filter_map(|(at, key)| {
+                    let (id, t) = self.idempotency.get(key)?;
+                    (t == at).then(|| (*at, key.clone(), *id))
+                })
+                .collect(),
+            strings: self.strings.names.clone(),
+        }
+    }
+
+    /// Rebuilds an index from a snapshot (the derived lists and sets are recomputed).
+    pub fn restore(snap: Snapshot) -> State {
+        let mut st = State {
+            next_id: snap.next_id,
+            latest_time: snap.latest_time,
+            ..State::default()
+        };
+        for (i, q) in snap.queues.into_iter().enumerate() {
+            if !q.name.is_empty() {
+                st.names.insert(q.name.clone(), i as QueueId);
+            }
+            let qs = st.queue_mut(i as QueueId);
+            qs.name = q.name;
+            qs.counters = q.counters;
+            qs.dlq = q.dlq;
+        }
+        for (id, m) in snap.msgs {
+            st.msgs.insert(id, m);
+        }
+        for (id, e) in snap.extras {
+            if let Some(exp) = e.expires_at {
+                st.ttl.insert((exp, id));
+            }
+            st.extras.insert(id, e);
+        }
+        for (id, d) in snap.dead {
+            if let Some(q) = st.msgs.get(&id).map(|m| m.queue) {
+                st.queue_mut(q).dlq_order.insert((d.dead_at, id));
+            }
+            st.dead.insert(id, d);
+        }
+        for (at, key, id) in snap.idempotency {
+            st.idempotency.insert(key.clone(), (id, at));
+            st.idempotency_order.push_back((at, key));
+        }
+        st.strings = Interner::from_names(snap.strings);
+        for q in &mut st.queues {
+            q.leases.clear();
+        }
+        st.rebuild_ready_lists();
+        st
     }
 
     fn queue_mut(&mut self, q: QueueId) -> &mut QueueState {
@@ -635,10 +814,15 @@ impl State {
                 expires_at: dlq.expires_at_ms,
             },
         );
-        if let Some(x) = self.msgs.get_mut(&id) {
-            x.place = Place::Dead;
-            x.visible_at = dead_at;
-        }
+        // Through `insert`: the index keeps DLQ entries apart from the dense pages.
+        self.msgs.insert(
+            id,
+            Msg {
+                place: Place::Dead,
+                visible_at: dead_at,
+                ..m
+            },
+        );
         if let Some(from) = from_dlq {
             self.queue_mut(from).dlq.reprocessed_failed += 1;
         }
@@ -724,7 +908,7 @@ impl State {
             .msgs
             .iter()
             .filter(|(_, m)| m.place == Place::Leased)
-            .map(|(id, m)| (*id, *m))
+            .map(|(id, m)| (id, *m))
             .collect();
         for (id, m) in leased {
             self.make_ready(id, m, 0, Place::ReadyAfterLostLease);
@@ -748,7 +932,7 @@ impl State {
     pub fn rebuild_ready_lists(&mut self) {
         let mut per_queue: Vec<Vec<Reverse<(u64, MessageId)>>> =
             (0..self.queues.len()).map(|_| Vec::new()).collect();
-        for (&id, m) in &self.msgs {
+        for (id, m) in self.msgs.iter() {
             if m.place.is_ready() {
                 if let Some(list) = per_queue.get_mut(m.queue as usize) {
                     list.push(Reverse((m.visible_at, id)));
@@ -873,7 +1057,7 @@ impl State {
             // B-tree nodes are between half and completely full, plus per-node overhead.
             s.len() * std::mem::size_of::<T>() * 3 / 2
         }
-        let mut bytes = table(&self.msgs) + table(&self.extras) + table(&self.dead);
+        let mut bytes = self.msgs.heap_bytes() as usize + table(&self.extras) + table(&self.dead);
         bytes += ordered(&self.ttl);
         for q in &self.queues {
             bytes += q.fresh.capacity() * std::mem::size_of::<(u64, MessageId)>();
@@ -924,5 +1108,44 @@ fn decrement(map: &mut IdMap<u32, u64>, key: u32) {
         if *n == 0 {
             map.remove(&key);
         }
+    }
+}
+
+/// What points to a live record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefKind {
+    /// A message's payload record.
+    Payload,
+    /// A DLQ entry's envelope (its dead-letter record).
+    Envelope,
+    /// A message's failure history (its latest retry record).
+    History,
+}
+
+/// A live record and the message that needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveRef {
+    /// The record's position.
+    pub pos: u64,
+    /// The message.
+    pub id: MessageId,
+    /// How the message uses it.
+    pub kind: RefKind,
+}
+
+/// The time a record carries, if any.
+fn record_time(rec: &Decoded<'_>) -> Option<u64> {
+    match rec {
+        Decoded::Put(p) => Some(p.meta.enqueued_at),
+        Decoded::Op(op) => match op {
+            Op::Lease { at, .. }
+            | Op::Ack { at, .. }
+            | Op::Replay { at, .. }
+            | Op::Delete { at, .. }
+            | Op::MarkReprocessed { at, .. } => Some(*at),
+            Op::DeadLetter { dlq, .. } => Some(dlq.dead_lettered_at_ms),
+            _ => None,
+        },
+        Decoded::Relocated(_) => None,
     }
 }

@@ -17,11 +17,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
+use crate::checkpoint;
 use crate::clock::{Clock, SystemClock};
+use crate::compaction::{self, CompactionOptions, CompactionReport};
 use crate::dlq::Dlq;
 use crate::error::{CorruptionKind, Error, Result};
 use crate::log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
@@ -87,6 +90,8 @@ pub struct Config {
     pub clock: Arc<dyn Clock>,
     /// The file system.
     pub fs: Arc<dyn Vfs>,
+    /// Compaction: expiry, retention, checkpoints, disk reclaim.
+    pub compaction: CompactionOptions,
 }
 
 impl std::fmt::Debug for Config {
@@ -119,6 +124,7 @@ impl Default for Config {
             preallocate: true,
             clock: Arc::new(SystemClock),
             fs: Arc::new(RealFs),
+            compaction: CompactionOptions::default(),
         }
     }
 }
@@ -155,6 +161,15 @@ impl Config {
         }
         if self.queue_defaults.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts of zero".into()));
+        }
+        let c = &self.compaction;
+        if !(0.0..=1.0).contains(&c.relocate_below) || c.batch == 0 {
+            return Err(Error::InvalidConfig(
+                "compaction: relocate_below must be in [0, 1] and batch above 0".into(),
+            ));
+        }
+        if c.interval.is_some_and(|d| d.is_zero()) {
+            return Err(Error::InvalidConfig("compaction interval of zero".into()));
         }
         if self.max_history == 0 {
             return Err(Error::InvalidConfig("max_history of zero".into()));
@@ -196,6 +211,104 @@ pub(crate) struct StoreInner {
     report: RecoveryReport,
     /// Records read from the log since open (to show which calls read nothing).
     reads: AtomicU64,
+    /// Positions of the two checkpoint slots.
+    slots: Mutex<CheckpointSlots>,
+    /// Held by a compaction run.
+    compacting: Mutex<()>,
+    /// The latest time expiry has used (see [`Store::expiry_now`]).
+    expiry_high_water: Mutex<u64>,
+    /// The background compaction thread.
+    compactor: Mutex<Compactor>,
+}
+
+/// The background compaction thread and its stop signal; dropping it stops the thread.
+#[derive(Default)]
+struct Compactor(Option<(crossbeam_channel::Sender<()>, JoinHandle<()>)>);
+
+impl Drop for Compactor {
+    fn drop(&mut self) {
+        if let Some((stop, handle)) = self.0.take() {
+            drop(stop);
+            // The last handle may be dropped by the compaction thread itself.
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// Which checkpoint slots hold which positions, and which one is written next.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CheckpointSlots {
+    /// The position each slot covers, if it holds a valid checkpoint.
+    pub positions: [Option<u64>; 2],
+    /// The slot the next checkpoint goes to (the older one).
+    pub next: usize,
+}
+
+/// Loads the newest usable checkpoint: the state it holds, the position to replay from,
+/// and the slots. Without one, replays from the start of the log, which is only possible
+/// while the log still starts at position 0.
+fn load_checkpoint(
+    fs: &dyn Vfs,
+    dir: &Path,
+    log: &Log,
+) -> Result<(State, u64, CheckpointSlots)> {
+    let mut slots = CheckpointSlots::default();
+    let mut candidates = Vec::new();
+    let mut damage = None;
+    for slot in 0..2 {
+        match checkpoint::read(fs, dir, slot)? {
+            checkpoint::SlotState::Valid(pos, snap) => {
+                slots.positions[slot] = Some(pos);
+                candidates.push((pos, slot, snap));
+            }
+            checkpoint::SlotState::Damaged(e) => damage = Some(e),
+            checkpoint::SlotState::Missing => {}
+        }
+    }
+    candidates.sort_by(|a, b| b.0.cmp(&a.0));
+    let (first, end) = (log.first_position(), log.end_position());
+    slots.next = match slots.positions {
+        [Some(a), Some(b)] => usize::from(a > b),
+        [Some(_), None] => 1,
+        _ => 0,
+    };
+    for (pos, _, snap) in candidates {
+        if pos >= first && pos <= end {
+            return Ok((State::restore(*snap), pos, slots));
+        }
+    }
+    if first == 0 {
+        return Ok((State::default(), 0, slots));
+    }
+    Err(damage.unwrap_or(Error::Corruption {
+        kind: CorruptionKind::BadCheckpoint,
+        path: dir.join(checkpoint::SLOTS[0]),
+        offset: 0,
+    }))
+}
+
+fn spawn_compactor(
+    inner: std::sync::Weak<StoreInner>,
+    every: Duration,
+) -> Result<(crossbeam_channel::Sender<()>, JoinHandle<()>)> {
+    let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+    let handle = std::thread::Builder::new()
+        .name("deadletter-compact".into())
+        .spawn(move || loop {
+            match stopped.recv_timeout(every) {
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            let Some(inner) = inner.upgrade() else { return };
+            let store = Store { inner };
+            // An error here (a full disk, say) is retried at the next interval; the same
+            // error reaches callers of the failing operation directly.
+            let _ = store.compact_now();
+        })
+        .map_err(|e| Error::io("spawn compaction thread", "", e))?;
+    Ok((stop, handle))
 }
 
 /// A store: a directory holding durable queues and their DLQs. Cheap to clone.
@@ -240,10 +353,10 @@ impl Store {
             ..LogOptions::default()
         };
         let (log, report) = Log::open_with(Arc::clone(&config.fs), &dir, opts)?;
-        let mut state = State::default();
-        for item in log.iter_from(0)? {
+        let (mut state, from, slots) = load_checkpoint(config.fs.as_ref(), &dir, &log)?;
+        for item in log.iter_from(from)? {
             let (pos, rec) = item?;
-            let decoded = record::decode(&rec).map_err(|_| Error::Corruption {
+            let decoded = record::decode_for_apply(&rec).map_err(|_| Error::Corruption {
                 kind: CorruptionKind::BadContent,
                 path: dir.clone(),
                 offset: pos,
@@ -251,6 +364,8 @@ impl Store {
             state.apply(&decoded, pos);
         }
         state.release_all_leases();
+        let high_water = state.latest_time.max(config.clock.now_ms());
+        let interval = config.compaction.interval;
         let store = Store {
             inner: Arc::new(StoreInner {
                 log,
@@ -262,9 +377,69 @@ impl Store {
                 alerts: Mutex::new(Vec::new()),
                 report,
                 reads: AtomicU64::new(0),
+                slots: Mutex::new(slots),
+                compacting: Mutex::new(()),
+                expiry_high_water: Mutex::new(high_water),
+                compactor: Mutex::new(Compactor::default()),
             }),
         };
+        if let Some(every) = interval {
+            let handle = spawn_compactor(Arc::downgrade(&store.inner), every)?;
+            *store.inner.compactor.lock() = Compactor(Some(handle));
+        }
         Ok(store)
+    }
+
+    /// Runs one compaction now: TTL expiry, DLQ retention, relocation of live records out
+    /// of sparse segments, a checkpoint, and deletion of segments nothing needs. The
+    /// background thread does the same every [`CompactionOptions::interval`].
+    pub fn compact_now(&self) -> Result<CompactionReport> {
+        let _one_at_a_time = self.inner.compacting.lock();
+        compaction::run(self)
+    }
+
+    /// The time expiry decisions use: the clock, but never earlier than a time already
+    /// used or recorded, and at most [`CompactionOptions::max_forward_jump`] past it. Each
+    /// compaction run moves that mark forward once (see [`Store::advance_expiry_clock`]),
+    /// so a clock set wrongly far ahead expires messages at most one jump's worth per run,
+    /// and a clock set back resurrects nothing.
+    pub fn expiry_now(&self) -> u64 {
+        let high = *self.inner.expiry_high_water.lock();
+        self.expiry_time(high)
+    }
+
+    fn expiry_time(&self, high: u64) -> u64 {
+        let wall = self.now();
+        let max_jump = self.inner.config.compaction.max_forward_jump.as_millis() as u64;
+        if high == 0 {
+            wall
+        } else if wall <= high {
+            high
+        } else {
+            wall.min(high.saturating_add(max_jump))
+        }
+    }
+
+    /// Moves the expiry clock's mark to [`Store::expiry_now`] and returns it (once per
+    /// compaction run).
+    pub(crate) fn advance_expiry_clock(&self) -> u64 {
+        let mut high = self.inner.expiry_high_water.lock();
+        *high = self.expiry_time(*high);
+        *high
+    }
+
+    pub(crate) fn checkpoint_slots(&self) -> MutexGuard<'_, CheckpointSlots> {
+        self.inner.slots.lock()
+    }
+
+    /// A handle on queue `q` (the caller holds the state lock and passes it).
+    pub(crate) fn queue_handle(&self, q: QueueId, st: &State) -> Queue {
+        let name = st
+            .queues
+            .get(q as usize)
+            .map(|qs| qs.name.clone())
+            .unwrap_or_default();
+        Queue::new(self.clone(), q, name)
     }
 
     /// The directory.
