@@ -298,8 +298,17 @@ impl Queue {
                 return Ok(vec![id]);
             }
         }
-        let mut batch: Batch<'p> = Vec::new();
-        let mut ids = Vec::new();
+        let hint = payloads.size_hint().0;
+        let mut batch: Batch<'p> = Vec::with_capacity(hint);
+        let mut ids = Vec::with_capacity(hint);
+        // Room for the record header and metadata, so that encoding does not reallocate.
+        let meta_room = 64
+            + key.as_ref().map_or(0, |k| k.len())
+            + options
+                .attributes
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>();
         let mut next = st.next_id;
         for payload in payloads {
             if payload.len() > max {
@@ -318,7 +327,7 @@ impl Queue {
                 idempotency_key: key.clone(),
                 cause: PutCause::Enqueue,
             };
-            let mut body = Vec::with_capacity(payload.len() + 32);
+            let mut body = Vec::with_capacity(payload.len() + meta_room);
             record::encode_put(&mut body, &meta, payload)?;
             batch.push((body, Decoded::Put(Put { meta, payload })));
             ids.push(next);
@@ -340,16 +349,40 @@ impl Queue {
     /// log before this returns. A message whose earlier delivery ended without an outcome
     /// and that has used all its attempts goes to the DLQ instead of being delivered.
     pub fn lease_for(&self, max: usize, visibility: Duration) -> Result<Vec<Message>> {
-        if max == 0 {
+        self.lease_inner(max, visibility, None)
+    }
+
+    /// Acknowledges `done` and leases up to `max` more messages in one write sharing one
+    /// fsync: a consumer's loop at half the durable cost of [`Queue::ack`] then
+    /// [`Queue::lease`]. If the ack is refused (the lease was lost), nothing is leased.
+    pub fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
+        let vis = self.store.queue_options(self.id).visibility_timeout;
+        self.lease_inner(max, vis, Some(done))
+    }
+
+    fn lease_inner(
+        &self,
+        max: usize,
+        visibility: Duration,
+        ack: Option<&Message>,
+    ) -> Result<Vec<Message>> {
+        if max == 0 && ack.is_none() {
             return Ok(Vec::new());
         }
         let now = self.store.now();
         let options = self.store.queue_options(self.id);
         let deadline = now + visibility.as_millis().max(1) as u64;
         let mut st = self.store.lock_state();
+        let mut batch: Batch<'static> = Vec::new();
+        if let Some(done) = ack {
+            self.check_lease(&st, done)?;
+            batch.push(op_entry(Op::Ack {
+                at: now,
+                ids: vec![done.id],
+            })?);
+        }
         st.expire_leases(self.id, now);
         let mut ids = Vec::new();
-        let mut batch: Batch<'static> = Vec::new();
         let mut popped = Vec::new();
         let mut held_back = Vec::new();
         let mut suspect_busy = st.suspect_in_flight(self.id);

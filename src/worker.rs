@@ -294,16 +294,25 @@ impl Drop for RunningPool {
 }
 
 fn worker_loop(shared: &Shared, handler: &dyn Handler, name: &str, poll: Duration) {
-    while !shared.stop.load(Ordering::Acquire) {
-        let batch = match shared.queue.lease_wait(1, poll) {
-            Ok(b) => b,
-            Err(e) => {
-                stop_with(shared, e);
-                return;
-            }
+    // The message leased together with the last ack, if any.
+    let mut next: Option<Message> = None;
+    while !shared.stop.load(Ordering::Acquire) || next.is_some() {
+        let msg = match next.take() {
+            Some(m) => m,
+            None => match shared.queue.lease_wait(1, poll) {
+                Ok(mut b) => match b.pop() {
+                    Some(m) => m,
+                    None => continue,
+                },
+                Err(e) => {
+                    stop_with(shared, e);
+                    return;
+                }
+            },
         };
-        for msg in batch {
-            if let Err(e) = handle_one(shared, handler, name, msg) {
+        match handle_one(shared, handler, name, msg) {
+            Ok(n) => next = n,
+            Err(e) => {
                 stop_with(shared, e);
                 return;
             }
@@ -327,7 +336,14 @@ impl Shared {
     }
 }
 
-fn handle_one(shared: &Shared, handler: &dyn Handler, name: &str, msg: Message) -> Result<()> {
+/// Handles one message and reports its outcome. After a success, while the pool runs, the
+/// ack also leases the next message (one write, one fsync); it is returned.
+fn handle_one(
+    shared: &Shared,
+    handler: &dyn Handler,
+    name: &str,
+    msg: Message,
+) -> Result<Option<Message>> {
     let c = &shared.counters;
     c.in_flight.fetch_add(1, Ordering::AcqRel);
     shared.running.lock().insert(
@@ -341,11 +357,17 @@ fn handle_one(shared: &Shared, handler: &dyn Handler, name: &str, msg: Message) 
     let result = catch_unwind(AssertUnwindSafe(|| handler.handle(&msg)));
     let duration = started.elapsed();
     shared.running.lock().remove(&msg.id());
+    let mut next = None;
     let outcome = match result {
-        Ok(Ok(())) => shared
-            .queue
-            .ack(&msg)
-            .map(|()| c.processed.fetch_add(1, Ordering::Relaxed)),
+        Ok(Ok(())) => {
+            let acked = if shared.stop.load(Ordering::Acquire) {
+                shared.queue.ack(&msg)
+            } else {
+                let more = shared.queue.ack_and_lease(&msg, 1);
+                more.map(|mut more| next = more.pop())
+            };
+            acked.map(|()| c.processed.fetch_add(1, Ordering::Relaxed))
+        }
         Ok(Err(failure)) => report_failure(shared, &msg, &failure, duration, name),
         Err(panic) => {
             c.panics.fetch_add(1, Ordering::Relaxed);
@@ -356,11 +378,11 @@ fn handle_one(shared: &Shared, handler: &dyn Handler, name: &str, msg: Message) 
     c.in_flight.fetch_sub(1, Ordering::AcqRel);
     shared.done.notify_all();
     match outcome {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(next),
         // The lease was lost meanwhile (expired and redelivered): the other delivery decides.
         Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
             c.lost_leases.fetch_add(1, Ordering::Relaxed);
-            Ok(())
+            Ok(None)
         }
         Err(e) => Err(e),
     }

@@ -1,0 +1,40 @@
+//! `Queue::ack_and_lease`: one write acks a delivery and leases the next ones.
+
+use std::time::Duration;
+
+use deadletter::{Config, Error, ManualClock, Store};
+
+#[test]
+fn acks_and_leases_in_one_write_and_refuses_a_lost_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let store = Store::open(dir.path(), Config::default().clock(clock.clone())).unwrap();
+    let q = store.queue("q").unwrap();
+    q.enqueue_batch(&["a", "b", "c"]).unwrap();
+    let a = q.lease(1).unwrap().remove(0);
+    let fsyncs = store.log().stats().fsyncs;
+    let next = q.ack_and_lease(&a, 2).unwrap();
+    assert_eq!(
+        store.log().stats().fsyncs,
+        fsyncs + 1,
+        "one fsync for ack and lease"
+    );
+    assert_eq!(
+        next.iter()
+            .map(|m| m.payload().to_vec())
+            .collect::<Vec<_>>(),
+        vec![b"b".to_vec(), b"c".to_vec()]
+    );
+    assert_eq!(q.stats().acked, 1);
+    assert_eq!(q.stats().in_flight, 2);
+
+    // A delivery whose lease expired and was handed out again cannot ack: nothing is leased.
+    clock.advance(Duration::from_secs(31).as_millis() as u64);
+    let again = q.lease(2).unwrap();
+    assert_eq!(again.len(), 2);
+    let err = q.ack_and_lease(&next[0], 1).unwrap_err();
+    assert!(matches!(err, Error::InvalidState { .. }), "{err:?}");
+    assert_eq!(q.stats().in_flight, 2);
+    q.ack_all(&again).unwrap();
+    assert!(q.is_empty());
+}
