@@ -81,11 +81,15 @@ pub const fn frame_len(body_len: usize) -> usize {
     FRAME_HEADER_LEN + body_len
 }
 
+/// CRC32 of `pos (8) | length (4) | synced_through (8) | body`, the first three little-endian.
 fn frame_crc(pos: u64, len_bytes: &[u8], synced_bytes: &[u8], body: &[u8]) -> u32 {
+    // One update for the 20 fixed bytes: small updates cost more than their size.
+    let mut fixed = [0u8; 20];
+    fixed[0..8].copy_from_slice(&pos.to_le_bytes());
+    fixed[8..12].copy_from_slice(len_bytes);
+    fixed[12..20].copy_from_slice(synced_bytes);
     let mut h = crc32fast::Hasher::new();
-    h.update(&pos.to_le_bytes());
-    h.update(len_bytes);
-    h.update(synced_bytes);
+    h.update(&fixed);
     h.update(body);
     h.finalize()
 }
@@ -101,9 +105,12 @@ pub fn encode_frame(out: &mut Vec<u8>, pos: u64, body: &[u8], synced_through: u6
     let len_bytes = (body.len() as u32).to_le_bytes();
     let synced_bytes = synced_through.to_le_bytes();
     let crc = frame_crc(pos, &len_bytes, &synced_bytes, body);
-    out.extend_from_slice(&len_bytes);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&synced_bytes);
+    let mut head = [0u8; FRAME_HEADER_LEN];
+    head[0..4].copy_from_slice(&len_bytes);
+    head[4..8].copy_from_slice(&crc.to_le_bytes());
+    head[8..16].copy_from_slice(&synced_bytes);
+    out.reserve(FRAME_HEADER_LEN + body.len());
+    out.extend_from_slice(&head);
     out.extend_from_slice(body);
 }
 

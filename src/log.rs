@@ -25,7 +25,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::segment::{self, Segment};
-use crate::vfs::{LockGuard, MappedView, RealFs, Vfs};
+use crate::vfs::{LockGuard, MappedView, RealFs, Vfs, VfsFile};
 
 /// Name of the lock file in a log directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -226,13 +226,26 @@ struct Inner {
     fsyncs: AtomicU64,
     appends: AtomicU64,
     writes: AtomicU64,
+    /// A zero-filled file ready to become the next segment (see [`segment::SPARE_NAME`]).
+    spare: Mutex<Option<Arc<dyn VfsFile>>>,
+    /// True once the spare for the next roll was asked for.
+    spare_requested: AtomicBool,
+    /// Wakes the thread that prepares spares.
+    preparer: crossbeam_channel::Sender<PrepMsg>,
     _lock: Box<dyn LockGuard>,
+}
+
+/// Messages to the spare-preparing thread.
+enum PrepMsg {
+    Prepare,
+    Stop,
 }
 
 /// The append-only segmented log. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Log {
     inner: Arc<Inner>,
     flusher: Mutex<Option<(crossbeam_channel::Sender<()>, JoinHandle<()>)>>,
+    preparer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -281,6 +294,7 @@ impl Log {
             None => return Err(Error::InvalidConfig("recovery left no segment".into())),
         };
         let end = active.end_position();
+        let (prep_tx, prep_rx) = crossbeam_channel::unbounded();
         let inner = Arc::new(Inner {
             dir,
             fs,
@@ -298,8 +312,13 @@ impl Log {
             fsyncs: AtomicU64::new(0),
             appends: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            spare: Mutex::new(None),
+            spare_requested: AtomicBool::new(false),
+            preparer: prep_tx,
             _lock: lock,
         });
+        let preparer = spawn_preparer(Arc::downgrade(&inner), prep_rx)
+            .map_err(|e| Error::io("spawn preparer", &inner.dir, e))?;
         let flusher = match inner.opts.durability {
             Durability::Interval(every) => Some(
                 spawn_flusher(Arc::downgrade(&inner), every)
@@ -311,6 +330,7 @@ impl Log {
             Log {
                 inner,
                 flusher: Mutex::new(flusher),
+                preparer: Mutex::new(Some(preparer)),
             },
             report,
         ))
@@ -391,6 +411,13 @@ impl Log {
             if inner.opts.durability != Durability::Always && w.buf.len() >= inner.opts.write_buffer
             {
                 inner.flush_locked(&mut w)?;
+            }
+            // Past half of the active segment, have the next one prepared in the background
+            // so that the roll does not stall appenders on filling a segment with zeros.
+            if (w.active.end() + w.buf.len() as u64) * 2 >= w.active.capacity
+                && !inner.spare_requested.swap(true, Ordering::AcqRel)
+            {
+                let _ = inner.preparer.send(PrepMsg::Prepare);
             }
             w.appended_end()
         };
@@ -550,6 +577,17 @@ impl Log {
             drop(stop);
             let _ = handle.join();
         }
+        if let Some(handle) = self.preparer.lock().take() {
+            let _ = self.inner.preparer.send(PrepMsg::Stop);
+            let _ = handle.join();
+            if self.inner.spare.lock().take().is_some() {
+                // Best effort: recovery removes a leftover spare anyway.
+                let _ = self
+                    .inner
+                    .fs
+                    .remove(&self.inner.dir.join(segment::SPARE_NAME));
+            }
+        }
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
@@ -667,13 +705,22 @@ impl Inner {
         let base = w.active.end_position();
         self.synced.fetch_max(base, Ordering::AcqRel);
         let size = self.opts.segment_size;
-        let file = segment::create(
-            self.fs.as_ref(),
-            &self.dir,
-            base,
-            size,
-            self.opts.preallocate,
-        )?;
+        let spare = self.spare.lock().take();
+        self.spare_requested.store(false, Ordering::Release);
+        let installed = spare.filter(|f| {
+            segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), base).is_ok()
+        });
+        let file = match installed {
+            Some(f) => f,
+            // No spare ready (or installing it failed): create the segment here.
+            None => segment::create(
+                self.fs.as_ref(),
+                &self.dir,
+                base,
+                size,
+                self.opts.preallocate,
+            )?,
+        };
         let seg = Arc::new(Segment::new(
             base,
             self.dir.join(segment::segment_name(base)),
@@ -758,6 +805,32 @@ fn spawn_flusher(
             let _ = inner.sync_to(end);
         })?;
     Ok((stop, handle))
+}
+
+fn spawn_preparer(
+    inner: Weak<Inner>,
+    requests: crossbeam_channel::Receiver<PrepMsg>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("deadletter-prealloc".into())
+        .spawn(move || {
+            while let Ok(PrepMsg::Prepare) = requests.recv() {
+                let Some(inner) = inner.upgrade() else { return };
+                if inner.spare.lock().is_some() {
+                    continue;
+                }
+                // A failure here is harmless: the roll then creates the segment itself and
+                // reports any error to the appender.
+                if let Ok(file) = segment::prepare_spare(
+                    inner.fs.as_ref(),
+                    &inner.dir,
+                    inner.opts.segment_size,
+                    inner.opts.preallocate,
+                ) {
+                    *inner.spare.lock() = Some(file);
+                }
+            }
+        })
 }
 
 /// Iterator over records from a position; see [`Log::iter_from`].
@@ -850,7 +923,7 @@ fn recover(
     for name in names {
         if let Some(base) = segment::parse_segment_name(&name) {
             bases.push(base);
-        } else if segment::parse_temp_name(&name).is_some() {
+        } else if segment::parse_temp_name(&name).is_some() || name == segment::SPARE_NAME {
             let path = dir.join(&name);
             fs.remove(&path)
                 .map_err(|e| Error::io("remove", &path, e))?;

@@ -24,6 +24,9 @@ use crate::vfs::{MappedView, Vfs, VfsFile};
 pub const SEGMENT_SUFFIX: &str = ".seg";
 /// File name suffix of a segment being created.
 pub const TEMP_SUFFIX: &str = ".tmp";
+/// Name of the spare file a background thread fills with zeros ahead of the next roll. It
+/// becomes a segment only by being given a header, synced, and renamed (see [`install_spare`]).
+pub const SPARE_NAME: &str = "next-segment.tmp";
 
 /// The file name of the segment starting at `base`.
 pub fn segment_name(base: u64) -> String {
@@ -169,6 +172,42 @@ pub fn create(
         let _ = fs.remove(&temp_path);
     }
     result
+}
+
+/// Prepares the spare file: `size` bytes of zeros (or a set length without `preallocate`),
+/// synced. It has no header yet, so until [`install_spare`] renames it, recovery treats it as
+/// a leftover temporary file.
+pub fn prepare_spare(
+    fs: &dyn Vfs,
+    dir: &Path,
+    size: u64,
+    preallocate: bool,
+) -> Result<Arc<dyn VfsFile>> {
+    let path = dir.join(SPARE_NAME);
+    let file = fs
+        .create(&path)
+        .map_err(|e| Error::io("create", &path, e))?;
+    let filled = if preallocate {
+        write_zeros(file.as_ref(), 0, size)
+    } else {
+        file.set_len(size)
+    };
+    filled.map_err(|e| Error::io("preallocate", &path, e))?;
+    file.sync().map_err(|e| Error::io("fsync", &path, e))?;
+    Ok(file)
+}
+
+/// Turns the prepared spare into the segment starting at `base`: header, sync, rename,
+/// directory sync; the same protocol as [`create`], minus the zero filling done beforehand.
+pub fn install_spare(fs: &dyn Vfs, dir: &Path, file: &dyn VfsFile, base: u64) -> Result<()> {
+    let spare = dir.join(SPARE_NAME);
+    let header = format::encode_segment_header(&SegmentHeader { base });
+    file.write_at(&header, 0)
+        .map_err(|e| Error::io("write", &spare, e))?;
+    file.sync().map_err(|e| Error::io("fsync", &spare, e))?;
+    fs.rename(&spare, &dir.join(segment_name(base)))
+        .map_err(|e| Error::io("rename", &spare, e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))
 }
 
 /// Writes zeros over `[from, to)` in large chunks so that later writes and `fdatasync` need
