@@ -27,6 +27,9 @@ use crate::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::segment::{self, Segment};
 use crate::vfs::{LockGuard, MappedView, RealFs, Vfs, VfsFile};
 
+/// The largest base position a segment may have; a header claiming more is a bad header.
+pub const MAX_BASE: u64 = 1 << 63;
+
 /// Name of the lock file in a log directory.
 pub const LOCK_FILE: &str = "LOCK";
 
@@ -882,9 +885,9 @@ impl Iterator for LogIter<'_> {
                 self.pos = seg.base + e;
                 continue;
             }
-            let need = SEGMENT_HEADER_LEN + seg.end() as usize;
+            // A snapshot view is checked by the segment, which knows what it covers.
             let view = match &self.view {
-                Some(v) if v.is_live() || v.bytes().len() >= need => Arc::clone(v),
+                Some(v) if v.is_live() => Arc::clone(v),
                 _ => match seg.view() {
                     Ok(v) => {
                         self.view = Some(Arc::clone(&v));
@@ -963,9 +966,12 @@ fn recover(
             continue;
         }
         match format::decode_segment_header(bytes) {
-            Ok(h) if h.base == base => {}
+            // Positions stay below 2^63, so position arithmetic can never overflow.
+            Ok(h) if h.base == base && base <= MAX_BASE => {}
             _ => {
-                if strict {
+                // Quarantine cannot step past a damaged file that claims positions beyond
+                // the largest base: the log could not continue after it.
+                if strict || base > MAX_BASE {
                     return Err(corrupt(CorruptionKind::BadHeader, &path, 0));
                 }
                 let end = bases

@@ -309,8 +309,7 @@ impl Queue {
                 .iter()
                 .map(|(k, v)| k.len() + v.len() + 2)
                 .sum::<usize>();
-        let mut next = st.next_id;
-        for payload in payloads {
+        for (next, payload) in (st.next_id..).zip(payloads) {
             if payload.len() > max {
                 return Err(Error::TooLarge {
                     size: payload.len(),
@@ -331,7 +330,6 @@ impl Queue {
             record::encode_put(&mut body, &meta, payload)?;
             batch.push((body, Decoded::Put(Put { meta, payload })));
             ids.push(next);
-            next += 1;
         }
         let effects = self.store.write_locked(&mut st, batch)?;
         drop(st);

@@ -64,7 +64,9 @@ pub struct Segment {
     pub path: PathBuf,
     /// Its file handle.
     pub file: Arc<dyn VfsFile>,
-    view: RwLock<Arc<dyn MappedView>>,
+    /// The latest view, and the data end it was taken at (a snapshot view shows nothing
+    /// written after it was taken).
+    view: RwLock<(Arc<dyn MappedView>, u64)>,
     end: AtomicU64,
     /// Bytes available for records (file size minus the header).
     pub capacity: u64,
@@ -87,7 +89,7 @@ impl Segment {
             base,
             path,
             file,
-            view: RwLock::new(view),
+            view: RwLock::new((view, end)),
             end: AtomicU64::new(end),
             capacity,
             quarantined,
@@ -110,19 +112,24 @@ impl Segment {
     }
 
     /// A view that covers at least the data written so far.
+    ///
+    /// A snapshot view (`is_live() == false`) is taken again once data was written past the
+    /// end it was taken at. Its length cannot tell: a preallocated file's snapshot is full
+    /// length from the start, with zeros where later records go.
     pub fn view(&self) -> Result<Arc<dyn MappedView>> {
-        let need = SEGMENT_HEADER_LEN as u64 + self.end();
+        // Read the end before mapping: every byte below it was written before it was set.
+        let end = self.end();
         {
             let v = self.view.read();
-            if v.is_live() || v.bytes().len() as u64 >= need {
-                return Ok(Arc::clone(&v));
+            if v.0.is_live() || v.1 >= end {
+                return Ok(Arc::clone(&v.0));
             }
         }
         let fresh = self
             .file
             .map()
             .map_err(|e| Error::io("mmap", &self.path, e))?;
-        *self.view.write() = Arc::clone(&fresh);
+        *self.view.write() = (Arc::clone(&fresh), end);
         Ok(fresh)
     }
 
@@ -265,7 +272,7 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
     };
     let mut d = 0usize;
     while d < data.len() {
-        match format::decode_frame(&data[d..], base + d as u64, max_body) {
+        match format::decode_frame(&data[d..], base.wrapping_add(d as u64), max_body) {
             Ok(frame) => {
                 result.records += 1;
                 d += frame.len();
@@ -282,7 +289,13 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
                     return result;
                 };
                 let proves_durable = sealed
-                    || later_frames_prove_durable(data, base, next, max_body, base + d as u64);
+                    || later_frames_prove_durable(
+                        data,
+                        base,
+                        next,
+                        max_body,
+                        base.wrapping_add(d as u64),
+                    );
                 if !proves_durable {
                     let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
                     result.torn_at = Some(d as u64);
@@ -311,7 +324,7 @@ fn find_next_frame(data: &[u8], base: u64, from: usize, max_body: usize) -> Opti
                 continue;
             }
         }
-        if format::decode_frame(&data[off..], base + off as u64, max_body).is_ok() {
+        if format::decode_frame(&data[off..], base.wrapping_add(off as u64), max_body).is_ok() {
             return Some(off);
         }
         off += 1;
@@ -329,7 +342,7 @@ fn later_frames_prove_durable(
 ) -> bool {
     let mut off = Some(from);
     while let Some(o) = off {
-        match format::decode_frame(&data[o..], base + o as u64, max_body) {
+        match format::decode_frame(&data[o..], base.wrapping_add(o as u64), max_body) {
             Ok(frame) => {
                 if frame.synced_through > bad {
                     return true;

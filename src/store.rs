@@ -13,7 +13,7 @@
 //! - leases do not survive a reopen: the directory lock guarantees that the process that held
 //!   them is gone, so their messages are ready again at once (their delivery stays counted).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use crate::error::{CorruptionKind, Error, Result};
 use crate::log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
 use crate::queue::Queue;
 use crate::record::{self, Decoded, History, Op, QueueId};
-use crate::state::{Effects, State};
+use crate::state::{Effects, IdMap, State};
 use crate::vfs::{RealFs, Vfs};
 
 /// Settings of one queue.
@@ -131,9 +131,14 @@ impl Default for Config {
 
 impl Config {
     /// The default configuration without fsync (fast; a crash may lose recent writes).
+    ///
+    /// Segments are not preallocated either: preallocation exists so that an fsync after an
+    /// append has no block allocation to write, and without fsyncs it would only write every
+    /// segment twice (zeros, then data). Segment files are still sized up front (sparse).
     pub fn fast() -> Self {
         Config {
             durability: Durability::Never,
+            preallocate: false,
             ..Config::default()
         }
     }
@@ -206,7 +211,7 @@ pub(crate) struct StoreInner {
     pub(crate) ready: Condvar,
     pub(crate) config: Config,
     dir: PathBuf,
-    queue_options: RwLock<HashMap<QueueId, QueueOptions>>,
+    queue_options: RwLock<IdMap<QueueId, QueueOptions>>,
     alerts: Mutex<Vec<AlertHook>>,
     report: RecoveryReport,
     /// Records read from the log since open (to show which calls read nothing).
@@ -373,7 +378,7 @@ impl Store {
                 ready: Condvar::new(),
                 config,
                 dir,
-                queue_options: RwLock::new(HashMap::new()),
+                queue_options: RwLock::new(IdMap::default()),
                 alerts: Mutex::new(Vec::new()),
                 report,
                 reads: AtomicU64::new(0),
