@@ -396,12 +396,19 @@ impl Log {
             }
             let start_buf = w.buf.len();
             let start_base = w.active.base;
-            for body in bodies {
+            for (appended, body) in bodies.enumerate() {
                 let flen = format::frame_len(body.len()) as u64;
                 if w.active.end() + w.buf.len() as u64 + flen > w.active.capacity {
                     if let Err(e) = inner.roll(&mut w) {
                         if w.active.base == start_base {
                             w.buf.truncate(start_buf);
+                        }
+                        if appended > 0 {
+                            // The roll wrote (and synced) the part of this batch appended so
+                            // far, but the caller will not apply a batch that failed: more
+                            // appends would put records after it that reuse its ids. Refuse
+                            // writes until a reopen replays the written part.
+                            return inner.poison(e);
                         }
                         return Err(e);
                     }
@@ -420,7 +427,11 @@ impl Log {
             if (w.active.end() + w.buf.len() as u64) * 2 >= w.active.capacity
                 && !inner.spare_requested.swap(true, Ordering::AcqRel)
             {
-                let _ = inner.preparer.send(PrepMsg::Prepare);
+                if inner.fs.allows_background_io() {
+                    let _ = inner.preparer.send(PrepMsg::Prepare);
+                } else {
+                    inner.prepare_spare();
+                }
             }
             w.appended_end()
         };
@@ -698,6 +709,23 @@ impl Inner {
         Ok(())
     }
 
+    /// Prepares the spare for the next roll, unless one is ready.
+    fn prepare_spare(&self) {
+        if self.spare.lock().is_some() {
+            return;
+        }
+        // A failure here is harmless: the roll then creates the segment itself and
+        // reports any error to the appender.
+        if let Ok(file) = segment::prepare_spare(
+            self.fs.as_ref(),
+            &self.dir,
+            self.opts.segment_size,
+            self.opts.preallocate,
+        ) {
+            *self.spare.lock() = Some(file);
+        }
+    }
+
     /// Seals the active segment (write, fsync) and starts a new one after it.
     fn roll(&self, w: &mut Writer) -> Result<()> {
         self.flush_locked(w)?;
@@ -819,19 +847,7 @@ fn spawn_preparer(
         .spawn(move || {
             while let Ok(PrepMsg::Prepare) = requests.recv() {
                 let Some(inner) = inner.upgrade() else { return };
-                if inner.spare.lock().is_some() {
-                    continue;
-                }
-                // A failure here is harmless: the roll then creates the segment itself and
-                // reports any error to the appender.
-                if let Ok(file) = segment::prepare_spare(
-                    inner.fs.as_ref(),
-                    &inner.dir,
-                    inner.opts.segment_size,
-                    inner.opts.preallocate,
-                ) {
-                    *inner.spare.lock() = Some(file);
-                }
+                inner.prepare_spare();
             }
         })
 }

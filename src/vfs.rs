@@ -47,6 +47,10 @@ pub trait VfsFile: Send + Sync {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// The file's current length.
     fn len(&self) -> io::Result<u64>;
+    /// True when the file's length is zero.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// A read-only view of the whole file as it is now.
     fn map(&self) -> io::Result<Arc<dyn MappedView>>;
 }
@@ -72,6 +76,12 @@ pub trait Vfs: Send + Sync {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes an exclusive lock on `path` (created if missing); `WouldBlock` when held.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
+    /// True when the log may run file operations on a background thread (preparing the
+    /// next segment). A simulated disk returns false so that a run is a function of its
+    /// seed alone: the log then does that work inline, at the same point every time.
+    fn allows_background_io(&self) -> bool {
+        true
+    }
 }
 
 /// The real file system: positioned writes, fdatasync, and memory-mapped reads.

@@ -74,7 +74,11 @@ fn crash_child() {
     let mut index = start;
     loop {
         // Mostly single appends, sometimes a batch sharing one fsync.
-        let n = if index % 7 == 0 { 1 + index % 5 } else { 1 };
+        let n = if index.is_multiple_of(7) {
+            1 + index % 5
+        } else {
+            1
+        };
         let bodies: Vec<Vec<u8>> = (index..index + n).map(body).collect();
         let positions = if n == 1 {
             vec![log.append(&bodies[0]).expect("append")]

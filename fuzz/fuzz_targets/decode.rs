@@ -179,8 +179,7 @@ fn fuzz_log(data: &[u8]) {
             recovery,
             ..LogOptions::default()
         };
-        let Ok((log, _report)) = Log::open_with(Arc::new(NoSync(RealFs)), dir.path(), opts)
-        else {
+        let Ok((log, _report)) = Log::open_with(Arc::new(NoSync(RealFs)), dir.path(), opts) else {
             continue;
         };
         let Ok(iter) = log.iter_from(0) else { continue };
