@@ -69,6 +69,9 @@ pub struct Message {
     id: MessageId,
     queue: Arc<str>,
     attempt: u32,
+    /// The message's replay generation at this delivery: with `attempt`, it names the
+    /// delivery (a replay that resets the attempt count hands attempt numbers out again).
+    generation: u32,
     record: Record,
     payload: std::ops::Range<usize>,
     enqueued_at_ms: u64,
@@ -381,9 +384,13 @@ impl Queue {
         }
         st.expire_leases(self.id, now);
         let mut ids = Vec::new();
-        let mut popped = Vec::new();
+        // The message acked in this write is taken already: if its lease just expired (it
+        // was acked late but before anyone else took it), it is ready now in the index, and
+        // leasing it again here would spend a slot on a message the ack removes.
+        let mut popped: Vec<MessageId> = ack.map(|m| m.id).into_iter().collect();
         let mut held_back = Vec::new();
-        let mut suspect_busy = st.suspect_in_flight(self.id);
+        // The message acked in this write is no longer in flight.
+        let mut suspect_busy = st.suspect_in_flight(self.id, ack.map(|m| m.id));
         while ids.len() < max {
             let Some(id) = st.pop_visible(self.id, now) else {
                 break;
@@ -400,7 +407,6 @@ impl Queue {
                     held_back.push(id);
                     continue;
                 }
-                suspect_busy = true;
             }
             let Some(m) = st.msgs.get(&id).copied() else {
                 continue;
@@ -438,6 +444,9 @@ impl Queue {
                 batch.push(op_entry(op)?);
                 continue;
             }
+            // Only a suspect actually delivered holds the others back: one that expired or
+            // went to the DLQ above is not in flight.
+            suspect_busy |= st.suspects.contains(&id);
             ids.push(id);
         }
         for &id in &held_back {
@@ -462,15 +471,15 @@ impl Queue {
                 return Err(e);
             }
         };
-        let leased: Vec<(MessageId, Msg)> = ids
+        let leased: Vec<(MessageId, Msg, u32)> = ids
             .iter()
-            .filter_map(|id| st.msgs.get(id).map(|m| (*id, *m)))
+            .filter_map(|id| st.msgs.get(id).map(|m| (*id, *m, generation_of(&st, *id))))
             .collect();
         drop(st);
         self.store.finish(effects)?;
         leased
             .into_iter()
-            .map(|(id, m)| self.load_message(id, m, now))
+            .map(|(id, m, generation)| self.load_message(id, m, generation, now))
             .collect()
     }
 
@@ -500,7 +509,13 @@ impl Queue {
         }
     }
 
-    fn load_message(&self, id: MessageId, m: Msg, leased_at: u64) -> Result<Message> {
+    fn load_message(
+        &self,
+        id: MessageId,
+        m: Msg,
+        generation: u32,
+        leased_at: u64,
+    ) -> Result<Message> {
         let record = self.store.read_record(m.payload_pos)?;
         let (meta, payload) = match record::decode(&record) {
             Ok(Decoded::Put(put)) => {
@@ -513,6 +528,7 @@ impl Queue {
             id,
             queue: Arc::clone(&self.name),
             attempt: m.attempts,
+            generation,
             enqueued_at_ms: meta.enqueued_at,
             leased_at_ms: leased_at,
             attributes: meta.attributes,
@@ -525,7 +541,10 @@ impl Queue {
     fn check_lease(&self, st: &State, msg: &Message) -> Result<Msg> {
         match st.msgs.get(&msg.id) {
             Some(m)
-                if m.place == Place::Leased && m.attempts == msg.attempt && m.queue == self.id =>
+                if m.place == Place::Leased
+                    && m.attempts == msg.attempt
+                    && m.queue == self.id
+                    && generation_of(st, msg.id) == msg.generation =>
             {
                 Ok(*m)
             }
@@ -735,6 +754,11 @@ impl Queue {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The replay generation of message `id`.
+fn generation_of(st: &State, id: MessageId) -> u32 {
+    st.extras.get(&id).map_or(0, |e| e.generation)
 }
 
 fn attempt_of(number: u32, now: u64, report: &FailureReport<'_>) -> Attempt {

@@ -94,7 +94,10 @@ pub struct Msg {
 pub struct Extra {
     /// First delivery time.
     pub first_received_at: Option<u64>,
-    /// Position of its latest retry record (its failure history).
+    /// Position of the record holding its failure history: its latest retry record, or,
+    /// after a replay that kept the attempt count, the dead-letter envelope it was replayed
+    /// from (until its next failure writes a newer one). `None` for a DLQ entry: its
+    /// envelope holds the whole history.
     pub history_pos: Option<u64>,
     /// Replay generation.
     pub generation: u32,
@@ -323,10 +326,23 @@ impl State {
                         d.envelope_pos = pos;
                     }
                 }
+                if let Some(e) = self.extras.get_mut(&id) {
+                    // And so is its history once it is replayed with its attempts kept.
+                    if e.history_pos == Some(old) {
+                        e.history_pos = Some(pos);
+                    }
+                }
             }
             Decoded::Op(Op::DeadLetter { id, .. }) => {
+                // A DLQ entry's envelope, or the history of a message replayed from the DLQ
+                // with its attempts kept; never both at once (a DLQ entry has no
+                // `history_pos`).
                 if let Some(d) = self.dead.get_mut(id) {
                     d.envelope_pos = pos;
+                } else if let Some(e) = self.extras.get_mut(id) {
+                    if e.history_pos.is_some() {
+                        e.history_pos = Some(pos);
+                    }
                 }
             }
             Decoded::Op(Op::Retry { id, .. }) => {
@@ -427,7 +443,17 @@ impl State {
             qs.counters = q.counters;
             qs.dlq = q.dlq;
         }
-        for (id, m) in snap.msgs {
+        let mut lost = Vec::new();
+        for (id, mut m) in snap.msgs {
+            if m.place == Place::ReadyAfterLostLease {
+                // Its last delivery ended without an outcome and without a record (a lease
+                // expiry or a restart), so replaying the log would find it leased and
+                // `release_all_leases` would make it a suspect cut by the restart, ready at
+                // once. Do the same here, so a reopen from a checkpoint and one from the log
+                // agree (and suspects stay suspects across a checkpoint).
+                m.visible_at = 0;
+                lost.push(id);
+            }
             st.msgs.insert(id, m);
         }
         for (id, e) in snap.extras {
@@ -435,6 +461,10 @@ impl State {
                 st.ttl.insert((exp, id));
             }
             st.extras.insert(id, e);
+        }
+        for id in lost {
+            st.extras.entry(id).or_default().lease_cut_by_restart = true;
+            st.suspects.insert(id);
         }
         for (id, d) in snap.dead {
             if let Some(q) = st.msgs.get(&id).map(|m| m.queue) {
@@ -484,8 +514,12 @@ impl State {
                 (*attempts, *generation, Some(*from_dlq), prev)
             }
         };
+        let mut history = None;
         if previous_place.is_some() {
             // A corrected replay: leave the DLQ first.
+            if let Some(old) = self.msgs.get(&m.id) {
+                history = self.replay_history(m.id, old.payload_pos, attempts, true);
+            }
             self.leave_dlq(m.id, Leave::Replayed);
         } else if matches!(m.cause, PutCause::CorrectedReplay { .. }) {
             // The entry is gone (deleted meanwhile): nothing to replay.
@@ -505,8 +539,8 @@ impl State {
             let extra = self.extras.entry(m.id).or_default();
             extra.generation = generation;
             extra.from_dlq = from_dlq;
-            if from_dlq.is_some() && attempts == 0 {
-                extra.history_pos = None;
+            if from_dlq.is_some() {
+                extra.history_pos = history;
             }
             if let Some(exp) = m.expires_at {
                 extra.expires_at = Some(exp);
@@ -645,13 +679,12 @@ impl State {
                     return Effects::default();
                 }
                 let from = m.queue;
+                let history = self.replay_history(*id, m.payload_pos, *attempts, false);
                 self.leave_dlq(*id, Leave::Replayed);
                 let extra = self.extras.entry(*id).or_default();
                 extra.generation = *generation;
                 extra.from_dlq = Some(from);
-                if *attempts == 0 {
-                    extra.history_pos = None;
-                }
+                extra.history_pos = history;
                 self.msgs.insert(
                     *id,
                     Msg {
@@ -802,6 +835,8 @@ impl State {
         }
         if let Some(e) = self.extras.get_mut(&id) {
             e.expires_at = None;
+            // The envelope holds the whole history now.
+            e.history_pos = None;
         }
         self.dead.insert(
             id,
@@ -842,6 +877,27 @@ impl State {
         *qs.dlq.by_worker.entry(worker).or_default() += 1;
     }
 
+    /// Where the history of DLQ entry `id` is found once it is replayed with `attempts`: its
+    /// envelope when the attempt count is kept (so the failure that sent it to the DLQ stays
+    /// in its history), none when it is reset. An imported entry's envelope is its payload
+    /// record; a corrected replay replaces that record as the payload, and a record is only
+    /// ever referenced as one kind of record besides, so its history starts anew then.
+    fn replay_history(
+        &self,
+        id: MessageId,
+        payload_pos: u64,
+        attempts: u32,
+        corrected: bool,
+    ) -> Option<u64> {
+        if attempts == 0 {
+            return None;
+        }
+        self.dead
+            .get(&id)
+            .map(|d| d.envelope_pos)
+            .filter(|&pos| !(corrected && pos == payload_pos))
+    }
+
     /// Removes a DLQ entry's index and counts (the message itself is handled by the caller).
     fn leave_dlq(&mut self, id: MessageId, why: Leave) -> bool {
         let Some(info) = self.dead.remove(&id) else {
@@ -866,7 +922,11 @@ impl State {
         true
     }
 
-    /// Deletes a message wherever it is, except leased. Returns true if it was a DLQ entry.
+    /// Deletes a message wherever it is. Returns true if it was a DLQ entry.
+    ///
+    /// A delete is only written for a message that is not leased (a DLQ entry, or a ready
+    /// message past its TTL). Replaying the log may still find the message leased: its
+    /// lease ended by expiry, which is not logged, before the delete was written.
     fn delete_one(&mut self, id: MessageId, expired: bool) -> bool {
         self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
@@ -884,10 +944,13 @@ impl State {
                     },
                 );
             }
-            Place::Leased => return false,
-            _ => {
+            Place::Ready | Place::ReadyAfterLostLease | Place::Leased => {
                 let qs = self.queue_mut(m.queue);
-                qs.counters.ready -= 1;
+                if m.place == Place::Leased {
+                    qs.counters.in_flight -= 1;
+                } else {
+                    qs.counters.ready -= 1;
+                }
                 if expired {
                     qs.counters.expired += 1;
                 } else {
@@ -1069,12 +1132,15 @@ impl State {
         bytes as u64
     }
 
-    /// True when a suspect message of queue `q` is leased now.
-    pub fn suspect_in_flight(&self, q: QueueId) -> bool {
+    /// True when a suspect message of queue `q` other than `except` (one being acked in the
+    /// same write) is leased now.
+    pub fn suspect_in_flight(&self, q: QueueId, except: Option<MessageId>) -> bool {
         self.suspects.iter().any(|id| {
-            self.msgs
-                .get(id)
-                .is_some_and(|m| m.queue == q && m.place == Place::Leased)
+            Some(*id) != except
+                && self
+                    .msgs
+                    .get(id)
+                    .is_some_and(|m| m.queue == q && m.place == Place::Leased)
         })
     }
 

@@ -646,15 +646,31 @@ impl Store {
         self.inner.state.lock()
     }
 
-    /// Reads the failure history a retry record holds.
+    /// Reads the failure history a retry record, or a dead-letter envelope (a dead-letter
+    /// record, or the payload record of an imported entry), holds.
     pub(crate) fn read_history(&self, pos: Option<u64>) -> Result<History> {
         let Some(pos) = pos else {
             return Ok(History::default());
         };
-        match self.decode_at(pos)? {
-            Op::Retry { history, .. } => Ok(history),
-            _ => Err(self.bad_content(pos)),
-        }
+        let rec = self.read_record(pos)?;
+        let (failure, first_received_at) = match record::decode(&rec) {
+            Ok(Decoded::Op(Op::Retry { history, .. })) => return Ok(history),
+            Ok(Decoded::Op(Op::DeadLetter {
+                failure,
+                first_received_at,
+                ..
+            })) => (failure, first_received_at),
+            Ok(Decoded::Put(put)) => match put.meta.cause {
+                record::PutCause::Imported(entry) => (entry.failure, entry.first_received_at),
+                _ => return Err(self.bad_content(pos)),
+            },
+            _ => return Err(self.bad_content(pos)),
+        };
+        Ok(History {
+            first_received_at,
+            attempts: failure.attempts,
+            dropped: failure.attempts_dropped,
+        })
     }
 
     /// Reads the record at `pos`, counting the read.
@@ -672,6 +688,52 @@ impl Store {
     /// How many records the store has read from its log since open (replay excluded).
     pub fn records_read(&self) -> u64 {
         self.inner.reads.load(Ordering::Relaxed)
+    }
+
+    /// Every message the index holds, by id, as the index sees it (no record is read). A
+    /// test and debugging hook: model-based tests compare it with their model.
+    #[doc(hidden)]
+    pub fn debug_messages(&self) -> Vec<DebugMessage> {
+        let st = self.inner.state.lock();
+        let mut out: Vec<DebugMessage> = st
+            .msgs
+            .iter()
+            .map(|(id, m)| {
+                let extra = st.extras.get(&id);
+                DebugMessage {
+                    id,
+                    queue: st
+                        .queues
+                        .get(m.queue as usize)
+                        .map(|q| q.name.clone())
+                        .unwrap_or_default(),
+                    place: m.place,
+                    attempts: m.attempts,
+                    visible_at_ms: m.visible_at,
+                    generation: extra.map_or(0, |e| e.generation),
+                    suspect: st.suspects.contains(&id),
+                }
+            })
+            .collect();
+        out.sort_by_key(|m| m.id);
+        out
+    }
+
+    /// The payload of message `id` (in a queue or a DLQ), read from the log. A test and
+    /// debugging hook.
+    #[doc(hidden)]
+    pub fn debug_payload(&self, id: crate::types::MessageId) -> Result<Vec<u8>> {
+        let pos = self
+            .inner
+            .state
+            .lock()
+            .msgs
+            .get(&id)
+            .map(|m| m.payload_pos)
+            .ok_or(Error::NotFound(id))?;
+        let rec = self.read_record(pos)?;
+        let range = record::put_payload(&rec)?;
+        Ok(rec[range].to_vec())
     }
 
     /// Reads and decodes the non-payload record at `pos`.
@@ -755,6 +817,26 @@ impl Store {
             .map(|q| q.stats())
             .collect()
     }
+}
+
+/// One message as the index sees it (see [`Store::debug_messages`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DebugMessage {
+    /// Its id.
+    pub id: crate::types::MessageId,
+    /// Its queue (for a DLQ entry: the queue whose DLQ holds it).
+    pub queue: String,
+    /// Where it is.
+    pub place: crate::state::Place,
+    /// Deliveries counted.
+    pub attempts: u32,
+    /// Visible-at while ready, the lease deadline while leased, dead-lettered-at when dead.
+    pub visible_at_ms: u64,
+    /// Replay generation.
+    pub generation: u32,
+    /// True while it is a suspect (leased when the process died, no outcome since).
+    pub suspect: bool,
 }
 
 /// Queue names: 1 to 200 bytes, no control characters.
