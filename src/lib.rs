@@ -25,7 +25,10 @@
 //! - [`checkpoint`], [`compaction`]: index snapshots, expiry and disk reclaim;
 //! - [`state`]: the state machine that applies records to the in-memory index;
 //! - [`store`], [`queue`], [`dlq`]: the API;
-//! - [`retry`], [`worker`]: retry policies and the worker pool.
+//! - [`retry`], [`worker`]: retry policies and the worker pool;
+//! - [`metrics`], [`verify`]: counters for monitoring, and a read-only check of a store's
+//!   files; with the `cli` feature, `export` (the JSON form of envelopes), and with the
+//!   `dashboard` feature, `dashboard` (the HTTP dashboard and `/metrics`).
 
 #![warn(missing_docs)]
 
@@ -36,6 +39,7 @@ pub mod dlq;
 pub mod error;
 pub mod format;
 pub mod log;
+pub mod metrics;
 pub mod queue;
 pub mod record;
 pub mod retry;
@@ -43,6 +47,7 @@ pub mod segment;
 pub mod state;
 pub mod store;
 pub mod types;
+pub mod verify;
 pub mod vfs;
 pub mod worker;
 
@@ -51,6 +56,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
+pub use metrics::{Metrics, QueueMetrics};
 pub use queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
 pub use retry::{Backoff, Jitter, Retry};
 pub use store::{Config, DlqAlert, QueueOptions, Store};

@@ -1,0 +1,304 @@
+//! Metrics: one consistent-enough snapshot of every queue's and DLQ's numbers, as a plain
+//! struct ([`Store::metrics_snapshot`]) and rendered in the Prometheus text exposition
+//! format ([`Metrics::to_prometheus`]).
+//!
+//! Every number comes from counters the state machine keeps as records are applied, so a
+//! snapshot costs one lock per queue and does not grow with the number of messages. The
+//! `*_total` counters count since the oldest record still in the log (they start again from
+//! what the log holds when a store is reopened, like a process restart for Prometheus).
+//!
+//! Metric names (each with the labels `queue` and `dlq`):
+//!
+//! | metric                                   | type    | field                         |
+//! |------------------------------------------|---------|-------------------------------|
+//! | `deadletter_queue_depth`                 | gauge   | [`QueueMetrics::depth`]       |
+//! | `deadletter_queue_in_flight`             | gauge   | [`QueueMetrics::in_flight`]   |
+//! | `deadletter_enqueued_total`              | counter | [`QueueMetrics::enqueued`]    |
+//! | `deadletter_acked_total`                 | counter | [`QueueMetrics::acked`]       |
+//! | `deadletter_retried_total`               | counter | [`QueueMetrics::retried`]     |
+//! | `deadletter_dead_lettered_total`         | counter | [`QueueMetrics::dead_lettered`] |
+//! | `deadletter_expired_total`               | counter | [`QueueMetrics::expired`]     |
+//! | `deadletter_dlq_size`                    | gauge   | [`QueueMetrics::dlq_size`]    |
+//! | `deadletter_dlq_pending`                 | gauge   | [`QueueMetrics::dlq_pending`] |
+//! | `deadletter_dlq_replayed_total`          | counter | [`QueueMetrics::dlq_replayed`] |
+//! | `deadletter_oldest_message_age_seconds`  | gauge   | [`QueueMetrics::oldest_message_age_ms`] |
+//! | `deadletter_dlq_oldest_age_seconds`      | gauge   | [`QueueMetrics::dlq_oldest_age_ms`] |
+//!
+//! The two age gauges are 0 when there is nothing to age.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::Store;
+
+/// The numbers of one queue and its DLQ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueMetrics {
+    /// The queue's name.
+    pub queue: String,
+    /// Its DLQ's name.
+    pub dlq: String,
+    /// Messages waiting (visible now or later).
+    pub depth: u64,
+    /// Messages leased to a consumer.
+    pub in_flight: u64,
+    /// Messages enqueued.
+    pub enqueued: u64,
+    /// Messages acknowledged.
+    pub acked: u64,
+    /// Failed deliveries that were retried.
+    pub retried: u64,
+    /// Messages moved to the DLQ.
+    pub dead_lettered: u64,
+    /// Messages whose time to live passed.
+    pub expired: u64,
+    /// Entries in the DLQ now.
+    pub dlq_size: u64,
+    /// DLQ entries not dealt with yet.
+    pub dlq_pending: u64,
+    /// DLQ entries replayed to a queue.
+    pub dlq_replayed: u64,
+    /// How long the oldest waiting message has been visible without being consumed
+    /// (counted from its enqueue time, or from the end of its delay or backoff); `None`
+    /// when the queue is empty.
+    pub oldest_message_age_ms: Option<u64>,
+    /// Age of the oldest DLQ entry (since it was dead-lettered); `None` when the DLQ is
+    /// empty.
+    pub dlq_oldest_age_ms: Option<u64>,
+}
+
+/// A snapshot of every queue of a store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// When the snapshot was taken (ms since the epoch, by the store's clock).
+    pub at_ms: u64,
+    /// One entry per queue, in creation order.
+    pub queues: Vec<QueueMetrics>,
+}
+
+impl Store {
+    /// The numbers of every queue and DLQ, from incrementally kept counters (no scan).
+    pub fn metrics_snapshot(&self) -> Metrics {
+        let at_ms = self.now();
+        let queues = self
+            .queue_names()
+            .iter()
+            .filter_map(|name| self.existing_queue(name).ok())
+            .map(|queue| {
+                let q = queue.stats();
+                let d = queue.dlq().stats();
+                QueueMetrics {
+                    queue: q.name,
+                    dlq: q.dlq_name,
+                    depth: q.ready,
+                    in_flight: q.in_flight,
+                    enqueued: q.enqueued,
+                    acked: q.acked,
+                    retried: q.retried,
+                    dead_lettered: q.dead_lettered,
+                    expired: q.expired,
+                    dlq_size: q.dlq_size,
+                    dlq_pending: d.pending,
+                    dlq_replayed: d.replayed,
+                    oldest_message_age_ms: q.oldest_ready_at_ms.map(|t| at_ms.saturating_sub(t)),
+                    dlq_oldest_age_ms: d.oldest_age_ms,
+                }
+            })
+            .collect();
+        Metrics { at_ms, queues }
+    }
+}
+
+/// One metric family: name, type, help, and how to read its value from a queue.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&QueueMetrics) -> MetricValue,
+}
+
+enum MetricValue {
+    Count(u64),
+    Seconds(Option<u64>),
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "deadletter_queue_depth",
+        kind: "gauge",
+        help: "Messages waiting in the queue (visible now or later).",
+        value: |q| MetricValue::Count(q.depth),
+    },
+    Family {
+        name: "deadletter_queue_in_flight",
+        kind: "gauge",
+        help: "Messages leased to a consumer and not yet acknowledged.",
+        value: |q| MetricValue::Count(q.in_flight),
+    },
+    Family {
+        name: "deadletter_enqueued_total",
+        kind: "counter",
+        help: "Messages enqueued.",
+        value: |q| MetricValue::Count(q.enqueued),
+    },
+    Family {
+        name: "deadletter_acked_total",
+        kind: "counter",
+        help: "Messages acknowledged.",
+        value: |q| MetricValue::Count(q.acked),
+    },
+    Family {
+        name: "deadletter_retried_total",
+        kind: "counter",
+        help: "Failed deliveries that were retried.",
+        value: |q| MetricValue::Count(q.retried),
+    },
+    Family {
+        name: "deadletter_dead_lettered_total",
+        kind: "counter",
+        help: "Messages moved to the dead letter queue.",
+        value: |q| MetricValue::Count(q.dead_lettered),
+    },
+    Family {
+        name: "deadletter_expired_total",
+        kind: "counter",
+        help: "Messages whose time to live passed.",
+        value: |q| MetricValue::Count(q.expired),
+    },
+    Family {
+        name: "deadletter_dlq_size",
+        kind: "gauge",
+        help: "Entries in the dead letter queue.",
+        value: |q| MetricValue::Count(q.dlq_size),
+    },
+    Family {
+        name: "deadletter_dlq_pending",
+        kind: "gauge",
+        help: "Dead letter entries not dealt with yet.",
+        value: |q| MetricValue::Count(q.dlq_pending),
+    },
+    Family {
+        name: "deadletter_dlq_replayed_total",
+        kind: "counter",
+        help: "Dead letter entries replayed to a queue.",
+        value: |q| MetricValue::Count(q.dlq_replayed),
+    },
+    Family {
+        name: "deadletter_oldest_message_age_seconds",
+        kind: "gauge",
+        help: "How long the oldest waiting message has been visible without being consumed.",
+        value: |q| MetricValue::Seconds(q.oldest_message_age_ms),
+    },
+    Family {
+        name: "deadletter_dlq_oldest_age_seconds",
+        kind: "gauge",
+        help: "Age of the oldest dead letter entry.",
+        value: |q| MetricValue::Seconds(q.dlq_oldest_age_ms),
+    },
+];
+
+impl Metrics {
+    /// The names of the metric families [`Metrics::to_prometheus`] writes, in order.
+    pub fn family_names() -> impl Iterator<Item = &'static str> {
+        FAMILIES.iter().map(|f| f.name)
+    }
+
+    /// Renders the snapshot in the Prometheus text exposition format (version 0.0.4): one
+    /// `# HELP` and `# TYPE` line per family, then one sample per queue.
+    pub fn to_prometheus(&self) -> String {
+        let mut out = String::new();
+        for family in FAMILIES {
+            let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+            let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+            for q in &self.queues {
+                let value = match (family.value)(q) {
+                    MetricValue::Count(n) => n.to_string(),
+                    MetricValue::Seconds(ms) => seconds(ms.unwrap_or(0)),
+                };
+                let _ = writeln!(
+                    out,
+                    "{}{{queue=\"{}\",dlq=\"{}\"}} {}",
+                    family.name,
+                    escape_label(&q.queue),
+                    escape_label(&q.dlq),
+                    value
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Milliseconds as decimal seconds, exactly (`1500` -> `1.5`).
+fn seconds(ms: u64) -> String {
+    let (whole, frac) = (ms / 1000, ms % 1000);
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        let s = format!("{whole}.{frac:03}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// Escapes a label value: backslash, double quote and line feed, as the format requires.
+pub fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_exact() {
+        assert_eq!(seconds(0), "0");
+        assert_eq!(seconds(1500), "1.5");
+        assert_eq!(seconds(1001), "1.001");
+        assert_eq!(seconds(120_000), "120");
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn renders_every_family_for_every_queue() {
+        let q = QueueMetrics {
+            queue: "orders".into(),
+            dlq: "orders-dlq".into(),
+            depth: 3,
+            in_flight: 1,
+            enqueued: 10,
+            acked: 5,
+            retried: 2,
+            dead_lettered: 1,
+            expired: 0,
+            dlq_size: 1,
+            dlq_pending: 1,
+            dlq_replayed: 0,
+            oldest_message_age_ms: Some(2500),
+            dlq_oldest_age_ms: None,
+        };
+        let m = Metrics {
+            at_ms: 0,
+            queues: vec![q],
+        };
+        let text = m.to_prometheus();
+        assert!(text.contains("deadletter_queue_depth{queue=\"orders\",dlq=\"orders-dlq\"} 3\n"));
+        assert!(text.contains(
+            "deadletter_oldest_message_age_seconds{queue=\"orders\",dlq=\"orders-dlq\"} 2.5\n"
+        ));
+        assert_eq!(text.matches("# TYPE").count(), FAMILIES.len());
+    }
+}
