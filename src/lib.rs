@@ -35,8 +35,12 @@
 pub mod checkpoint;
 pub mod clock;
 pub mod compaction;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub mod dlq;
 pub mod error;
+#[cfg(feature = "cli")]
+pub mod export;
 pub mod format;
 pub mod log;
 pub mod metrics;

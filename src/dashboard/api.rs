@@ -1,0 +1,549 @@
+//! The dashboard's JSON API. Every answer is a JSON object; errors are
+//! `{"error": "what went wrong"}` with a 4xx or 5xx status.
+//!
+//! Reads (`GET`):
+//! - `/api/stats`: `{"dir", "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`;
+//! - `/api/dlq/{name}?error_kind=&message=&since_ms=&until_ms=&min_attempts=&max_attempts=`
+//!   `&status=pending|reprocessed&worker=&after=&limit=`: `{"dlq", "queue", "matched",
+//!   "entries": [summary], "next_cursor"}` where `name` is a DLQ or queue name, a summary is
+//!   `{"id", "error_kind", "error_message", "attempts", "dead_lettered_at_ms",
+//!   "enqueued_at_ms", "status", "worker", "payload_size", "payload_is_text",
+//!   "payload_preview"}`, and `next_cursor` is the `after` of the next page (or null);
+//! - `/api/entry/{id}`: the whole envelope in the JSON form of [`crate::export`], with
+//!   `payload_text` when the payload is UTF-8;
+//! - `/api/timeline/{name}?hours=N` (1 to 168, default 24): dead-letterings per hour,
+//!   `{"dlq", "bucket_ms", "start_ms", "buckets": [count], "earlier"}`, oldest bucket first,
+//!   the last one holding the current hour.
+//!
+//! Changes (`POST`, JSON body, token required; see the module above):
+//! - `/api/replay`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..same keys as the list
+//!   query..}}`, with optional `"to"` (target queue), `"reset_attempts"`, `"force"`,
+//!   `"dry_run"`; answers `{"replayed": [ids], "failed": [{"id", "reason"}], "dry_run"}`;
+//! - `/api/delete`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..}}`; answers
+//!   `{"deleted": n}`.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::Reply;
+use crate::dlq::{Dlq, Filter, Page, ReplayOptions};
+use crate::error::Error;
+use crate::export::{envelope_to_json, PayloadEncoding};
+use crate::store::Store;
+use crate::types::{DeadLetter, EntryStatus, MessageId};
+
+/// A change the API makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Replay entries to a queue.
+    Replay,
+    /// Delete entries.
+    Delete,
+}
+
+impl Action {
+    /// The endpoint's path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Action::Replay => "/api/replay",
+            Action::Delete => "/api/delete",
+        }
+    }
+}
+
+/// Which entries: the same keys in a query string and in a JSON body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilterSpec {
+    /// Error kind, exactly.
+    pub error_kind: Option<String>,
+    /// A substring of the error message.
+    pub message: Option<String>,
+    /// Dead-lettered at or after (ms).
+    pub since_ms: Option<u64>,
+    /// Dead-lettered before (ms).
+    pub until_ms: Option<u64>,
+    /// At least this many deliveries.
+    pub min_attempts: Option<u32>,
+    /// At most this many deliveries.
+    pub max_attempts: Option<u32>,
+    /// `pending`, `reprocessed`, or `any` (the default).
+    pub status: Option<String>,
+    /// Worker name, exactly.
+    pub worker: Option<String>,
+}
+
+impl FilterSpec {
+    /// The library filter, or why the spec is not valid.
+    pub fn to_filter(&self) -> Result<Filter, String> {
+        let mut f = Filter::all();
+        f.error_kind = self.error_kind.clone().filter(|s| !s.is_empty());
+        f.message_contains = self.message.clone().filter(|s| !s.is_empty());
+        f.since_ms = self.since_ms;
+        f.until_ms = self.until_ms;
+        f.min_attempts = self.min_attempts;
+        f.max_attempts = self.max_attempts;
+        f.worker = self.worker.clone().filter(|s| !s.is_empty());
+        f.pending = match self.status.as_deref() {
+            None | Some("") | Some("any") => None,
+            Some("pending") => Some(true),
+            Some("reprocessed") => Some(false),
+            Some(other) => {
+                return Err(format!(
+                    "status {other:?}: expected pending, reprocessed or any"
+                ))
+            }
+        };
+        Ok(f)
+    }
+
+    /// Reads the spec from a query string; also returns `after` and `limit`.
+    fn from_query(query: &str) -> Result<(FilterSpec, Option<MessageId>, usize), String> {
+        let mut spec = FilterSpec::default();
+        let mut after = None;
+        let mut limit = 50usize;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let key = percent_decode(key)?;
+            let value = percent_decode(value)?;
+            if value.is_empty() {
+                continue;
+            }
+            let num = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{key}={v:?} is not a whole number"))
+            };
+            let small = |v: &str| {
+                v.parse::<u32>()
+                    .map_err(|_| format!("{key}={v:?} is not a whole number"))
+            };
+            match key.as_str() {
+                "error_kind" => spec.error_kind = Some(value),
+                "message" => spec.message = Some(value),
+                "since_ms" => spec.since_ms = Some(num(&value)?),
+                "until_ms" => spec.until_ms = Some(num(&value)?),
+                "min_attempts" => spec.min_attempts = Some(small(&value)?),
+                "max_attempts" => spec.max_attempts = Some(small(&value)?),
+                "status" => spec.status = Some(value),
+                "worker" => spec.worker = Some(value),
+                "after" => after = Some(num(&value)?),
+                "limit" => limit = (num(&value)? as usize).clamp(1, 500),
+                other => return Err(format!("unknown query parameter {other:?}")),
+            }
+        }
+        Ok((spec, after, limit))
+    }
+}
+
+/// Decodes `%XX` escapes and `+` (a space in a query string).
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("bad percent escape in {s:?}"))?;
+                out.push(hex);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
+}
+
+/// The status code for a library error.
+fn status_of(e: &Error) -> u16 {
+    match e {
+        Error::UnknownQueue(_) | Error::NotFound(_) => 404,
+        Error::InvalidQueueName(_) | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
+        Error::AlreadyReprocessed(_) | Error::InvalidState { .. } => 409,
+        _ => 500,
+    }
+}
+
+fn lib_error(e: &Error) -> Reply {
+    Reply::error(status_of(e), e.to_string())
+}
+
+/// Answers a `GET` under `/api/`.
+pub(crate) fn get(store: &Store, path: &str, query: &str) -> Reply {
+    let rest = &path["/api/".len()..];
+    let (what, arg) = rest.split_once('/').unwrap_or((rest, ""));
+    let arg = match percent_decode(arg) {
+        Ok(a) => a,
+        Err(e) => return Reply::error(400, e),
+    };
+    match (what, arg.is_empty()) {
+        ("stats", true) => stats(store),
+        ("dlq", false) => list(store, &arg, query),
+        ("entry", false) => match arg.parse::<MessageId>() {
+            Ok(id) => entry(store, id),
+            Err(_) => Reply::error(400, format!("{arg:?} is not an entry id")),
+        },
+        ("timeline", false) => timeline(store, &arg, query),
+        _ => Reply::error(404, format!("no such endpoint {path:?}")),
+    }
+}
+
+fn stats(store: &Store) -> Reply {
+    let metrics = store.metrics_snapshot();
+    let mut queues = Vec::new();
+    for q in &metrics.queues {
+        let mut value = match serde_json::to_value(q) {
+            Ok(v) => v,
+            Err(e) => return Reply::error(500, e.to_string()),
+        };
+        let dlq_stats = match store.dlq(&q.dlq) {
+            Ok(d) => serde_json::to_value(d.stats()).unwrap_or(Value::Null),
+            Err(e) => return lib_error(&e),
+        };
+        if let Value::Object(map) = &mut value {
+            map.insert("dlq_stats".into(), dlq_stats);
+        }
+        queues.push(value);
+    }
+    Reply::json(
+        200,
+        &json!({
+            "dir": store.dir().display().to_string(),
+            "at_ms": metrics.at_ms,
+            "queues": queues,
+        }),
+    )
+}
+
+/// A list row: what the table shows, without the whole payload.
+fn summary(e: &DeadLetter) -> Value {
+    let text = std::str::from_utf8(&e.payload).ok();
+    let preview = match text {
+        Some(t) => t.chars().take(120).collect::<String>(),
+        None => crate::export::hex_encode(&e.payload[..e.payload.len().min(48)]),
+    };
+    json!({
+        "id": e.id(),
+        "error_kind": e.failure.error_kind,
+        "error_message": e.failure.error_message,
+        "attempts": e.metadata.delivery_count,
+        "dead_lettered_at_ms": e.dlq.dead_lettered_at_ms,
+        "enqueued_at_ms": e.metadata.enqueued_at_ms,
+        "status": status_name(&e.status),
+        "worker": e.dlq.worker,
+        "payload_size": e.payload.len(),
+        "payload_is_text": text.is_some(),
+        "payload_preview": preview,
+    })
+}
+
+/// `pending`, `reprocessed_ok` or `reprocessed_failed`.
+pub fn status_name(s: &EntryStatus) -> &'static str {
+    match s {
+        EntryStatus::Pending => "pending",
+        EntryStatus::Reprocessed { success: true, .. } => "reprocessed_ok",
+        EntryStatus::Reprocessed { success: false, .. } => "reprocessed_failed",
+    }
+}
+
+fn list(store: &Store, name: &str, query: &str) -> Reply {
+    let (spec, after, limit) = match FilterSpec::from_query(query) {
+        Ok(x) => x,
+        Err(e) => return Reply::error(400, e),
+    };
+    let filter = match spec.to_filter() {
+        Ok(f) => f,
+        Err(e) => return Reply::error(400, e),
+    };
+    let dlq = match store.dlq(name) {
+        Ok(d) => d,
+        Err(e) => return lib_error(&e),
+    };
+    let page = Page {
+        after,
+        limit: limit + 1,
+    };
+    let mut entries = match dlq.list(&filter, page) {
+        Ok(v) => v,
+        Err(e) => return lib_error(&e),
+    };
+    let more = entries.len() > limit;
+    entries.truncate(limit);
+    let matched = match dlq.ids(&filter, None) {
+        Ok(ids) => ids.len(),
+        Err(e) => return lib_error(&e),
+    };
+    let next = if more {
+        entries.last().map(|e| e.id())
+    } else {
+        None
+    };
+    Reply::json(
+        200,
+        &json!({
+            "dlq": dlq.name(),
+            "queue": dlq.queue_name(),
+            "matched": matched,
+            "entries": entries.iter().map(summary).collect::<Vec<_>>(),
+            "next_cursor": next,
+        }),
+    )
+}
+
+/// Finds the entry `id` in whichever DLQ holds it.
+pub fn find_entry(store: &Store, id: MessageId) -> Result<(Dlq, DeadLetter), Error> {
+    for name in store.queue_names() {
+        let dlq = store.existing_queue(&name)?.dlq();
+        match dlq.get(id) {
+            Ok(e) => return Ok((dlq, e)),
+            Err(Error::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::NotFound(id))
+}
+
+fn entry(store: &Store, id: MessageId) -> Reply {
+    match find_entry(store, id) {
+        Ok((_, e)) => Reply::json(200, &envelope_to_json(&e, PayloadEncoding::Base64, true)),
+        Err(e) => lib_error(&e),
+    }
+}
+
+const HOUR_MS: u64 = 3_600_000;
+
+fn timeline(store: &Store, name: &str, query: &str) -> Reply {
+    let mut hours = 24u64;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("hours", v)) => match v.parse::<u64>() {
+                Ok(h) if (1..=168).contains(&h) => hours = h,
+                _ => return Reply::error(400, "hours must be a whole number from 1 to 168"),
+            },
+            _ => return Reply::error(400, format!("unknown query parameter {pair:?}")),
+        }
+    }
+    let dlq = match store.dlq(name) {
+        Ok(d) => d,
+        Err(e) => return lib_error(&e),
+    };
+    let now = store.now();
+    let end = (now / HOUR_MS + 1) * HOUR_MS;
+    let start = end.saturating_sub(hours * HOUR_MS);
+    let count = |since: Option<u64>, until: Option<u64>| {
+        dlq.ids(&Filter::all().between(since, until), None)
+            .map(|ids| ids.len() as u64)
+    };
+    let mut buckets = Vec::with_capacity(hours as usize);
+    for h in 0..hours {
+        let from = start + h * HOUR_MS;
+        match count(Some(from), Some(from + HOUR_MS)) {
+            Ok(n) => buckets.push(n),
+            Err(e) => return lib_error(&e),
+        }
+    }
+    let earlier = match count(None, Some(start)) {
+        Ok(n) => n,
+        Err(e) => return lib_error(&e),
+    };
+    Reply::json(
+        200,
+        &json!({
+            "dlq": dlq.name(),
+            "bucket_ms": HOUR_MS,
+            "start_ms": start,
+            "buckets": buckets,
+            "earlier": earlier,
+        }),
+    )
+}
+
+/// The body of a replay or delete request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangeRequest {
+    dlq: String,
+    #[serde(default)]
+    ids: Option<Vec<MessageId>>,
+    #[serde(default)]
+    filter: Option<FilterSpec>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    reset_attempts: bool,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// Carries out a replay or delete; also returns a one-line summary for the log.
+pub(crate) fn mutate(store: &Store, action: Action, body: &[u8]) -> (Reply, String) {
+    let req: ChangeRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!("bad request body: {e}");
+            return (Reply::error(400, msg.clone()), msg);
+        }
+    };
+    let fail = |status: u16, msg: String| (Reply::error(status, msg.clone()), msg);
+    let dlq = match store.dlq(&req.dlq) {
+        Ok(d) => d,
+        Err(e) => return fail(status_of(&e), e.to_string()),
+    };
+    let (ids, selection) = match (&req.ids, &req.filter) {
+        (Some(ids), None) => (ids.clone(), format!("ids {ids:?}")),
+        (None, Some(spec)) => {
+            let filter = match spec.to_filter() {
+                Ok(f) => f,
+                Err(e) => return fail(400, e),
+            };
+            match dlq.ids(&filter, None) {
+                Ok(ids) => (ids, format!("filter {spec:?}")),
+                Err(e) => return fail(status_of(&e), e.to_string()),
+            }
+        }
+        _ => return fail(400, "give exactly one of \"ids\" or \"filter\"".into()),
+    };
+    let dlq_name = dlq.name();
+    match action {
+        Action::Replay => {
+            let options = ReplayOptions {
+                target: req.to.clone().filter(|t| !t.is_empty()),
+                reset_attempts: req.reset_attempts,
+                force: req.force,
+                dry_run: req.dry_run,
+                ..ReplayOptions::default()
+            };
+            match dlq.replay_ids(&ids, &options) {
+                Ok(report) => {
+                    let summary = format!(
+                        "{}replayed {} of {} ({selection}) from {dlq_name} to {}, {} refused",
+                        if report.dry_run {
+                            "dry run: would have "
+                        } else {
+                            ""
+                        },
+                        report.replayed.len(),
+                        ids.len(),
+                        options.target.as_deref().unwrap_or(dlq.queue_name()),
+                        report.failed.len()
+                    );
+                    let failed: Vec<Value> = report
+                        .failed
+                        .iter()
+                        .map(|(id, reason)| json!({ "id": id, "reason": reason }))
+                        .collect();
+                    let reply = Reply::json(
+                        200,
+                        &json!({
+                            "replayed": report.replayed,
+                            "failed": failed,
+                            "dry_run": report.dry_run,
+                        }),
+                    );
+                    (reply, summary)
+                }
+                Err(e) => fail(status_of(&e), e.to_string()),
+            }
+        }
+        Action::Delete => {
+            if req.to.is_some() || req.reset_attempts || req.force || req.dry_run {
+                return fail(
+                    400,
+                    "delete takes only \"dlq\" and \"ids\" or \"filter\"".into(),
+                );
+            }
+            let mut deleted = 0u64;
+            for &id in &ids {
+                match dlq.delete(id) {
+                    Ok(()) => deleted += 1,
+                    Err(e) => {
+                        let msg = format!("deleted {deleted} of {}, then: {e}", ids.len());
+                        return fail(status_of(&e), msg);
+                    }
+                }
+            }
+            let summary = format!("deleted {deleted} ({selection}) from {dlq_name}");
+            (Reply::json(200, &json!({ "deleted": deleted })), summary)
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a time in ms since the epoch.
+pub fn format_utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn query_parsing() {
+        let (spec, after, limit) =
+            FilterSpec::from_query("error_kind=Validation%20Error&message=a+b&after=7&limit=9")
+                .unwrap();
+        assert_eq!(spec.error_kind.as_deref(), Some("Validation Error"));
+        assert_eq!(spec.message.as_deref(), Some("a b"));
+        assert_eq!((after, limit), (Some(7), 9));
+        assert!(FilterSpec::from_query("bogus=1").is_err());
+        assert!(FilterSpec::from_query("since_ms=x").is_err());
+        assert!(FilterSpec::from_query("message=%zz").is_err());
+    }
+
+    #[test]
+    fn status_filter() {
+        let spec = FilterSpec {
+            status: Some("reprocessed".into()),
+            ..FilterSpec::default()
+        };
+        assert_eq!(spec.to_filter().unwrap().pending, Some(false));
+        let bad = FilterSpec {
+            status: Some("weird".into()),
+            ..FilterSpec::default()
+        };
+        assert!(bad.to_filter().is_err());
+    }
+}
