@@ -1,0 +1,326 @@
+//! Commands that change the store: `replay`, `delete`, `purge`, `enqueue`.
+//!
+//! Each selects its entries first, then changes them in batches (one log record per entry,
+//! a batch sharing one fsync), drawing a progress bar on a terminal. `--dry-run` reports
+//! what would change and writes nothing (not even a new target queue's declaration).
+
+use std::io::{IsTerminal, Read};
+
+use deadletter::{Dlq, EnqueueOptions, Filter, MessageId, ReplayOptions};
+use serde_json::{json, Value};
+
+use crate::cli::{DeleteArgs, EnqueueArgs, PurgeArgs, ReplayArgs};
+use crate::error::CliError;
+use crate::output::{clip, print, print_json, Table};
+use crate::progress::{Progress, Unit};
+use crate::store_access::{self, find_entry, select_dlqs, Open};
+use crate::timefmt::fmt_time;
+
+/// Entries replayed or deleted per batch (one fsync each).
+const BATCH: usize = 500;
+
+/// The entries a replay or delete works on, per DLQ.
+fn selected(
+    store: &deadletter::Store,
+    id: Option<MessageId>,
+    queue: Option<&str>,
+    filter: &Filter,
+    limit: Option<usize>,
+) -> Result<Vec<(Dlq, Vec<MessageId>)>, CliError> {
+    if let Some(id) = id {
+        let (dlq, _) = find_entry(store, id)?;
+        if let Some(q) = queue {
+            let wanted = store.dlq(q)?;
+            if wanted.name() != dlq.name() {
+                return Err(CliError::Input(format!(
+                    "entry {id} is in {}, not in {}",
+                    dlq.name(),
+                    wanted.name()
+                )));
+            }
+        }
+        return Ok(vec![(dlq, vec![id])]);
+    }
+    let mut out = Vec::new();
+    let mut left = limit.unwrap_or(usize::MAX);
+    for dlq in select_dlqs(store, queue)? {
+        if left == 0 {
+            break;
+        }
+        let ids = dlq.ids(filter, Some(left))?;
+        left -= ids.len();
+        out.push((dlq, ids));
+    }
+    Ok(out)
+}
+
+pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
+    let store = store_access::open(&args.dir, Open::Existing)?;
+    let filter = args.sel.filter();
+    let groups = selected(
+        &store,
+        args.id,
+        args.sel.queue.as_deref(),
+        &filter,
+        args.limit,
+    )?;
+    let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
+    let mut progress = Progress::new("replaying", total as u64, Unit::Items);
+    let mut moved: Vec<(MessageId, String, String)> = Vec::new();
+    let mut failed: Vec<(MessageId, String)> = Vec::new();
+    for (dlq, ids) in &groups {
+        let target = args
+            .to
+            .clone()
+            .unwrap_or_else(|| dlq.queue_name().to_string());
+        let options = ReplayOptions {
+            // A dry run must not declare a new target queue: leave the target out.
+            target: if args.dry_run { None } else { args.to.clone() },
+            reset_attempts: args.reset_attempts,
+            force: args.force,
+            dry_run: args.dry_run,
+            ..ReplayOptions::default()
+        };
+        for chunk in ids.chunks(BATCH) {
+            let report = dlq.replay_ids(chunk, &options)?;
+            for id in report.replayed {
+                moved.push((id, dlq.name(), target.clone()));
+            }
+            failed.extend(report.failed);
+            progress.inc(chunk.len() as u64);
+        }
+    }
+    progress.finish();
+    if json {
+        let replayed: Vec<Value> = moved
+            .iter()
+            .map(|(id, from, to)| json!({ "id": id, "from": from, "to": to }))
+            .collect();
+        let refused: Vec<Value> = failed
+            .iter()
+            .map(|(id, reason)| json!({ "id": id, "reason": reason }))
+            .collect();
+        print_json(&json!({
+            "dry_run": args.dry_run,
+            "reset_attempts": args.reset_attempts,
+            "replayed": replayed,
+            "failed": refused,
+        }))?;
+    } else {
+        let mut text = String::new();
+        if args.dry_run && !moved.is_empty() {
+            let mut t = Table::new(&[">ID", "FROM", "TO", "ERROR KIND", ">ATTEMPTS", "MESSAGE"]);
+            for (id, from, to) in &moved {
+                let (kind, attempts, message) = match find_entry(&store, *id) {
+                    Ok((_, e)) => (
+                        e.failure.error_kind,
+                        e.metadata.delivery_count.to_string(),
+                        e.failure.error_message,
+                    ),
+                    Err(_) => (String::new(), String::new(), String::new()),
+                };
+                t.row(vec![
+                    id.to_string(),
+                    from.clone(),
+                    to.clone(),
+                    kind,
+                    attempts,
+                    clip(&message, 40),
+                ]);
+            }
+            text.push_str(&t.render());
+            text.push('\n');
+        }
+        let verb = if args.dry_run {
+            "would replay"
+        } else {
+            "replayed"
+        };
+        let mut targets: Vec<&str> = moved.iter().map(|(_, _, to)| to.as_str()).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        text.push_str(&format!(
+            "{verb} {} of {total} selected entr{}",
+            moved.len(),
+            if total == 1 { "y" } else { "ies" }
+        ));
+        if !targets.is_empty() {
+            text.push_str(&format!(" to {}", targets.join(", ")));
+        }
+        if args.reset_attempts {
+            text.push_str(" (attempts reset)");
+        }
+        text.push('\n');
+        for (id, reason) in &failed {
+            text.push_str(&format!("refused {id}: {reason}\n"));
+        }
+        if args.dry_run {
+            text.push_str("dry run: nothing was changed\n");
+        }
+        print(&text)?;
+    }
+    if !failed.is_empty() {
+        return Err(CliError::Incomplete(format!(
+            "{} of {total} entries could not be replayed",
+            failed.len()
+        )));
+    }
+    Ok(())
+}
+
+pub fn delete(args: &DeleteArgs, json: bool) -> Result<(), CliError> {
+    let store = store_access::open(&args.dir, Open::Existing)?;
+    let filter = args.sel.filter();
+    let groups = selected(&store, args.id, args.sel.queue.as_deref(), &filter, None)?;
+    let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
+    let mut progress = Progress::new("deleting", total as u64, Unit::Items);
+    let mut deleted: Vec<(MessageId, String)> = Vec::new();
+    for (dlq, ids) in &groups {
+        if !args.dry_run {
+            if args.id.is_some() {
+                for &id in ids {
+                    dlq.delete(id)?;
+                }
+            } else {
+                // One record for the whole selection of this DLQ.
+                dlq.delete_matching(&filter)?;
+            }
+        }
+        deleted.extend(ids.iter().map(|&id| (id, dlq.name())));
+        progress.inc(ids.len() as u64);
+    }
+    progress.finish();
+    if json {
+        let list: Vec<Value> = deleted
+            .iter()
+            .map(|(id, dlq)| json!({ "id": id, "dlq": dlq }))
+            .collect();
+        return print_json(&json!({
+            "dry_run": args.dry_run,
+            "deleted": deleted.len(),
+            "entries": list,
+        }));
+    }
+    let verb = if args.dry_run {
+        "would delete"
+    } else {
+        "deleted"
+    };
+    let mut text = String::new();
+    if args.dry_run && !deleted.is_empty() {
+        let ids: Vec<String> = deleted.iter().map(|(id, _)| id.to_string()).collect();
+        text.push_str(&format!("entries: {}\n", ids.join(" ")));
+    }
+    text.push_str(&format!(
+        "{verb} {} entr{}\n",
+        deleted.len(),
+        if deleted.len() == 1 { "y" } else { "ies" }
+    ));
+    print(&text)
+}
+
+pub fn purge(args: &PurgeArgs, json: bool) -> Result<(), CliError> {
+    let store = store_access::open(&args.dir, Open::Existing)?;
+    let dlqs = select_dlqs(&store, args.queue.as_deref())?;
+    let now = store.config().clock.now_ms();
+    let cutoff = now.saturating_sub(args.older_than.as_millis() as u64);
+    let old = Filter::all().between(None, Some(cutoff));
+    let mut progress = Progress::new("purging", dlqs.len() as u64, Unit::Items);
+    let mut rows = Vec::new();
+    let (mut total_deleted, mut total_kept) = (0u64, 0u64);
+    for dlq in &dlqs {
+        let pending_old = dlq.ids(&old.clone().pending_only(), None)?.len() as u64;
+        let deleted = if args.dry_run {
+            let all_old = dlq.ids(&old, None)?.len() as u64;
+            if args.include_pending {
+                all_old
+            } else {
+                all_old - pending_old
+            }
+        } else {
+            dlq.purge(args.older_than, args.include_pending)?
+        };
+        let kept = if args.include_pending { 0 } else { pending_old };
+        total_deleted += deleted;
+        total_kept += kept;
+        rows.push((dlq.name(), deleted, kept));
+        progress.inc(1);
+    }
+    progress.finish();
+    if json {
+        let list: Vec<Value> = rows
+            .iter()
+            .map(|(name, d, k)| json!({ "dlq": name, "deleted": d, "kept_pending": k }))
+            .collect();
+        return print_json(&json!({
+            "dry_run": args.dry_run,
+            "cutoff_ms": cutoff,
+            "deleted": total_deleted,
+            "kept_pending": total_kept,
+            "dlqs": list,
+        }));
+    }
+    let mut t = Table::new(&["DLQ", ">DELETED", ">PENDING KEPT"]);
+    for (name, d, k) in &rows {
+        t.row(vec![name.clone(), d.to_string(), k.to_string()]);
+    }
+    let mut text = t.render();
+    text.push_str(&format!(
+        "\n{} {total_deleted} entries dead-lettered before {}",
+        if args.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        },
+        fmt_time(cutoff)
+    ));
+    if total_kept > 0 {
+        text.push_str(&format!(
+            "; kept {total_kept} pending (add --include-pending to delete them too)"
+        ));
+    }
+    text.push('\n');
+    print(&text)
+}
+
+pub fn enqueue(args: &EnqueueArgs, json: bool) -> Result<(), CliError> {
+    let payload: Vec<u8> = match &args.payload {
+        Some(p) => p.clone().into_bytes(),
+        None => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(CliError::Usage(
+                    "no payload: give it as an argument or pipe it on stdin".into(),
+                ));
+            }
+            let mut buf = Vec::new();
+            stdin
+                .lock()
+                .read_to_end(&mut buf)
+                .map_err(|e| CliError::io("read stdin", e))?;
+            buf
+        }
+    };
+    let mut options = EnqueueOptions::new();
+    for (k, v) in &args.attributes {
+        options = options.attribute(k, v);
+    }
+    options.delay = args.delay;
+    options.ttl = args.ttl;
+    options.idempotency_key = args.idempotency_key.clone();
+    let store = store_access::open(&args.dir, Open::Create)?;
+    let queue = store.queue(&args.queue)?;
+    let id = queue.enqueue_with(&payload, &options)?;
+    if json {
+        return print_json(&json!({
+            "id": id,
+            "queue": queue.name(),
+            "bytes": payload.len(),
+        }));
+    }
+    print(&format!(
+        "enqueued message {id} ({} bytes) to {}\n",
+        payload.len(),
+        queue.name()
+    ))
+}

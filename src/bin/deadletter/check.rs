@@ -1,0 +1,151 @@
+//! `verify`: reads every segment read-only through `deadletter::verify` (no lock taken,
+//! nothing truncated or removed) and prints what recovery would find. Exits 1 when it finds
+//! damage; a torn tail in the last segment is reported but is not damage (the next open
+//! truncates it, as after any crash during a write).
+
+use deadletter::verify::{self, HeaderStatus, SegmentReport, VerifyOptions};
+
+use crate::cli::VerifyArgs;
+use crate::error::CliError;
+use crate::output::{print, print_json, Table};
+use crate::progress::{Progress, Unit};
+use crate::store_access;
+use crate::timefmt::fmt_bytes;
+
+fn segment_status(s: &SegmentReport) -> String {
+    let mut parts = Vec::new();
+    match s.header {
+        HeaderStatus::Ok => {}
+        HeaderStatus::Short => parts.push("header: file too short".to_string()),
+        HeaderStatus::BadMagic => parts.push("header: not a deadletter segment".to_string()),
+        HeaderStatus::UnsupportedVersion => {
+            parts.push("header: unsupported format version".to_string())
+        }
+        HeaderStatus::BadChecksum => parts.push("header: checksum fails".to_string()),
+        HeaderStatus::BaseMismatch => {
+            parts.push("header: names another position than the file".to_string())
+        }
+    }
+    if s.empty {
+        parts.push("empty (never written)".into());
+    }
+    for d in &s.damaged {
+        parts.push(format!(
+            "DAMAGED at byte {} ({} bytes, positions {}..{})",
+            d.file_offset,
+            d.end - d.start,
+            d.start,
+            d.end
+        ));
+    }
+    if let Some(t) = &s.torn_tail {
+        let what = if s.last { "torn tail" } else { "BAD TAIL" };
+        parts.push(format!(
+            "{what} at byte {} ({} bytes)",
+            t.file_offset, t.bytes
+        ));
+    }
+    if parts.is_empty() {
+        "ok".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
+    // Refuse a mistyped path rather than report "no problems" on an empty directory.
+    store_access::check_is_store(&args.dir)?;
+    let mut progress: Option<Progress> = None;
+    let report = verify::verify_with(&args.dir, &VerifyOptions::default(), |p| {
+        let bar =
+            progress.get_or_insert_with(|| Progress::new("verifying", p.bytes_total, Unit::Bytes));
+        bar.set(p.bytes_done);
+    })?;
+    if let Some(mut bar) = progress {
+        bar.finish();
+    }
+    let problems = report.problems();
+    if json {
+        let mut value = serde_json::to_value(&report)
+            .map_err(|e| CliError::Input(format!("cannot encode JSON: {e}")))?;
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("problems".into(), problems.into());
+            map.insert("clean".into(), (problems == 0).into());
+        }
+        print_json(&value)?;
+    } else {
+        let mut t = Table::new(&[
+            "SEGMENT",
+            ">BASE",
+            ">RECORDS",
+            ">RECORD BYTES",
+            ">FILE",
+            "STATUS",
+        ]);
+        for s in &report.segments {
+            t.row(vec![
+                s.file.clone(),
+                s.base.to_string(),
+                s.records.to_string(),
+                fmt_bytes(s.record_bytes),
+                fmt_bytes(s.file_len),
+                segment_status(s),
+            ]);
+        }
+        let mut text = t.render();
+        for b in &report.boundaries {
+            text.push_str(&format!(
+                "BOUNDARY {} -> {}: {:?} (records end at {}, next segment starts at {})\n",
+                b.file, b.next_file, b.kind, b.end, b.next_base
+            ));
+        }
+        for c in &report.checkpoints {
+            match (&c.position, &c.error) {
+                (Some(pos), _) => text.push_str(&format!(
+                    "checkpoint {}: ok, covers positions below {pos}\n",
+                    c.file
+                )),
+                (None, Some(e)) => text.push_str(&format!("checkpoint {}: DAMAGED: {e}\n", c.file)),
+                (None, None) => {}
+            }
+        }
+        for f in &report.temp_files {
+            text.push_str(&format!(
+                "temporary file {f} (an open removes or uses it)\n"
+            ));
+        }
+        for f in &report.other_files {
+            text.push_str(&format!("not a log file, ignored: {f}\n"));
+        }
+        text.push_str(&format!(
+            "\n{} segments, {} records ({}), {} read\n",
+            report.segments.len(),
+            report.records,
+            fmt_bytes(report.record_bytes),
+            fmt_bytes(report.bytes_read)
+        ));
+        if let Some(t) = report.torn_tail() {
+            text.push_str(&format!(
+                "torn tail: {} bytes after position {} in the last segment (an interrupted \
+                 write, or one in progress if a process holds the store); the next open \
+                 truncates it\n",
+                t.bytes, t.position
+            ));
+        }
+        if problems == 0 {
+            text.push_str("no damage found; nothing was changed\n");
+        } else {
+            text.push_str(&format!(
+                "{problems} problem(s) found; nothing was changed\n"
+            ));
+        }
+        print(&text)?;
+    }
+    if problems > 0 {
+        return Err(CliError::Incomplete(format!(
+            "verify found {problems} problem(s) in {}",
+            args.dir.display()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! The argument grammar (clap derive). Values that can be wrong (durations, times, `k=v`
+//! pairs) are parsed here, so a bad one is a usage error (exit 2) named by clap.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use deadletter::{Filter, MessageId};
+
+use crate::timefmt;
+
+/// Inspect, replay and operate the queues and dead letter queues of a deadletter store.
+#[derive(Debug, Parser)]
+#[command(name = "deadletter", version, propagate_version = true)]
+#[command(after_help = "Exit codes: 0 success, 1 the operation failed, 2 bad usage.")]
+pub struct Cli {
+    /// Print JSON for scripts instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Counts of every queue and its DLQ.
+    Stats(StatsArgs),
+    /// List DLQ entries (oldest first), with filters and paging.
+    List(ListArgs),
+    /// Show one DLQ entry: its whole envelope and payload.
+    Show(ShowArgs),
+    /// Failure patterns: distributions by error kind, worker and hour, common context.
+    Analyze(AnalyzeArgs),
+    /// Put DLQ entries back into a queue (one id, a filter, or --all).
+    Replay(ReplayArgs),
+    /// Delete DLQ entries for good (one id, a filter, or --all).
+    Delete(DeleteArgs),
+    /// Delete DLQ entries dead-lettered longer ago than a duration.
+    Purge(PurgeArgs),
+    /// Write DLQ entries as newline-delimited JSON (payloads in base64).
+    Export(ExportArgs),
+    /// Read entries written by `export` into a DLQ.
+    Import(ImportArgs),
+    /// Enqueue one message (the payload argument, or stdin).
+    Enqueue(EnqueueArgs),
+    /// Check every record's checksum and report what recovery would find; changes nothing
+    /// and takes no lock.
+    Verify(VerifyArgs),
+    /// Serve the web dashboard and /metrics.
+    Serve(ServeArgs),
+}
+
+/// Which DLQ entries: filters shared by list, analyze, replay, delete and export.
+#[derive(Debug, Clone, Default, Args)]
+pub struct Selection {
+    /// Only this queue's DLQ (a queue name or a DLQ name such as orders-dlq).
+    #[arg(long, short = 'q')]
+    pub queue: Option<String>,
+    /// Only entries with this error kind.
+    #[arg(long, value_name = "KIND")]
+    pub error_kind: Option<String>,
+    /// Only entries whose error message contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Only entries dead-lettered at or after this time (2024-05-01T10:00:00Z, 2024-05-01,
+    /// ms since the epoch, or a duration ago such as 2h).
+    #[arg(long, value_name = "TIME", value_parser = timefmt::parse_time_arg)]
+    pub since: Option<u64>,
+    /// Only entries dead-lettered before this time (same forms as --since).
+    #[arg(long, value_name = "TIME", value_parser = timefmt::parse_time_arg)]
+    pub until: Option<u64>,
+    /// Only entries with at least this many deliveries.
+    #[arg(long, value_name = "N")]
+    pub min_attempts: Option<u32>,
+    /// Only entries with at most this many deliveries.
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Only pending or only reprocessed entries.
+    #[arg(long, value_enum)]
+    pub status: Option<StatusArg>,
+    /// Only entries whose final failure was reported by this worker.
+    #[arg(long, value_name = "NAME")]
+    pub worker: Option<String>,
+}
+
+/// Entry status for --status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    /// Not dealt with yet.
+    Pending,
+    /// Marked reprocessed.
+    Reprocessed,
+}
+
+impl Selection {
+    /// The library filter of these options.
+    pub fn filter(&self) -> Filter {
+        let mut f = Filter::all();
+        f.error_kind = self.error_kind.clone();
+        f.message_contains = self.message.clone();
+        f.since_ms = self.since;
+        f.until_ms = self.until;
+        f.min_attempts = self.min_attempts;
+        f.max_attempts = self.max_attempts;
+        f.worker = self.worker.clone();
+        f.pending = self.status.map(|s| s == StatusArg::Pending);
+        f
+    }
+}
+
+/// The filter arguments, for groups that need "an id, a filter or --all".
+const FILTER_ARGS: [&str; 8] = [
+    "error_kind",
+    "message",
+    "since",
+    "until",
+    "min_attempts",
+    "max_attempts",
+    "status",
+    "worker",
+];
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Start after this entry id (the cursor printed by the previous page).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<MessageId>,
+    /// Entries per page.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub limit: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The entry's id.
+    pub id: MessageId,
+    /// Show the payload in hex even when it is text.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub sel: Selection,
+}
+
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("which")
+        .required(true)
+        .multiple(true)
+        .args(["id", "all"])
+        .args(FILTER_ARGS)
+))]
+#[command(
+    override_usage = "deadletter replay <DIR> <ID | --all | FILTERS> [--queue Q] [--to QUEUE] \
+                          [--reset-attempts] [--dry-run] [--force] [--limit N]"
+)]
+pub struct ReplayArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// One entry's id.
+    #[arg(conflicts_with = "all")]
+    pub id: Option<MessageId>,
+    /// Every entry (of --queue's DLQ, or of every DLQ).
+    #[arg(long, conflicts_with_all = FILTER_ARGS)]
+    pub all: bool,
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Replay into this queue instead of the one each entry failed in.
+    #[arg(long, value_name = "QUEUE")]
+    pub to: Option<String>,
+    /// Count attempts from zero again.
+    #[arg(long)]
+    pub reset_attempts: bool,
+    /// Say what would move, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Replay entries already marked reprocessed too.
+    #[arg(long)]
+    pub force: bool,
+    /// Replay at most this many entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("which")
+        .required(true)
+        .multiple(true)
+        .args(["id", "all"])
+        .args(FILTER_ARGS)
+))]
+#[command(
+    override_usage = "deadletter delete <DIR> <ID | --all | FILTERS> [--queue Q] [--dry-run]"
+)]
+pub struct DeleteArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// One entry's id.
+    #[arg(conflicts_with = "all")]
+    pub id: Option<MessageId>,
+    /// Every entry (of --queue's DLQ, or of every DLQ).
+    #[arg(long, conflicts_with_all = FILTER_ARGS)]
+    pub all: bool,
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Say what would be deleted, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// Delete entries dead-lettered longer ago than this (30d, 12h, 90m, 45s, 1h30m).
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration_arg)]
+    pub older_than: Duration,
+    /// Only this queue's DLQ.
+    #[arg(long, short = 'q')]
+    pub queue: Option<String>,
+    /// Delete pending entries too (by default only reprocessed ones are purged).
+    #[arg(long)]
+    pub include_pending: bool,
+    /// Say what would be deleted, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Write to this file (created or replaced once complete) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The store directory (created if missing).
+    pub dir: PathBuf,
+    /// The export file; stdin when absent or `-`.
+    pub file: Option<PathBuf>,
+    /// Import into this queue's DLQ (created if missing) instead of each entry's own queue.
+    #[arg(long, short = 'q')]
+    pub queue: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// The store directory (created if missing).
+    pub dir: PathBuf,
+    /// The queue (created if missing).
+    #[arg(long, short = 'q')]
+    pub queue: String,
+    /// The payload; read from stdin when absent.
+    pub payload: Option<String>,
+    /// An attribute kept with the message and in its DLQ envelope (repeatable).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub attributes: Vec<(String, String)>,
+    /// Not visible before this delay (such as 10s).
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration_arg)]
+    pub delay: Option<Duration>,
+    /// Time to live (such as 1h).
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration_arg)]
+    pub ttl: Option<Duration>,
+    /// A repeat with the same key within the store's window enqueues nothing.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// The token replay and delete requests must carry (random when absent).
+    #[arg(long, env = "DEADLETTER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,64 @@
+//! `deadletter`: the operator's command-line tool for a deadletter store directory.
+//!
+//! Every command takes the store directory as its first argument, prints aligned tables for
+//! people and, with `--json`, stable JSON for scripts. Exit codes: 0 success, 1 the operation
+//! failed (including a store locked by another process, which is left untouched), 2 bad
+//! usage. Errors go to stderr as one line. Long operations draw a progress bar on stderr
+//! when it is a terminal, never in a pipe.
+//!
+//! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
+//! [`change`] (replay, delete, purge, enqueue), [`transfer`] (export, import),
+//! [`check`] (verify), [`serve`] (the dashboard), and helpers: [`error`], [`output`],
+//! [`progress`], [`timefmt`], [`store_access`].
+
+mod browse;
+mod change;
+mod check;
+mod cli;
+mod error;
+mod output;
+mod progress;
+mod serve;
+mod store_access;
+mod timefmt;
+mod transfer;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::CliError;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version print and exit 0; usage errors print and exit 2.
+        Err(e) => e.exit(),
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let json = cli.json;
+    match cli.command {
+        Command::Stats(a) => browse::stats(&a, json),
+        Command::List(a) => browse::list(&a, json),
+        Command::Show(a) => browse::show(&a, json),
+        Command::Analyze(a) => browse::analyze(&a, json),
+        Command::Replay(a) => change::replay(&a, json),
+        Command::Delete(a) => change::delete(&a, json),
+        Command::Purge(a) => change::purge(&a, json),
+        Command::Enqueue(a) => change::enqueue(&a, json),
+        Command::Export(a) => transfer::export(&a, json),
+        Command::Import(a) => transfer::import(&a, json),
+        Command::Verify(a) => check::verify(&a, json),
+        Command::Serve(a) => serve::serve(&a, json),
+    }
+}

@@ -1,0 +1,64 @@
+//! `serve`: the web dashboard and `/metrics` (built with the `dashboard` feature; without
+//! it the command explains how to get it).
+
+use crate::cli::ServeArgs;
+use crate::error::CliError;
+
+#[cfg(feature = "dashboard")]
+pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
+    use deadletter::dashboard::{self, DashboardOptions};
+
+    use crate::output::print;
+    use crate::store_access::{self, Open};
+
+    let store = store_access::open(&args.dir, Open::Existing)?;
+    let options = DashboardOptions {
+        bind: args.bind,
+        token: args.token.clone(),
+        ..DashboardOptions::default()
+    };
+    let server = dashboard::serve(store, options).map_err(CliError::Dashboard)?;
+    let text = if json {
+        serde_json::json!({
+            "url": server.url(),
+            "addr": server.local_addr().to_string(),
+            "token": server.token(),
+            "open": server.url_with_token(),
+        })
+        .to_string()
+            + "\n"
+    } else {
+        let mut t = format!(
+            "deadletter dashboard for {} on {}\n\
+             token for replay and delete: {}\n\
+             open: {}\n\
+             metrics: {}metrics\n",
+            args.dir.display(),
+            server.url(),
+            server.token(),
+            server.url_with_token(),
+            server.url()
+        );
+        if !server.local_addr().ip().is_loopback() {
+            t.push_str(
+                "warning: listening beyond loopback; API reads need the token too, and \
+                 traffic is not encrypted\n",
+            );
+        }
+        t.push_str("press Ctrl-C to stop\n");
+        t
+    };
+    print(&text)?;
+    server.wait();
+    Ok(())
+}
+
+#[cfg(not(feature = "dashboard"))]
+pub fn serve(args: &ServeArgs, _json: bool) -> Result<(), CliError> {
+    let _ = (&args.dir, &args.bind, &args.token);
+    Err(CliError::Incomplete(
+        "this deadletter was built without the dashboard; rebuild with \
+         `cargo install deadletter --features dashboard` (or `--features dashboard`)"
+            .into(),
+    ))
+}
