@@ -1,0 +1,329 @@
+//! The dashboard's HTTP surface without a browser: the page and its assets, the JSON API
+//! against the library, and the protections of mutating requests (token, same origin,
+//! JSON body, expected Host).
+#![cfg(feature = "dashboard")]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use deadletter::dashboard::{self, Dashboard, DashboardOptions};
+use deadletter::{Config, Failure, FailureReport, ManualClock, QueueOptions, Store};
+use serde_json::Value;
+
+const T0: u64 = 1_800_000_000_000;
+const TOKEN: &str = "s3cret-token";
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+fn get(addr: SocketAddr, path: &str) -> Reply {
+    request(addr, "GET", path, &[], "")
+}
+
+/// A store with 3 DLQ entries in `orders` (2 Invalid, 1 Timeout) and a server on it.
+fn setup() -> (tempfile::TempDir, Store, Dashboard, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let config = Config {
+        segment_size: 1 << 20,
+        max_message_size: 256 << 10,
+        ..Config::default()
+    }
+    .clock(clock.clone());
+    let store = Store::open(dir.path(), config).unwrap();
+    let q = store
+        .queue_with(
+            "orders",
+            QueueOptions {
+                max_attempts: 1,
+                ..QueueOptions::default()
+            },
+        )
+        .unwrap();
+    q.enqueue(b"not json").unwrap();
+    q.enqueue([0xffu8, 0x00, 0x80]).unwrap();
+    q.enqueue(b"{\"slow\":true}").unwrap();
+    let mut ids = Vec::new();
+    for (i, msg) in q.lease(3).unwrap().into_iter().enumerate() {
+        clock.advance(60_000);
+        let f = if i < 2 {
+            Failure::permanent("Invalid", "cannot parse")
+        } else {
+            Failure::transient("Timeout", "took too long")
+        };
+        q.dead_letter(&msg, &FailureReport::new(&f)).unwrap();
+        ids.push(msg.id());
+    }
+    let server = dashboard::serve(
+        store.clone(),
+        DashboardOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: Some(TOKEN.into()),
+            log_actions: false,
+            ..DashboardOptions::default()
+        },
+    )
+    .unwrap();
+    (dir, store, server, ids)
+}
+
+#[test]
+fn page_and_assets_are_served_with_protective_headers() {
+    let (_dir, _store, server, _) = setup();
+    let addr = server.local_addr();
+    let page = get(addr, "/");
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(page.body.contains("<script src=\"/app.js\"></script>"));
+    assert!(
+        !page.body.contains("http://") && !page.body.contains("https://"),
+        "no CDN"
+    );
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"));
+    let js = get(addr, "/app.js");
+    assert_eq!(js.status, 200);
+    assert!(js
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert!(js.body.contains("X-Deadletter-Token"));
+    assert_eq!(get(addr, "/style.css").status, 200);
+    assert_eq!(get(addr, "/nope").status, 404);
+    assert_eq!(
+        server.url_with_token(),
+        format!("http://{addr}/#token={TOKEN}")
+    );
+    server.shutdown();
+}
+
+#[test]
+fn the_api_reads_what_the_library_holds() {
+    let (_dir, store, server, ids) = setup();
+    let addr = server.local_addr();
+    let stats = get(addr, "/api/stats").json();
+    assert_eq!(stats["queues"][0]["queue"], "orders");
+    assert_eq!(stats["queues"][0]["dlq_size"], 3);
+    assert_eq!(
+        stats["queues"][0]["dlq_stats"]["by_error_kind"]["Invalid"],
+        2
+    );
+
+    let page = get(addr, "/api/dlq/orders-dlq?error_kind=Invalid&limit=1").json();
+    assert_eq!(page["matched"], 2);
+    assert_eq!(page["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(page["entries"][0]["id"], ids[0]);
+    assert_eq!(page["next_cursor"], ids[0]);
+    let next = get(
+        addr,
+        &format!(
+            "/api/dlq/orders?error_kind=Invalid&limit=1&after={}",
+            ids[0]
+        ),
+    )
+    .json();
+    assert_eq!(next["entries"][0]["id"], ids[1]);
+    assert_eq!(next["entries"][0]["payload_is_text"], false);
+    assert_eq!(next["entries"][0]["payload_preview"], "ff0080");
+    assert!(next["next_cursor"].is_null());
+
+    let entry = get(addr, &format!("/api/entry/{}", ids[1])).json();
+    let back = deadletter::export::envelope_from_json(&entry).unwrap();
+    assert_eq!(back, store.dlq("orders").unwrap().get(ids[1]).unwrap());
+    assert_eq!(back.payload, vec![0xff, 0x00, 0x80]);
+
+    let timeline = get(addr, "/api/timeline/orders-dlq?hours=3").json();
+    let buckets: Vec<u64> = timeline["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(buckets.len(), 3);
+    assert_eq!(
+        buckets.iter().sum::<u64>() + timeline["earlier"].as_u64().unwrap(),
+        3
+    );
+
+    assert_eq!(get(addr, "/api/dlq/nosuch").status, 404);
+    assert_eq!(get(addr, "/api/entry/999").status, 404);
+    assert_eq!(get(addr, "/api/dlq/orders?bogus=1").status, 400);
+    assert_eq!(get(addr, "/api/timeline/orders?hours=999").status, 400);
+    server.shutdown();
+}
+
+#[test]
+fn mutations_need_the_token_the_origin_and_json() {
+    let (_dir, store, server, ids) = setup();
+    let addr = server.local_addr();
+    let own = format!("http://{addr}");
+    let body = format!(r#"{{"dlq":"orders-dlq","ids":[{}]}}"#, ids[0]);
+    let json = ("Content-Type", "application/json");
+    let cases: [(&[(&str, &str)], u16); 6] = [
+        (&[json], 403),                                  // no token
+        (&[json, ("X-Deadletter-Token", "wrong")], 403), // wrong token
+        (
+            &[
+                json,
+                ("X-Deadletter-Token", TOKEN),
+                ("Origin", "http://evil.example"),
+            ],
+            403,
+        ),
+        (
+            &[
+                json,
+                ("X-Deadletter-Token", TOKEN),
+                ("Referer", "http://evil.example/x"),
+            ],
+            403,
+        ),
+        (
+            &[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("X-Deadletter-Token", TOKEN),
+            ],
+            415,
+        ),
+        (
+            &[
+                json,
+                ("X-Deadletter-Token", TOKEN),
+                ("Host", "evil.example"),
+            ],
+            421,
+        ),
+    ];
+    for (headers, status) in cases {
+        let r = request(addr, "POST", "/api/replay", headers, &body);
+        assert_eq!(r.status, status, "{headers:?}: {}", r.body);
+    }
+    assert_eq!(
+        store.dlq("orders").unwrap().len(),
+        3,
+        "nothing was replayed"
+    );
+    assert_eq!(get(addr, "/api/replay").status, 405);
+
+    // With the token from the page's own origin: replayed.
+    let ok = request(
+        addr,
+        "POST",
+        "/api/replay",
+        &[json, ("X-Deadletter-Token", TOKEN), ("Origin", &own)],
+        &body,
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(ok.json()["replayed"][0], ids[0]);
+    assert_eq!(store.dlq("orders").unwrap().len(), 2);
+    assert_eq!(store.existing_queue("orders").unwrap().len(), 1);
+
+    // A dry run by filter changes nothing; a delete by filter removes what matches.
+    let dry = request(
+        addr,
+        "POST",
+        "/api/replay",
+        &[json, ("X-Deadletter-Token", TOKEN)],
+        r#"{"dlq":"orders","filter":{"error_kind":"Timeout"},"dry_run":true}"#,
+    );
+    assert_eq!(dry.json()["replayed"].as_array().unwrap().len(), 1);
+    assert_eq!(store.dlq("orders").unwrap().len(), 2);
+    let del = request(
+        addr,
+        "POST",
+        "/api/delete",
+        &[
+            json,
+            ("X-Deadletter-Token", TOKEN),
+            ("Referer", &format!("{own}/")),
+        ],
+        r#"{"dlq":"orders-dlq","filter":{"error_kind":"Timeout"}}"#,
+    );
+    assert_eq!(del.status, 200, "{}", del.body);
+    assert_eq!(del.json()["deleted"], 1);
+    assert_eq!(store.dlq("orders").unwrap().len(), 1);
+
+    // Malformed bodies are refused with a reason.
+    for bad in [
+        "{",
+        r#"{"dlq":"orders"}"#,
+        r#"{"dlq":"orders","ids":[1],"filter":{}}"#,
+        r#"{"dlq":"orders","ids":[1],"surprise":true}"#,
+        r#"{"dlq":"orders","filter":{"status":"weird"}}"#,
+    ] {
+        let r = request(
+            addr,
+            "POST",
+            "/api/delete",
+            &[json, ("X-Deadletter-Token", TOKEN)],
+            bad,
+        );
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert!(r.json()["error"].is_string());
+    }
+    server.shutdown();
+}

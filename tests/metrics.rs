@@ -1,0 +1,388 @@
+//! `/metrics` served by the dashboard parses as Prometheus text (checked by a strict parser
+//! of the exposition format written here) and its numbers equal the library's
+//! `Store::metrics_snapshot()`.
+#![cfg(feature = "dashboard")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use deadletter::dashboard::{self, DashboardOptions};
+use deadletter::{
+    Config, Failure, FailureReport, ManualClock, Metrics, QueueMetrics, QueueOptions, Store,
+};
+
+const T0: u64 = 1_800_000_000_000;
+
+/// One sample line: metric name, labels, value.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// A parsed exposition: families (name -> type) and samples.
+#[derive(Debug, Default)]
+struct Exposition {
+    types: BTreeMap<String, String>,
+    help: BTreeMap<String, String>,
+    samples: Vec<Sample>,
+}
+
+fn is_name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == ':'
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == ':'
+}
+
+fn valid_metric_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(is_name_start) && chars.all(is_name_char)
+}
+
+fn valid_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.starts_with("__")
+}
+
+fn parse_value(s: &str) -> Result<f64, String> {
+    match s {
+        "+Inf" => Ok(f64::INFINITY),
+        "-Inf" => Ok(f64::NEG_INFINITY),
+        "NaN" => Ok(f64::NAN),
+        _ => s.parse::<f64>().map_err(|_| format!("bad value {s:?}")),
+    }
+}
+
+/// Parses `{a="x",b="y"}` at the start of `s`; returns the labels and the rest.
+fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, &str), String> {
+    let mut labels = BTreeMap::new();
+    let mut rest = s.strip_prefix('{').ok_or("expected {")?;
+    loop {
+        if let Some(r) = rest.strip_prefix('}') {
+            return Ok((labels, r));
+        }
+        let eq = rest.find('=').ok_or("label without =")?;
+        let name = &rest[..eq];
+        if !valid_label_name(name) {
+            return Err(format!("bad label name {name:?}"));
+        }
+        rest = rest[eq + 1..]
+            .strip_prefix('"')
+            .ok_or("label value not quoted")?;
+        let mut value = String::new();
+        let mut chars = rest.char_indices();
+        let end = loop {
+            let (i, c) = chars.next().ok_or("unterminated label value")?;
+            match c {
+                '"' => break i,
+                '\\' => match chars.next().ok_or("dangling escape")?.1 {
+                    '\\' => value.push('\\'),
+                    '"' => value.push('"'),
+                    'n' => value.push('\n'),
+                    other => return Err(format!("bad escape \\{other}")),
+                },
+                '\n' => return Err("raw newline in label value".into()),
+                c => value.push(c),
+            }
+        };
+        if labels.insert(name.to_string(), value).is_some() {
+            return Err(format!("label {name} repeated"));
+        }
+        rest = &rest[end + 1..];
+        if let Some(r) = rest.strip_prefix(',') {
+            rest = r;
+        } else if !rest.starts_with('}') {
+            return Err("expected , or } after a label".into());
+        }
+    }
+}
+
+/// A strict parser of the text exposition format 0.0.4.
+fn parse_exposition(text: &str) -> Result<Exposition, String> {
+    if !text.ends_with('\n') {
+        return Err("the exposition must end with a line feed".into());
+    }
+    let mut exp = Exposition::default();
+    let mut seen_series = BTreeSet::new();
+    let mut finished_families = BTreeSet::new();
+    let mut current: Option<String> = None;
+    for (n, line) in text.lines().enumerate() {
+        let at = |e: String| format!("line {}: {e}: {line:?}", n + 1);
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(comment) = line.strip_prefix('#') {
+            let mut parts = comment.trim_start().splitn(3, ' ');
+            match parts.next() {
+                Some("HELP") => {
+                    let name = parts
+                        .next()
+                        .ok_or_else(|| at("HELP without a name".into()))?;
+                    if !valid_metric_name(name) {
+                        return Err(at(format!("bad name {name}")));
+                    }
+                    let help = parts.next().unwrap_or("");
+                    if exp.help.insert(name.into(), help.into()).is_some() {
+                        return Err(at(format!("second HELP for {name}")));
+                    }
+                }
+                Some("TYPE") => {
+                    let name = parts
+                        .next()
+                        .ok_or_else(|| at("TYPE without a name".into()))?;
+                    let kind = parts
+                        .next()
+                        .ok_or_else(|| at("TYPE without a type".into()))?;
+                    if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
+                        return Err(at(format!("unknown type {kind}")));
+                    }
+                    if exp.samples.iter().any(|s| s.name == name) {
+                        return Err(at(format!("TYPE of {name} after its samples")));
+                    }
+                    if exp.types.insert(name.into(), kind.into()).is_some() {
+                        return Err(at(format!("second TYPE for {name}")));
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        let name_end = line
+            .find(|c: char| c == '{' || c == ' ')
+            .ok_or_else(|| at("sample without a value".into()))?;
+        let name = &line[..name_end];
+        if !valid_metric_name(name) {
+            return Err(at(format!("bad metric name {name:?}")));
+        }
+        let (labels, rest) = if line[name_end..].starts_with('{') {
+            parse_labels(&line[name_end..]).map_err(at)?
+        } else {
+            (BTreeMap::new(), &line[name_end..])
+        };
+        let rest = rest
+            .strip_prefix(' ')
+            .ok_or_else(|| at("expected a space before the value".into()))?;
+        let mut fields = rest.split(' ');
+        let value = parse_value(fields.next().unwrap_or("")).map_err(at)?;
+        if let Some(ts) = fields.next() {
+            ts.parse::<i64>()
+                .map_err(|_| at(format!("bad timestamp {ts:?}")))?;
+        }
+        if fields.next().is_some() {
+            return Err(at("trailing fields".into()));
+        }
+        // Samples of one family are contiguous.
+        if current.as_deref() != Some(name) {
+            if let Some(prev) = current.take() {
+                finished_families.insert(prev);
+            }
+            if finished_families.contains(name) {
+                return Err(at(format!("samples of {name} are not contiguous")));
+            }
+            current = Some(name.to_string());
+        }
+        if !seen_series.insert((name.to_string(), labels.clone())) {
+            return Err(at("duplicate series".into()));
+        }
+        exp.samples.push(Sample {
+            name: name.into(),
+            labels,
+            value,
+        });
+    }
+    Ok(exp)
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> (u16, BTreeMap<String, String>, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+/// The value of `family` for `queue` in the exposition.
+fn value_of(exp: &Exposition, family: &str, q: &QueueMetrics) -> f64 {
+    let hits: Vec<&Sample> = exp
+        .samples
+        .iter()
+        .filter(|s| s.name == family && s.labels.get("queue") == Some(&q.queue))
+        .collect();
+    assert_eq!(hits.len(), 1, "{family} for {}", q.queue);
+    assert_eq!(hits[0].labels.get("dlq"), Some(&q.dlq));
+    hits[0].value
+}
+
+fn check_against(exp: &Exposition, m: &Metrics) {
+    let secs = |ms: Option<u64>| ms.unwrap_or(0) as f64 / 1000.0;
+    for q in &m.queues {
+        let expect: [(&str, f64); 12] = [
+            ("deadletter_queue_depth", q.depth as f64),
+            ("deadletter_queue_in_flight", q.in_flight as f64),
+            ("deadletter_enqueued_total", q.enqueued as f64),
+            ("deadletter_acked_total", q.acked as f64),
+            ("deadletter_retried_total", q.retried as f64),
+            ("deadletter_dead_lettered_total", q.dead_lettered as f64),
+            ("deadletter_expired_total", q.expired as f64),
+            ("deadletter_dlq_size", q.dlq_size as f64),
+            ("deadletter_dlq_pending", q.dlq_pending as f64),
+            ("deadletter_dlq_replayed_total", q.dlq_replayed as f64),
+            (
+                "deadletter_oldest_message_age_seconds",
+                secs(q.oldest_message_age_ms),
+            ),
+            (
+                "deadletter_dlq_oldest_age_seconds",
+                secs(q.dlq_oldest_age_ms),
+            ),
+        ];
+        for (family, want) in expect {
+            assert_eq!(value_of(exp, family, q), want, "{family} of {}", q.queue);
+        }
+    }
+    // Every family is typed and described; counters end in _total.
+    for name in Metrics::family_names() {
+        let kind = exp
+            .types
+            .get(name)
+            .unwrap_or_else(|| panic!("no TYPE for {name}"));
+        assert!(exp.help.contains_key(name), "no HELP for {name}");
+        assert_eq!(
+            kind == "counter",
+            name.ends_with("_total"),
+            "{name} is a {kind}"
+        );
+    }
+    assert_eq!(
+        exp.samples.len(),
+        m.queues.len() * Metrics::family_names().count()
+    );
+}
+
+#[test]
+fn metrics_parse_and_match_the_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let config = Config {
+        segment_size: 1 << 20,
+        max_message_size: 256 << 10,
+        ..Config::default()
+    }
+    .clock(clock.clone());
+    let store = Store::open(dir.path(), config).unwrap();
+    let opts = QueueOptions {
+        max_attempts: 2,
+        ..QueueOptions::default()
+    };
+    let orders = store.queue_with("orders", opts.clone()).unwrap();
+    // A name that needs escaping in a label value.
+    let odd = store.queue_with(r#"odd "name" \ here"#, opts).unwrap();
+    for i in 0..6 {
+        orders.enqueue(format!("order {i}")).unwrap();
+    }
+    odd.enqueue("x").unwrap();
+    clock.advance(1_500);
+    let msgs = orders.lease(4).unwrap();
+    orders.ack(&msgs[0]).unwrap();
+    let bad = Failure::permanent("Invalid", "bad");
+    orders
+        .dead_letter(&msgs[1], &FailureReport::new(&bad))
+        .unwrap();
+    let slow = Failure::transient("Timeout", "slow");
+    orders
+        .retry(&msgs[2], &FailureReport::new(&slow), T0 + 100_000)
+        .unwrap();
+    // msgs[3] stays in flight.
+    clock.advance(2_250);
+
+    let server = dashboard::serve(
+        store.clone(),
+        DashboardOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            log_actions: false,
+            ..DashboardOptions::default()
+        },
+    )
+    .unwrap();
+    let addr = server.local_addr();
+
+    let (status, headers, body) = http_get(addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        headers["content-type"].starts_with("text/plain; version=0.0.4"),
+        "{headers:?}"
+    );
+    let exp = parse_exposition(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let m = store.metrics_snapshot();
+    assert_eq!(m.queues.len(), 2);
+    let o = &m.queues[0];
+    assert_eq!((o.depth, o.in_flight, o.acked, o.retried), (3, 1, 1, 1));
+    assert_eq!((o.dead_lettered, o.dlq_size, o.enqueued), (1, 1, 6));
+    assert_eq!(o.dlq_oldest_age_ms, Some(2_250));
+    assert_eq!(m.queues[1].queue, r#"odd "name" \ here"#);
+    check_against(&exp, &m);
+    assert!(body.contains(r#"queue="odd \"name\" \\ here""#), "{body}");
+
+    // The numbers follow the store.
+    orders.ack(&msgs[3]).unwrap();
+    clock.advance(1_000);
+    let (_, _, body) = http_get(addr, "/metrics");
+    let exp = parse_exposition(&body).unwrap();
+    let m = store.metrics_snapshot();
+    assert_eq!(m.queues[0].in_flight, 0);
+    check_against(&exp, &m);
+    server.shutdown();
+}
+
+#[test]
+fn the_strict_parser_rejects_malformed_text() {
+    for bad in [
+        "x 1",                                     // no final newline
+        "1x 1\n",                                  // bad name
+        "x{a=\"1\" 1\n",                           // unterminated labels
+        "x{a=1} 1\n",                              // unquoted value
+        "x{a=\"\\q\"} 1\n",                        // bad escape
+        "x one\n",                                 // bad value
+        "x 1\nx 2\n",                              // duplicate series
+        "x 1\ny 1\nx{a=\"b\"} 1\n",                // not contiguous
+        "# TYPE x gauge\n# TYPE x counter\nx 1\n", // second TYPE
+        "x 1\n# TYPE x gauge\n",                   // TYPE after samples
+        "# TYPE x flavour\nx 1\n",                 // unknown type
+        "x{a=\"1\",a=\"2\"} 1\n",                  // repeated label
+    ] {
+        assert!(parse_exposition(bad).is_err(), "accepted {bad:?}");
+    }
+    let good = "# HELP x A thing.\n# TYPE x gauge\nx{a=\"q\\\"\\\\\\n\"} 1.5 1700000000\nx 2\n";
+    let exp = parse_exposition(good).unwrap();
+    assert_eq!(exp.samples[0].labels["a"], "q\"\\\n");
+    assert_eq!(exp.samples[1].value, 2.0);
+}
