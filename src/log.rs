@@ -425,6 +425,7 @@ impl Log {
             // Past half of the active segment, have the next one prepared in the background
             // so that the roll does not stall appenders on filling a segment with zeros.
             if (w.active.end() + w.buf.len() as u64) * 2 >= w.active.capacity
+                && !inner.spare_requested.load(Ordering::Relaxed)
                 && !inner.spare_requested.swap(true, Ordering::AcqRel)
             {
                 if inner.fs.allows_background_io() {
@@ -532,10 +533,12 @@ impl Log {
         // to reach the disk in order, and a crash must leave a contiguous run of segments.
         for seg in &doomed {
             inner.segments.write().remove(&seg.base);
-            inner
-                .fs
-                .remove(&seg.path)
-                .map_err(|e| Error::io("remove", &seg.path, e))?;
+            if let Err(e) = inner.fs.remove(&seg.path) {
+                // The file is still there: keep it in the log, or a later call would delete
+                // the segments after it and leave a hole that no open gets past.
+                inner.segments.write().insert(seg.base, Arc::clone(seg));
+                return Err(Error::io("remove", &seg.path, e));
+            }
             inner
                 .fs
                 .sync_dir(&inner.dir)
