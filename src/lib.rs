@@ -48,6 +48,8 @@ pub mod queue;
 pub mod record;
 pub mod retry;
 pub mod segment;
+#[doc(hidden)]
+pub mod sim;
 pub mod state;
 pub mod store;
 pub mod types;

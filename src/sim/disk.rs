@@ -1,0 +1,858 @@
+//! [`SimDisk`]: an in-memory [`Vfs`] that models what survives a power cut.
+//!
+//! Every file has a *volatile* image (what reads see: the page cache) and a *durable* image
+//! (what is on the medium). Writes and size changes go to the volatile image and are queued
+//! as pending changes; [`VfsFile::sync`] makes the file's data and size durable. The
+//! namespace (file names, directories) likewise has a volatile and a durable version:
+//! creations, renames and removals are queued per directory and become durable only by
+//! [`Vfs::sync_dir`] of that directory (a file `sync` does not make its name durable).
+//!
+//! [`SimDisk::power_cut`] produces the post-crash state from a seed:
+//! - each pending write is split at 512-byte sector boundaries, and each piece is kept,
+//!   dropped, torn (a prefix of it lands) or garbled (random bytes land), independently, so
+//!   unsynced writes may land partly and out of order;
+//! - a pending size change (truncate, extend) may or may not persist, and a file may end at
+//!   its durable size even if later writes extended it;
+//! - each pending directory operation may be applied or undone, independently; a rename is
+//!   atomic (old name or new name, never both, never neither);
+//! - every lock is released, and handles opened before the cut fail with an I/O error.
+//!
+//! What the model assumes of real hardware (see `docs/RELIABILITY.md`): a write, lost or
+//! torn, damages only the bytes it was writing (no collateral damage to neighbouring synced
+//! bytes of the same sector: "powersafe overwrite"); `fsync` of a file makes its data and
+//! size durable; `fsync` of a directory makes its entries durable. Damage to synced data (bit
+//! rot) is not part of a power cut: tests inject it with [`SimDisk::flip_durable_bit`].
+//!
+//! [`VfsFile::map`] returns a snapshot of the volatile image (`is_live() == false`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::rng::SimRng;
+use crate::vfs::{LockGuard, MappedView, Vfs, VfsFile};
+
+/// Sector size used to split pending writes at a power cut.
+pub const SECTOR: u64 = 512;
+
+type Ino = u64;
+
+/// A change to a file not yet made durable by `sync`.
+#[derive(Debug, Clone)]
+enum Pending {
+    Write { offset: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    /// What reads see. An `Arc` so that a mapped snapshot costs nothing until the next write.
+    data: Arc<Vec<u8>>,
+    durable: Vec<u8>,
+    pending: Vec<Pending>,
+}
+
+/// A directory change not yet made durable by `sync_dir`.
+#[derive(Debug, Clone)]
+enum DirOp {
+    Link {
+        name: PathBuf,
+        ino: Ino,
+    },
+    Unlink {
+        name: PathBuf,
+        ino: Ino,
+    },
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        ino: Ino,
+    },
+    MkDir(PathBuf),
+}
+
+/// Counters of what the disk was asked to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskStats {
+    /// `write_at` calls.
+    pub writes: u64,
+    /// File syncs.
+    pub syncs: u64,
+    /// Directory syncs.
+    pub dir_syncs: u64,
+    /// Power cuts.
+    pub power_cuts: u64,
+}
+
+/// How a power cut treats pending changes; probabilities in `[0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PowerCutOptions {
+    /// A sector piece of a pending write lands whole.
+    pub keep: f64,
+    /// A sector piece lands as random bytes (otherwise it is dropped or torn).
+    pub garble: f64,
+    /// A sector piece lands partly (a prefix of it).
+    pub tear: f64,
+    /// A pending size change persists.
+    pub keep_len: f64,
+    /// A pending directory operation persists.
+    pub keep_dir_op: f64,
+}
+
+impl PowerCutOptions {
+    /// Probabilities drawn from `rng`, so that different seeds stress different mixes
+    /// (mostly kept, mostly lost, much garbage...).
+    pub fn random(rng: &mut SimRng) -> Self {
+        let pick = |rng: &mut SimRng| match rng.below(4) {
+            0 => 0.0,
+            1 => 1.0,
+            _ => rng.below(101) as f64 / 100.0,
+        };
+        PowerCutOptions {
+            keep: pick(rng),
+            garble: pick(rng) * 0.3,
+            tear: pick(rng) * 0.3,
+            keep_len: pick(rng),
+            keep_dir_op: pick(rng),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    dirs: BTreeSet<PathBuf>,
+    durable_dirs: BTreeSet<PathBuf>,
+    names: BTreeMap<PathBuf, Ino>,
+    durable_names: BTreeMap<PathBuf, Ino>,
+    pending: BTreeMap<PathBuf, Vec<DirOp>>,
+    inodes: HashMap<Ino, Arc<Mutex<Inode>>>,
+    next_ino: Ino,
+    locks: HashMap<PathBuf, u64>,
+    next_token: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped by every power cut; handles from an older epoch fail.
+    epoch: AtomicU64,
+    writes: AtomicU64,
+    syncs: AtomicU64,
+    dir_syncs: AtomicU64,
+    power_cuts: AtomicU64,
+}
+
+/// An in-memory file system with power-cut simulation. Clones share the same disk.
+#[derive(Clone)]
+pub struct SimDisk {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SimDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimDisk")
+            .field("epoch", &self.shared.epoch.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SimDisk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn is_root(p: &Path) -> bool {
+    p.as_os_str().is_empty() || p == Path::new("/") || p == Path::new(".")
+}
+
+fn parent_of(p: &Path) -> PathBuf {
+    p.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+fn not_found(p: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: not found", p.display()),
+    )
+}
+
+impl State {
+    fn dir_exists(&self, d: &Path) -> bool {
+        is_root(d) || self.dirs.contains(d)
+    }
+
+    fn push_op(&mut self, dir: PathBuf, op: DirOp) {
+        self.pending.entry(dir).or_default().push(op);
+    }
+
+    fn new_inode(&mut self, inode: Inode) -> Ino {
+        self.next_ino += 1;
+        let ino = self.next_ino;
+        self.inodes.insert(ino, Arc::new(Mutex::new(inode)));
+        ino
+    }
+
+    /// Drops inodes that no name, durable name or pending operation refers to.
+    fn collect_garbage(&mut self) {
+        let mut used: BTreeSet<Ino> = self.names.values().copied().collect();
+        used.extend(self.durable_names.values().copied());
+        for ops in self.pending.values() {
+            for op in ops {
+                match op {
+                    DirOp::Link { ino, .. }
+                    | DirOp::Unlink { ino, .. }
+                    | DirOp::Rename { ino, .. } => {
+                        used.insert(*ino);
+                    }
+                    DirOp::MkDir(_) => {}
+                }
+            }
+        }
+        self.inodes.retain(|ino, _| used.contains(ino));
+    }
+}
+
+fn apply_dir_op(names: &mut BTreeMap<PathBuf, Ino>, dirs: &mut BTreeSet<PathBuf>, op: &DirOp) {
+    match op {
+        DirOp::Link { name, ino } => {
+            names.insert(name.clone(), *ino);
+        }
+        DirOp::Unlink { name, ino } => {
+            if names.get(name) == Some(ino) {
+                names.remove(name);
+            }
+        }
+        DirOp::Rename { from, to, ino } => {
+            if names.get(from) == Some(ino) {
+                names.remove(from);
+            }
+            names.insert(to.clone(), *ino);
+        }
+        DirOp::MkDir(d) => {
+            dirs.insert(d.clone());
+        }
+    }
+}
+
+/// The durable image a file has after a power cut.
+fn crash_image(inode: &Inode, rng: &mut SimRng, o: &PowerCutOptions) -> Vec<u8> {
+    let mut img = inode.durable.clone();
+    let durable_len = img.len();
+    for p in &inode.pending {
+        match p {
+            Pending::SetLen(n) => {
+                if rng.chance(o.keep_len) {
+                    img.resize(*n as usize, 0);
+                }
+            }
+            Pending::Write { offset, data } => {
+                let mut at = *offset;
+                let end = offset + data.len() as u64;
+                while at < end {
+                    let piece_end = ((at / SECTOR + 1) * SECTOR).min(end);
+                    let src = &data[(at - offset) as usize..(piece_end - offset) as usize];
+                    let roll = rng.below(1_000_000) as f64 / 1_000_000.0;
+                    let landed: Option<Vec<u8>> = if roll < o.keep {
+                        Some(src.to_vec())
+                    } else if roll < o.keep + (1.0 - o.keep) * o.garble {
+                        Some(rng.bytes(src.len()))
+                    } else if roll < o.keep + (1.0 - o.keep) * (o.garble + o.tear) {
+                        let n = rng.index(src.len() + 1);
+                        Some(src[..n].to_vec())
+                    } else {
+                        None
+                    };
+                    if let Some(bytes) = landed {
+                        let a = at as usize;
+                        if img.len() < a + bytes.len() {
+                            img.resize(a + bytes.len(), 0);
+                        }
+                        img[a..a + bytes.len()].copy_from_slice(&bytes);
+                    }
+                    at = piece_end;
+                }
+            }
+        }
+    }
+    // A size change made by the writes themselves may not have reached the medium either
+    // (only bytes past the durable size can vanish this way).
+    if img.len() > durable_len && !rng.chance(o.keep_len) {
+        img.truncate(durable_len);
+    }
+    img
+}
+
+impl SimDisk {
+    /// An empty disk: only the root directory exists.
+    pub fn new() -> Self {
+        SimDisk {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                epoch: AtomicU64::new(0),
+                writes: AtomicU64::new(0),
+                syncs: AtomicU64::new(0),
+                dir_syncs: AtomicU64::new(0),
+                power_cuts: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Counters of the disk's work.
+    pub fn stats(&self) -> DiskStats {
+        let s = &self.shared;
+        DiskStats {
+            writes: s.writes.load(Ordering::Relaxed),
+            syncs: s.syncs.load(Ordering::Relaxed),
+            dir_syncs: s.dir_syncs.load(Ordering::Relaxed),
+            power_cuts: s.power_cuts.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Cuts the power: the disk becomes what a machine would find after a crash at this
+    /// instant, with the pending changes treated per options drawn from `seed`.
+    pub fn power_cut(&self, seed: u64) {
+        let mut rng = SimRng::new(seed);
+        let options = PowerCutOptions::random(&mut rng);
+        self.power_cut_with(&mut rng, &options);
+    }
+
+    /// Cuts the power with explicit options.
+    pub fn power_cut_with(&self, rng: &mut SimRng, o: &PowerCutOptions) {
+        let mut st = self.shared.state.lock();
+        self.shared.epoch.fetch_add(1, Ordering::SeqCst);
+        self.shared.power_cuts.fetch_add(1, Ordering::Relaxed);
+        let mut names = st.durable_names.clone();
+        let mut dirs = st.durable_dirs.clone();
+        let pending = std::mem::take(&mut st.pending);
+        for op in pending.values().flatten() {
+            if rng.chance(o.keep_dir_op) {
+                apply_dir_op(&mut names, &mut dirs, op);
+            }
+        }
+        // Entries whose directory did not survive are gone with it.
+        let alive = |p: &Path, dirs: &BTreeSet<PathBuf>| {
+            let mut cur = parent_of(p);
+            loop {
+                if is_root(&cur) {
+                    return true;
+                }
+                if !dirs.contains(&cur) {
+                    return false;
+                }
+                cur = parent_of(&cur);
+            }
+        };
+        let dirs_snapshot = dirs.clone();
+        dirs.retain(|d| alive(d, &dirs_snapshot));
+        names.retain(|p, _| alive(p, &dirs));
+        let mut images: BTreeMap<Ino, Vec<u8>> = BTreeMap::new();
+        let inos: BTreeSet<Ino> = names.values().copied().collect();
+        for ino in inos {
+            let img = match st.inodes.get(&ino) {
+                Some(inode) => crash_image(&inode.lock(), rng, o),
+                None => Vec::new(),
+            };
+            images.insert(ino, img);
+        }
+        st.inodes.clear();
+        for (ino, img) in images {
+            st.inodes.insert(
+                ino,
+                Arc::new(Mutex::new(Inode {
+                    data: Arc::new(img.clone()),
+                    durable: img,
+                    pending: Vec::new(),
+                })),
+            );
+        }
+        st.names = names.clone();
+        st.durable_names = names;
+        st.dirs = dirs.clone();
+        st.durable_dirs = dirs;
+        st.locks.clear();
+    }
+
+    /// An independent copy of this disk (volatile and durable images, pending changes).
+    /// Handles and locks are not copied.
+    pub fn fork(&self) -> SimDisk {
+        let st = self.shared.state.lock();
+        let copy = SimDisk::new();
+        {
+            let mut c = copy.shared.state.lock();
+            c.dirs = st.dirs.clone();
+            c.durable_dirs = st.durable_dirs.clone();
+            c.names = st.names.clone();
+            c.durable_names = st.durable_names.clone();
+            c.pending = st.pending.clone();
+            c.next_ino = st.next_ino;
+            for (&ino, inode) in &st.inodes {
+                let i = inode.lock();
+                c.inodes.insert(
+                    ino,
+                    Arc::new(Mutex::new(Inode {
+                        data: Arc::new(i.data.as_ref().clone()),
+                        durable: i.durable.clone(),
+                        pending: i.pending.clone(),
+                    })),
+                );
+            }
+        }
+        copy
+    }
+
+    /// The durable bytes of the file at `path` (as a power cut that loses every pending
+    /// change would leave them), if its name is durable.
+    pub fn durable_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.shared.state.lock();
+        let ino = st.durable_names.get(path)?;
+        let bytes = st.inodes.get(ino)?.lock().durable.clone();
+        Some(bytes)
+    }
+
+    /// The bytes reads of `path` see now.
+    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.shared.state.lock();
+        let ino = st.names.get(path)?;
+        let bytes = st.inodes.get(ino)?.lock().data.as_ref().clone();
+        Some(bytes)
+    }
+
+    /// Names in directory `dir` that are durable.
+    pub fn durable_list(&self, dir: &Path) -> Vec<String> {
+        let st = self.shared.state.lock();
+        st.durable_names
+            .keys()
+            .filter(|p| parent_of(p) == dir)
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Creates (or replaces) the file at `path` with `bytes`, durably, creating its
+    /// directories durably too: for building a disk image (fuzzing, foreign files).
+    pub fn write_durable(&self, path: &Path, bytes: &[u8]) {
+        let mut st = self.shared.state.lock();
+        let mut chain = Vec::new();
+        let mut cur = parent_of(path);
+        while !is_root(&cur) {
+            chain.push(cur.clone());
+            cur = parent_of(&cur);
+        }
+        for d in chain {
+            st.dirs.insert(d.clone());
+            st.durable_dirs.insert(d);
+        }
+        let ino = st.new_inode(Inode {
+            data: Arc::new(bytes.to_vec()),
+            durable: bytes.to_vec(),
+            pending: Vec::new(),
+        });
+        st.names.insert(path.to_path_buf(), ino);
+        st.durable_names.insert(path.to_path_buf(), ino);
+    }
+
+    /// Flips bit `bit` of the file at `path` in both images (bit rot of the medium, seen at
+    /// once by new reads). Returns false when the file or the bit does not exist.
+    pub fn flip_durable_bit(&self, path: &Path, bit: u64) -> bool {
+        let st = self.shared.state.lock();
+        let Some(inode) = st.durable_names.get(path).and_then(|i| st.inodes.get(i)) else {
+            return false;
+        };
+        let mut inode = inode.lock();
+        let byte = (bit / 8) as usize;
+        if byte >= inode.durable.len() {
+            return false;
+        }
+        inode.durable[byte] ^= 1 << (bit % 8);
+        let data = Arc::make_mut(&mut inode.data);
+        if byte < data.len() {
+            data[byte] ^= 1 << (bit % 8);
+        }
+        true
+    }
+
+    fn check_epoch(&self, epoch: u64) -> io::Result<()> {
+        if self.shared.epoch.load(Ordering::SeqCst) != epoch {
+            return Err(io::Error::other(
+                "handle opened before a simulated power cut",
+            ));
+        }
+        Ok(())
+    }
+
+    fn handle(&self, path: &Path, inode: Arc<Mutex<Inode>>, read_only: bool) -> Arc<dyn VfsFile> {
+        Arc::new(SimFile {
+            disk: self.clone(),
+            inode,
+            epoch: self.shared.epoch.load(Ordering::SeqCst),
+            read_only,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+struct SimFile {
+    disk: SimDisk,
+    inode: Arc<Mutex<Inode>>,
+    epoch: u64,
+    read_only: bool,
+    path: PathBuf,
+}
+
+struct Snapshot(Arc<Vec<u8>>);
+
+impl MappedView for Snapshot {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn is_live(&self) -> bool {
+        false
+    }
+}
+
+impl SimFile {
+    fn writable(&self) -> io::Result<()> {
+        self.disk.check_epoch(self.epoch)?;
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{} is open read-only", self.path.display()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl VfsFile for SimFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.disk.check_epoch(self.epoch)?;
+        let inode = self.inode.lock();
+        let data = &inode.data;
+        if offset >= data.len() as u64 {
+            return Ok(0);
+        }
+        let n = buf.len().min(data.len() - offset as usize);
+        buf[..n].copy_from_slice(&data[offset as usize..offset as usize + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.writable()?;
+        self.disk.shared.writes.fetch_add(1, Ordering::Relaxed);
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let mut inode = self.inode.lock();
+        let data = Arc::make_mut(&mut inode.data);
+        let end = offset as usize + buf.len();
+        if data.len() < end {
+            data.resize(end, 0);
+        }
+        data[offset as usize..end].copy_from_slice(buf);
+        inode.pending.push(Pending::Write {
+            offset,
+            data: buf.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.disk.check_epoch(self.epoch)?;
+        self.disk.shared.syncs.fetch_add(1, Ordering::Relaxed);
+        let mut inode = self.inode.lock();
+        inode.durable = inode.data.as_ref().clone();
+        inode.pending.clear();
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.writable()?;
+        let mut inode = self.inode.lock();
+        Arc::make_mut(&mut inode.data).resize(len as usize, 0);
+        inode.pending.push(Pending::SetLen(len));
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.disk.check_epoch(self.epoch)?;
+        Ok(self.inode.lock().data.len() as u64)
+    }
+
+    fn map(&self) -> io::Result<Arc<dyn MappedView>> {
+        self.disk.check_epoch(self.epoch)?;
+        Ok(Arc::new(Snapshot(Arc::clone(&self.inode.lock().data))))
+    }
+}
+
+struct SimLock {
+    disk: SimDisk,
+    path: PathBuf,
+    token: u64,
+}
+
+impl LockGuard for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut st = self.disk.shared.state.lock();
+        if st.locks.get(&self.path) == Some(&self.token) {
+            st.locks.remove(&self.path);
+        }
+    }
+}
+
+impl Vfs for SimDisk {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.shared.state.lock();
+        let mut chain = Vec::new();
+        let mut cur = dir.to_path_buf();
+        while !is_root(&cur) && !st.dirs.contains(&cur) {
+            if st.names.contains_key(&cur) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} is a file", cur.display()),
+                ));
+            }
+            chain.push(cur.clone());
+            cur = parent_of(&cur);
+        }
+        for d in chain.into_iter().rev() {
+            st.dirs.insert(d.clone());
+            st.push_op(parent_of(&d), DirOp::MkDir(d));
+        }
+        Ok(())
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
+        let mut st = self.shared.state.lock();
+        let dir = parent_of(path);
+        if !st.dir_exists(&dir) {
+            return Err(not_found(&dir));
+        }
+        if st.dirs.contains(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory", path.display()),
+            ));
+        }
+        if let Some(ino) = st.names.get(path).copied() {
+            let inode = Arc::clone(&st.inodes[&ino]);
+            {
+                let mut i = inode.lock();
+                Arc::make_mut(&mut i.data).clear();
+                i.pending.push(Pending::SetLen(0));
+            }
+            return Ok(self.handle(path, inode, false));
+        }
+        let ino = st.new_inode(Inode::default());
+        st.names.insert(path.to_path_buf(), ino);
+        st.push_op(
+            dir,
+            DirOp::Link {
+                name: path.to_path_buf(),
+                ino,
+            },
+        );
+        let inode = Arc::clone(&st.inodes[&ino]);
+        Ok(self.handle(path, inode, false))
+    }
+
+    fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn VfsFile>> {
+        let st = self.shared.state.lock();
+        let ino = *st.names.get(path).ok_or_else(|| not_found(path))?;
+        let inode = Arc::clone(&st.inodes[&ino]);
+        Ok(self.handle(path, inode, read_only))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = self.shared.state.lock();
+        if !st.dir_exists(&parent_of(to)) {
+            return Err(not_found(&parent_of(to)));
+        }
+        let ino = st.names.remove(from).ok_or_else(|| not_found(from))?;
+        st.names.insert(to.to_path_buf(), ino);
+        let (fd, td) = (parent_of(from), parent_of(to));
+        if fd == td {
+            st.push_op(
+                fd,
+                DirOp::Rename {
+                    from: from.to_path_buf(),
+                    to: to.to_path_buf(),
+                    ino,
+                },
+            );
+        } else {
+            st.push_op(
+                fd,
+                DirOp::Unlink {
+                    name: from.to_path_buf(),
+                    ino,
+                },
+            );
+            st.push_op(
+                td,
+                DirOp::Link {
+                    name: to.to_path_buf(),
+                    ino,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.shared.state.lock();
+        let ino = st.names.remove(path).ok_or_else(|| not_found(path))?;
+        st.push_op(
+            parent_of(path),
+            DirOp::Unlink {
+                name: path.to_path_buf(),
+                ino,
+            },
+        );
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let st = self.shared.state.lock();
+        if !st.dir_exists(dir) {
+            return Err(not_found(dir));
+        }
+        let mut out: Vec<String> = st
+            .names
+            .keys()
+            .chain(st.dirs.iter())
+            .filter(|p| parent_of(p) == dir)
+            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.shared.state.lock();
+        if !st.dir_exists(dir) {
+            return Err(not_found(dir));
+        }
+        self.shared.dir_syncs.fetch_add(1, Ordering::Relaxed);
+        if let Some(ops) = st.pending.remove(dir) {
+            let State {
+                durable_names,
+                durable_dirs,
+                ..
+            } = &mut *st;
+            for op in &ops {
+                apply_dir_op(durable_names, durable_dirs, op);
+            }
+        }
+        st.collect_garbage();
+        Ok(())
+    }
+
+    fn allows_background_io(&self) -> bool {
+        false
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        {
+            let st = self.shared.state.lock();
+            if st.locks.contains_key(path) {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            if !st.dir_exists(&parent_of(path)) {
+                return Err(not_found(&parent_of(path)));
+            }
+        }
+        if self.shared.state.lock().names.get(path).is_none() {
+            self.create(path)?;
+        }
+        let mut st = self.shared.state.lock();
+        if st.locks.contains_key(path) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        st.next_token += 1;
+        let token = st.next_token;
+        st.locks.insert(path.to_path_buf(), token);
+        Ok(Box::new(SimLock {
+            disk: self.clone(),
+            path: path.to_path_buf(),
+            token,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn synced_data_and_names_survive_everything_else_may_not() {
+        let disk = SimDisk::new();
+        disk.create_dir_all(&p("/d")).unwrap();
+        disk.sync_dir(&p("/")).unwrap();
+        let f = disk.create(&p("/d/a")).unwrap();
+        f.write_at(b"hello", 0).unwrap();
+        f.sync().unwrap();
+        disk.sync_dir(&p("/d")).unwrap();
+        f.write_at(b"world", 5).unwrap();
+        let g = disk.create(&p("/d/b")).unwrap();
+        g.write_at(b"x", 0).unwrap();
+        g.sync().unwrap();
+        let mut saw_lost = false;
+        for seed in 0..200 {
+            let d = disk.fork();
+            d.power_cut(seed);
+            let a = d.file_bytes(&p("/d/a")).unwrap();
+            assert_eq!(&a[..5], b"hello");
+            saw_lost |= d.file_bytes(&p("/d/b")).is_none();
+            assert!(f.len().is_ok(), "the original disk's handles still work");
+        }
+        assert!(saw_lost, "an unsynced creation is sometimes undone");
+        disk.power_cut(1);
+        assert!(f.write_at(b"z", 0).is_err(), "stale handle");
+    }
+
+    #[test]
+    fn rename_is_atomic_and_locks_are_exclusive() {
+        let disk = SimDisk::new();
+        let f = disk.create(&p("t")).unwrap();
+        f.write_at(b"new", 0).unwrap();
+        f.sync().unwrap();
+        disk.sync_dir(&p("")).unwrap();
+        disk.rename(&p("t"), &p("final")).unwrap();
+        for seed in 0..100 {
+            let d = disk.fork();
+            d.power_cut(seed);
+            let names = d.list(&p("")).unwrap();
+            assert_eq!(names.len(), 1, "{names:?}");
+        }
+        let l = disk.lock(&p("LOCK")).unwrap();
+        assert_eq!(
+            disk.lock(&p("LOCK")).err().map(|e| e.kind()),
+            Some(io::ErrorKind::WouldBlock)
+        );
+        drop(l);
+        let _again = disk.lock(&p("LOCK")).unwrap();
+        disk.power_cut(3);
+        let _after_cut = disk.lock(&p("LOCK")).unwrap();
+    }
+
+    #[test]
+    fn maps_are_snapshots() {
+        let disk = SimDisk::new();
+        let f = disk.create(&p("f")).unwrap();
+        f.write_at(b"abc", 0).unwrap();
+        let m = f.map().unwrap();
+        f.write_at(b"d", 3).unwrap();
+        assert_eq!(m.bytes(), b"abc");
+        assert!(!m.is_live());
+        assert_eq!(f.map().unwrap().bytes(), b"abcd");
+    }
+}
