@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The dashboard's browser test (see dashboard.mjs): fills a store with the fill_dlq
+# scenario, starts `deadletter serve` on a free port, drives headless chromium through
+# chromedriver, then checks with the CLI, once the server is stopped, that the replay
+# clicked in the browser reached the store. Screenshots go to target/browser/; with
+# UPDATE_DOCS_SCREENSHOT=1 the overview is also copied to docs/dashboard.png.
+#
+# Needs chromium, chromium-driver and node: tests/browser/install.sh installs them.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+for tool in node chromium chromedriver; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "browser test: $tool is missing; run tests/browser/install.sh" >&2
+    exit 1
+  fi
+done
+
+cargo build --quiet --features dashboard --bin deadletter --example fill_dlq
+target_dir=$(cargo metadata --format-version 1 --no-deps |
+  node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).target_directory));')
+bin="$target_dir/debug/deadletter"
+
+work=$(mktemp -d)
+server=""
+cleanup() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$target_dir/debug/examples/fill_dlq" "$work/store"
+"$bin" serve "$work/store" --bind 127.0.0.1:0 --json >"$work/serve.json" 2>"$work/serve.log" &
+server=$!
+for _ in $(seq 1 100); do
+  [ -s "$work/serve.json" ] && break
+  sleep 0.1
+done
+if [ ! -s "$work/serve.json" ]; then
+  echo "browser test: deadletter serve did not start" >&2
+  cat "$work/serve.log" >&2
+  exit 1
+fi
+
+node tests/browser/dashboard.mjs "$work/serve.json" "$target_dir/browser"
+
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=""
+echo "== the dashboard's log of changes"
+cat "$work/serve.log"
+grep -q "POST /api/replay from .*replayed 1 of 1" "$work/serve.log"
+grep -q "refused POST /api/replay .*X-Deadletter-Token" "$work/serve.log"
+grep -q "refused POST /api/replay .*cross-site request refused" "$work/serve.log"
+
+# With the server stopped, the tool sees the store changed: orders-dlq 7 -> 6, orders 0 -> 1.
+"$bin" stats "$work/store" --json | node -e '
+  let s = "";
+  process.stdin.on("data", (d) => (s += d)).on("end", () => {
+    const q = JSON.parse(s).queues.find((q) => q.queue === "orders");
+    if (q.dlq_size !== 6 || q.depth !== 1) {
+      console.error(`after the replay the CLI sees orders-dlq ${q.dlq_size}, orders ${q.depth}; expected 6 and 1`);
+      process.exit(1);
+    }
+    console.log(`deadletter stats after the browser replay: orders-dlq ${q.dlq_size}, orders ${q.depth} waiting`);
+  });'
+
+if [ "${UPDATE_DOCS_SCREENSHOT:-}" = 1 ]; then
+  cp "$target_dir/browser/dashboard.png" docs/dashboard.png
+  echo "updated docs/dashboard.png"
+fi
