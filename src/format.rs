@@ -63,7 +63,7 @@ pub fn decode_segment_header(bytes: &[u8]) -> Result<SegmentHeader, HeaderError>
     if bytes[0..8] != SEGMENT_MAGIC {
         return Err(HeaderError::Magic);
     }
-    let stored = u32::from_le_bytes(bytes[28..32].try_into().expect("4 bytes"));
+    let stored = u32_at(bytes, 28);
     if crc32fast::hash(&bytes[0..28]) != stored {
         return Err(HeaderError::Checksum);
     }
@@ -72,8 +72,20 @@ pub fn decode_segment_header(bytes: &[u8]) -> Result<SegmentHeader, HeaderError>
     if version != SEGMENT_VERSION || header_len as usize != SEGMENT_HEADER_LEN {
         return Err(HeaderError::Version(version));
     }
-    let base = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let base = u64_at(bytes, 16);
     Ok(SegmentHeader { base })
+}
+
+/// The little-endian u32 at `at` (the caller checked the length).
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The little-endian u64 at `at` (the caller checked the length).
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
 }
 
 /// Total bytes a frame with a body of `body_len` bytes occupies.
@@ -161,7 +173,7 @@ pub fn decode_frame(bytes: &[u8], pos: u64, max_body: usize) -> Result<Frame<'_>
     if head.iter().all(|&b| b == 0) {
         return Err(FrameError::Zero);
     }
-    let len = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")) as usize;
+    let len = u32_at(head, 0) as usize;
     if len == 0 || len > max_body {
         return Err(FrameError::BadLength);
     }
@@ -171,12 +183,12 @@ pub fn decode_frame(bytes: &[u8], pos: u64, max_body: usize) -> Result<Frame<'_>
     if bytes.len() < end {
         return Err(FrameError::Short);
     }
-    let stored = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
+    let stored = u32_at(head, 4);
     let body = &bytes[FRAME_HEADER_LEN..end];
     if frame_crc(pos, &head[0..4], &head[8..16], body) != stored {
         return Err(FrameError::Checksum);
     }
-    let synced_through = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+    let synced_through = u64_at(head, 8);
     Ok(Frame {
         body,
         synced_through,
