@@ -188,9 +188,10 @@ impl MsgIndex {
             .enumerate()
             .filter_map(move |(i, page)| page.as_ref().map(|page| (first + i as u64, page)))
             .flat_map(|(p, page)| {
-                page.slots.iter().enumerate().filter_map(move |(s, m)| {
-                    m.as_ref().map(|m| ((p << PAGE_BITS) | s as u64, m))
-                })
+                page.slots
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(s, m)| m.as_ref().map(|m| ((p << PAGE_BITS) | s as u64, m)))
             })
             .chain(self.sparse.iter().map(|(id, m)| (*id, m)))
     }
@@ -413,7 +414,10 @@ mod tests {
             index.remove(&id).unwrap();
         }
         assert_eq!(index.len() as u64, n / 8);
-        assert!(index.sparse.len() as u64 > n / 16, "thin pages were retired");
+        assert!(
+            index.sparse.len() as u64 > n / 16,
+            "thin pages were retired"
+        );
         assert!(index.open_pages * PAGE <= 4 * index.paged + 4 * PAGE);
         assert!(index.heap_bytes() <= 128 * index.len() as u64);
         for id in 0..n {
