@@ -157,7 +157,7 @@ fn parse_exposition(text: &str) -> Result<Exposition, String> {
             continue;
         }
         let name_end = line
-            .find(|c: char| c == '{' || c == ' ')
+            .find(['{', ' '])
             .ok_or_else(|| at("sample without a value".into()))?;
         let name = &line[..name_end];
         if !valid_metric_name(name) {
