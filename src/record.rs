@@ -98,6 +98,10 @@ pub struct History {
 }
 
 /// Every record other than [`Put`].
+// A dead-letter record carries its whole envelope. Records are built to be encoded, or
+// decoded to be applied, one at a time: boxing the large variants would only add an
+// allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
     /// Names a queue id.

@@ -1032,56 +1032,53 @@ impl State {
     /// (the caller leases or dead-letters it).
     pub fn pop_visible(&mut self, q: QueueId, now: u64) -> Option<MessageId> {
         let qs = self.queues.get_mut(q as usize)?;
-        loop {
-            let fresh = loop {
-                let Some(&(at, id)) = qs.fresh.front() else {
-                    break None;
-                };
-                match self.msgs.get(&id) {
-                    Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
-                        break Some((at, id));
-                    }
-                    _ => {
-                        qs.fresh.pop_front();
-                    }
-                }
+        let fresh = loop {
+            let Some(&(at, id)) = qs.fresh.front() else {
+                break None;
             };
-            let delayed = loop {
-                let Some(&Reverse((at, id))) = qs.delayed.peek() else {
-                    break None;
-                };
-                match self.msgs.get(&id) {
-                    Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
-                        break Some((at, id));
-                    }
-                    _ => {
-                        qs.delayed.pop();
-                    }
+            match self.msgs.get(&id) {
+                Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                    break Some((at, id));
                 }
-            };
-            let pick = match (fresh, delayed) {
-                (None, None) => return None,
-                (Some(f), None) => (f, true),
-                (None, Some(d)) => (d, false),
-                (Some(f), Some(d)) => {
-                    if f <= d {
-                        (f, true)
-                    } else {
-                        (d, false)
-                    }
+                _ => {
+                    qs.fresh.pop_front();
                 }
-            };
-            let ((at, id), from_fresh) = pick;
-            if at > now {
-                return None;
             }
-            if from_fresh {
-                qs.fresh.pop_front();
-            } else {
-                qs.delayed.pop();
+        };
+        let delayed = loop {
+            let Some(&Reverse((at, id))) = qs.delayed.peek() else {
+                break None;
+            };
+            match self.msgs.get(&id) {
+                Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                    break Some((at, id));
+                }
+                _ => {
+                    qs.delayed.pop();
+                }
             }
-            return Some(id);
+        };
+        let ((at, id), from_fresh) = match (fresh, delayed) {
+            (None, None) => return None,
+            (Some(f), None) => (f, true),
+            (None, Some(d)) => (d, false),
+            (Some(f), Some(d)) => {
+                if f <= d {
+                    (f, true)
+                } else {
+                    (d, false)
+                }
+            }
+        };
+        if at > now {
+            return None;
         }
+        if from_fresh {
+            qs.fresh.pop_front();
+        } else {
+            qs.delayed.pop();
+        }
+        Some(id)
     }
 
     /// Puts back a message popped by [`State::pop_visible`] but not leased after all.
