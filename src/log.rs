@@ -747,13 +747,25 @@ impl Inner {
         let file = match installed {
             Some(f) => f,
             // No spare ready (or installing it failed): create the segment here.
-            None => segment::create(
+            None => match segment::create(
                 self.fs.as_ref(),
                 &self.dir,
                 base,
                 size,
                 self.opts.preallocate,
-            )?,
+            ) {
+                Ok(f) => f,
+                Err(e) => {
+                    // A failure after the new segment got its name (its directory sync
+                    // failed) may leave it on disk for good: appending on to the old segment
+                    // would then run past its base, and the two would overlap at the next
+                    // open. Refuse writes until a reopen. A failure before (no space for the
+                    // file, say) leaves no segment behind, and appends may go on.
+                    let name = segment::segment_name(base);
+                    let named = self.fs.list(&self.dir).map_or(true, |n| n.contains(&name));
+                    return if named { self.poison(e) } else { Err(e) };
+                }
+            },
         };
         let seg = Arc::new(Segment::new(
             base,
@@ -1090,6 +1102,12 @@ fn recover(
         segments.insert(base, Arc::new(seg));
     }
     report.segments = segments.len();
+    // Make the directory durable as it is now. A name an earlier process created or renamed
+    // (a segment, a checkpoint slot) whose directory sync failed, or that died before it, is
+    // in the listing but could still vanish at a power cut: nothing may be appended to it or
+    // relied on until it is durable.
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io("fsync dir", dir, e))?;
     let needs_active = match segments.values().next_back() {
         None => true,
         Some(last) => last.base != *bases.last().unwrap_or(&u64::MAX),
