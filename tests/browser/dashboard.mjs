@@ -180,8 +180,10 @@ async function main() {
       (await text('[data-testid="queue-row-orders"] [data-field="dlq_size"]')) === String(ordersAfter.dlq_size),
     );
     check(true, "the page shows the new DLQ size");
-    const gone = await exec(`return document.querySelector('[data-testid="entry-row-${id}"]') === null;`);
-    check(gone, `entry ${id} left the list`);
+    await waitFor(`entry ${id} to leave the list`, () =>
+      exec(`return document.querySelector('[data-testid="entry-row-${id}"]') === null;`),
+    );
+    check(true, `entry ${id} left the list`);
 
     // 5. A replay without the token is refused, from the page itself and from outside.
     const other = await exec('return document.querySelector("#entries tbody tr[data-id]").dataset.id;');

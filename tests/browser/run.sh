@@ -16,7 +16,8 @@ for tool in node chromium chromedriver; do
   fi
 done
 
-cargo build --quiet --features dashboard --bin deadletter --example fill_dlq
+# --all-features (dashboard is one of them) reuses what `cargo test --all-features` built.
+cargo build --quiet --all-features --bin deadletter --example fill_dlq
 target_dir=$(cargo metadata --format-version 1 --no-deps |
   node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).target_directory));')
 bin="$target_dir/debug/deadletter"
