@@ -674,16 +674,16 @@ impl Queue {
             failure: FailureInfo {
                 error_kind: f.kind.clone(),
                 error_message: f.message.clone(),
-                details: f.details.clone(),
+                details: f.details().map(str::to_string),
                 stack_trace: if config.include_stack_traces {
-                    f.stack_trace.clone()
+                    f.stack_trace().map(str::to_string)
                 } else {
                     None
                 },
                 attempts: history.attempts,
                 attempts_dropped: history.dropped,
                 failed_at_ms: now,
-                context: f.context.clone(),
+                context: f.context().clone(),
             },
             dlq: DlqMetadata {
                 dead_lettered_at_ms: now,
@@ -767,7 +767,7 @@ fn attempt_of(number: u32, now: u64, report: &FailureReport<'_>) -> Attempt {
         at_ms: now,
         error_kind: report.failure.kind.clone(),
         error_message: report.failure.message.clone(),
-        details: report.failure.details.clone(),
+        details: report.failure.details().map(str::to_string),
         duration_ms: report.duration.as_millis() as u64,
         worker: report.worker.map(str::to_string),
     }

@@ -21,6 +21,9 @@ pub enum FailureClass {
 }
 
 /// Why a handler failed on a message.
+///
+/// Kept small (the optional parts are boxed) so that `Result<(), Failure>` stays cheap to
+/// return from every handler call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     /// Transient or permanent.
@@ -29,13 +32,19 @@ pub struct Failure {
     pub kind: String,
     /// A human-readable message.
     pub message: String,
-    /// Optional longer details.
-    pub details: Option<String>,
-    /// Optional stack trace (kept only when the queue enables stack traces).
-    pub stack_trace: Option<String>,
-    /// Key/value context of the processing (such as the step that failed).
-    pub context: BTreeMap<String, String>,
+    /// Details, stack trace and context, when given.
+    extra: Option<Box<FailureExtra>>,
 }
+
+/// The optional parts of a [`Failure`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct FailureExtra {
+    details: Option<String>,
+    stack_trace: Option<String>,
+    context: BTreeMap<String, String>,
+}
+
+static NO_CONTEXT: BTreeMap<String, String> = BTreeMap::new();
 
 impl Failure {
     fn new(class: FailureClass, kind: impl Into<String>, message: impl Into<String>) -> Self {
@@ -43,9 +52,7 @@ impl Failure {
             class,
             kind: kind.into(),
             message: message.into(),
-            details: None,
-            stack_trace: None,
-            context: BTreeMap::new(),
+            extra: None,
         }
     }
 
@@ -59,22 +66,41 @@ impl Failure {
         Self::new(FailureClass::Permanent, kind, message)
     }
 
+    fn extra_mut(&mut self) -> &mut FailureExtra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
     /// Adds details.
     pub fn with_details(mut self, details: impl Into<String>) -> Self {
-        self.details = Some(details.into());
+        self.extra_mut().details = Some(details.into());
         self
     }
 
     /// Adds a stack trace.
     pub fn with_stack_trace(mut self, trace: impl Into<String>) -> Self {
-        self.stack_trace = Some(trace.into());
+        self.extra_mut().stack_trace = Some(trace.into());
         self
     }
 
     /// Adds one context entry.
     pub fn with_context(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.context.insert(key.into(), value.into());
+        self.extra_mut().context.insert(key.into(), value.into());
         self
+    }
+
+    /// The details, if given.
+    pub fn details(&self) -> Option<&str> {
+        self.extra.as_ref()?.details.as_deref()
+    }
+
+    /// The stack trace, if given.
+    pub fn stack_trace(&self) -> Option<&str> {
+        self.extra.as_ref()?.stack_trace.as_deref()
+    }
+
+    /// The processing context.
+    pub fn context(&self) -> &BTreeMap<String, String> {
+        self.extra.as_ref().map_or(&NO_CONTEXT, |e| &e.context)
     }
 
     /// True for [`FailureClass::Permanent`].
