@@ -589,3 +589,71 @@ fn concurrent_consumers_each_get_distinct_messages_and_ack_all_once() {
     assert_eq!((s.acked, s.ready, s.in_flight), (N as u64, 0, 0));
     println!("messages per consumer: {per_thread:?}");
 }
+
+#[test]
+fn list_pages_and_filters_without_side_effects() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let store = Store::open(dir.path(), fast(&clock)).unwrap();
+    let q = store.queue_with("q", options(2)).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..9u64 {
+        let region = if i % 3 == 0 { "eu" } else { "us" };
+        let id = q
+            .enqueue_with(
+                format!("m{i}"),
+                &EnqueueOptions::new().attribute("region", region),
+            )
+            .unwrap();
+        let m = q.lease(1).unwrap().remove(0);
+        let kind = if i % 2 == 0 { "Timeout" } else { "Validation" };
+        let f = Failure::permanent(kind, format!("failure number {i}"));
+        let mut report = FailureReport::new(&f).worker(if i < 5 { "w1" } else { "w2" });
+        if i == 4 {
+            report.tags.insert("team".into(), "billing".into());
+        }
+        q.dead_letter(&m, &report).unwrap();
+        ids.push(id);
+        clock.advance(1_000);
+    }
+    let dlq = q.dlq();
+    let stats = dlq.stats();
+    let ids_of = |v: Vec<deadletter::DeadLetter>| v.iter().map(|e| e.id()).collect::<Vec<_>>();
+
+    // Pages, oldest first, each after the last id of the previous one.
+    let p1 = ids_of(dlq.list(&Filter::all(), Page::first(4)).unwrap());
+    let p2 = ids_of(dlq.list(&Filter::all(), Page::after(p1[3], 4)).unwrap());
+    let p3 = ids_of(dlq.list(&Filter::all(), Page::after(p2[3], 4)).unwrap());
+    assert_eq!([p1, p2, p3].concat(), ids);
+    assert_eq!(ids_of(dlq.peek(2).unwrap()), ids[..2]);
+
+    let all = |f: Filter| ids_of(dlq.list(&f, Page::first(100)).unwrap());
+    let pick = |is: &[usize]| is.iter().map(|&i| ids[i]).collect::<Vec<_>>();
+    assert_eq!(all(Filter::error_kind("Validation")), pick(&[1, 3, 5, 7]));
+    assert_eq!(all(Filter::all().message_contains("number 8")), pick(&[8]));
+    assert_eq!(
+        all(Filter::all().attribute("region", "eu")),
+        pick(&[0, 3, 6])
+    );
+    assert_eq!(all(Filter::all().tag("team", "billing")), pick(&[4]));
+    assert_eq!(
+        all(Filter::all().between(Some(T0 + 2_000), Some(T0 + 4_000))),
+        pick(&[2, 3])
+    );
+    let w2 = Filter {
+        worker: Some("w2".into()),
+        ..Filter::all()
+    };
+    assert_eq!(all(w2), pick(&[5, 6, 7, 8]));
+    assert_eq!(
+        all(Filter::all().attempts(Some(2), None)),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        all(Filter::error_kind("Timeout").attribute("region", "eu")),
+        pick(&[0, 6])
+    );
+    // Browsing changed nothing.
+    assert_eq!(dlq.stats(), stats);
+    assert_eq!(dlq.get(ids[0]).unwrap().status, EntryStatus::Pending);
+}
