@@ -235,6 +235,8 @@ struct Inner {
     spare_requested: AtomicBool,
     /// Wakes the thread that prepares spares.
     preparer: crossbeam_channel::Sender<PrepMsg>,
+    /// Whole segments quarantined at open (bad header): `[start, end)` and the file.
+    lost_segments: Vec<(u64, u64, PathBuf)>,
     _lock: Box<dyn LockGuard>,
 }
 
@@ -318,6 +320,12 @@ impl Log {
             spare: Mutex::new(None),
             spare_requested: AtomicBool::new(false),
             preparer: prep_tx,
+            lost_segments: report
+                .quarantined
+                .iter()
+                .filter(|q| q.kind == CorruptionKind::BadHeader)
+                .map(|q| (q.start, q.end, q.path.clone()))
+                .collect(),
             _lock: lock,
         });
         let preparer = spawn_preparer(Arc::downgrade(&inner), prep_rx)
@@ -460,6 +468,18 @@ impl Log {
         let inner = &*self.inner;
         if pos >= inner.flushed.load(Ordering::Acquire) {
             self.flush()?;
+        }
+        // A record inside a segment quarantined whole is damaged data, not a bad position.
+        if let Some((_, _, path)) = inner
+            .lost_segments
+            .iter()
+            .find(|(s, e, _)| pos >= *s && pos < *e)
+        {
+            return Err(Error::Corruption {
+                kind: CorruptionKind::BadHeader,
+                path: path.clone(),
+                offset: 0,
+            });
         }
         let seg = inner.segment_for(pos).ok_or(Error::InvalidPosition(pos))?;
         let d = pos - seg.base;

@@ -34,6 +34,8 @@ pub struct Entry {
     pub payload: Vec<u8>,
     /// For a DLQ entry: true while pending (not marked reprocessed).
     pub pending: Option<bool>,
+    /// For a DLQ entry: when it was dead-lettered, per its envelope.
+    pub dead_at_ms: Option<u64>,
 }
 
 /// Every message of `store`, by id. Reads each payload back from the log, so damaged data
@@ -84,13 +86,18 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
             Where::Leased => leased_count[q] += 1,
             Where::Dead => {}
         }
-        let (payload, pending) = if place == Where::Dead {
+        let (payload, pending, dead_at_ms) = if place == Where::Dead {
             let entry = store.dlq(&queue)?.get(id)?;
-            (entry.payload, Some(dead[&id] == DeadStatus::Pending))
+            let at = entry.dlq.dead_lettered_at_ms;
+            (
+                entry.payload,
+                Some(dead[&id] == DeadStatus::Pending),
+                Some(at),
+            )
         } else {
             let rec = store.read_record(m.payload_pos)?;
             match record::decode(&rec) {
-                Ok(Decoded::Put(put)) => (put.payload.to_vec(), None),
+                Ok(Decoded::Put(put)) => (put.payload.to_vec(), None, None),
                 _ => return Err(store.bad_content(m.payload_pos)),
             }
         };
@@ -102,6 +109,7 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
                 attempts: m.attempts,
                 payload,
                 pending,
+                dead_at_ms,
             },
         );
     }
