@@ -1,0 +1,231 @@
+//! Full-disk behaviour (ENOSPC), on the simulated disk behind `FaultyFs`.
+//!
+//! What is promised (see `docs/RELIABILITY.md`, "A full disk"):
+//! - an enqueue that needs space the disk does not have fails with `Error::DiskFull`, whose
+//!   message says so and names the file;
+//! - the store stays readable and consistent (stats, DLQ browsing, the census of every
+//!   message), and consumers can still lease, ack and dead-letter while the active segment
+//!   has room (segments are preallocated, so writing into one needs no new space);
+//! - ENOSPC while *creating* a segment (a roll) leaves no segment behind and does not poison
+//!   the log: once space returns, writing resumes without reopening;
+//! - ENOSPC on a *write* or an *fsync* of a segment (a file system that allocates lazily)
+//!   poisons the log like any failed write or fsync: writes resume after a reopen, and
+//!   nothing acknowledged before is lost.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use deadletter::sim::inspect::census;
+use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk};
+use deadletter::vfs::Vfs;
+use deadletter::{
+    CompactionOptions, Config, Error, Failure, FailureReport, Filter, ManualClock, MessageId, Page,
+    Queue, Store,
+};
+
+const DIR: &str = "/data/store";
+const SEGMENT: u64 = 80 << 10;
+
+fn setup() -> (SimDisk, FaultyFs) {
+    let disk = SimDisk::new();
+    disk.create_dir_all(Path::new("/data")).unwrap();
+    disk.sync_dir(Path::new("/")).unwrap();
+    let fs = FaultyFs::new(Arc::new(disk.clone()), 1);
+    (disk, fs)
+}
+
+fn config(fs: &FaultyFs) -> Config {
+    Config {
+        segment_size: SEGMENT,
+        max_message_size: 8 << 10,
+        compaction: CompactionOptions {
+            interval: None,
+            ..CompactionOptions::default()
+        },
+        fs: Arc::new(fs.clone()),
+        ..Config::default()
+    }
+    .clock(ManualClock::new(1_700_000_000_000))
+}
+
+/// Enqueues `size`-byte messages until one fails; returns the ids of those that succeeded.
+fn fill(q: &Queue, size: usize) -> (Vec<MessageId>, Error) {
+    let mut ids = Vec::new();
+    for i in 0..10_000u32 {
+        match q.enqueue(vec![(i % 250) as u8 + 1; size]) {
+            Ok(id) => ids.push(id),
+            Err(e) => return (ids, e),
+        }
+    }
+    panic!("the disk never filled");
+}
+
+fn assert_all_present(store: &Store, ids: &[MessageId]) {
+    let c = census(store).expect("a consistent store");
+    for id in ids {
+        assert!(c.contains_key(id), "acknowledged message {id} is missing");
+    }
+}
+
+#[test]
+fn enqueue_fails_clearly_consumers_go_on_and_writes_resume_without_reopen() {
+    let (disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("orders").unwrap();
+    let mut acked: Vec<MessageId> = (0..3).map(|i| q.enqueue([i; 100]).unwrap()).collect();
+    // The disk fills while the first segment is still less than half used (no spare yet).
+    fs.set_disk_full(true);
+    let (more, err) = fill(&q, 4000);
+    acked.extend(more);
+    match &err {
+        Error::DiskFull { path } => assert!(path.starts_with(DIR), "{path:?}"),
+        other => panic!("expected DiskFull, got {other:?}"),
+    }
+    assert!(err.to_string().contains("disk full"), "{err}");
+    assert!(
+        !store.log().is_poisoned(),
+        "ENOSPC creating a segment does not poison"
+    );
+    assert_eq!(
+        store.log().segments().len(),
+        1,
+        "no half-made segment is left in the log"
+    );
+
+    // Readable and consistent.
+    assert_eq!(q.stats().ready as usize, acked.len());
+    assert_all_present(&store, &acked);
+    assert!(q
+        .dlq()
+        .list(&Filter::all(), Page::first(10))
+        .unwrap()
+        .is_empty());
+
+    // Consumers go on while the active segment has room: lease, ack, dead-letter.
+    let leased = q.lease(2).unwrap();
+    assert_eq!(leased.len(), 2);
+    q.ack(&leased[0]).unwrap();
+    let failure = Failure::permanent("Invalid", "bad order");
+    q.dead_letter(&leased[1], &FailureReport::new(&failure))
+        .unwrap();
+    acked.retain(|id| *id != leased[0].id());
+    assert_eq!(q.dlq().len(), 1);
+
+    // Space comes back: writing resumes in the same process.
+    fs.set_disk_full(false);
+    let (more, _) = fill_n(&q, 4000, 40);
+    acked.extend(more);
+    assert!(
+        store.log().segments().len() > 1,
+        "the log rolled once space returned"
+    );
+    assert_all_present(&store, &acked);
+    drop(leased);
+    drop(q);
+    drop(store);
+
+    // And all of it is durable.
+    disk.power_cut(7);
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    assert_all_present(&store, &acked);
+    assert_eq!(store.existing_queue("orders").unwrap().dlq().len(), 1);
+}
+
+fn fill_n(q: &Queue, size: usize, n: usize) -> (Vec<MessageId>, ()) {
+    let ids = (0..n)
+        .map(|i| q.enqueue(vec![i as u8; size]).expect("space is back"))
+        .collect();
+    (ids, ())
+}
+
+#[test]
+fn enospc_on_a_segment_write_poisons_until_reopen() {
+    let (disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("q").unwrap();
+    let acked: Vec<MessageId> = (0..5).map(|i| q.enqueue([i; 300]).unwrap()).collect();
+    fs.fail_nth(0, OpKinds::WRITE, Fault::Enospc);
+    let err = q.enqueue(b"no room for this").unwrap_err();
+    assert!(matches!(err, Error::DiskFull { .. }), "{err:?}");
+    assert!(store.log().is_poisoned());
+    assert!(matches!(q.enqueue(b"later"), Err(Error::Poisoned)));
+    // Still readable: counts and the DLQ; the one record that never reached the file is
+    // in the index until the reopen, and reading it says why it cannot be read.
+    assert_eq!(q.stats().ready, 6);
+    assert!(q.dlq().list(&Filter::all(), Page::first(10)).is_ok());
+    assert!(matches!(census(&store), Err(Error::Poisoned)));
+    drop(q);
+    drop(store);
+    disk.power_cut(3);
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    assert_all_present(&store, &acked);
+    store.queue("q").unwrap().enqueue(b"after reopen").unwrap();
+}
+
+#[test]
+fn enospc_from_fsync_poisons_until_reopen() {
+    // A file system that allocates at write-back (delayed allocation) reports a full disk
+    // at fsync time; the data may be gone from the page cache, so this is a failed fsync.
+    let (disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("q").unwrap();
+    let acked: Vec<MessageId> = (0..5).map(|i| q.enqueue([i; 300]).unwrap()).collect();
+    fs.fail_nth(0, OpKinds::SYNC, Fault::Enospc);
+    assert!(matches!(q.enqueue(b"x"), Err(Error::DiskFull { .. })));
+    assert!(matches!(q.enqueue(b"y"), Err(Error::Poisoned)));
+    drop(q);
+    drop(store);
+    disk.power_cut(4);
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    assert_all_present(&store, &acked);
+}
+
+#[test]
+fn a_full_store_opens_and_serves_consumers() {
+    let (disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("q").unwrap();
+    fs.set_disk_full(true);
+    let (acked, err) = fill(&q, 4000);
+    assert!(matches!(err, Error::DiskFull { .. }));
+    drop(q);
+    drop(store);
+    disk.power_cut(5);
+    // Reopening needs no new space: the active segment is already allocated.
+    let store = Store::open(DIR, config(&fs)).expect("opens on a full disk");
+    assert_all_present(&store, &acked);
+    let q = store.queue("q").unwrap();
+    let leased = q.lease(1).unwrap();
+    q.ack(&leased[0]).unwrap();
+    // Compaction needs space for a checkpoint: it fails cleanly and changes nothing.
+    assert!(matches!(store.compact_now(), Err(Error::DiskFull { .. })));
+    assert!(!store.log().is_poisoned());
+    fs.set_disk_full(false);
+    store.compact_now().unwrap();
+    q.enqueue(b"space is back").unwrap();
+    assert_all_present(&store, &acked[1..]);
+}
+
+#[test]
+fn a_spare_segment_made_before_the_disk_filled_gives_one_more_segment() {
+    let (_disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("q").unwrap();
+    // Past half of the first segment, the next one is prepared (zero-filled) in advance.
+    while store.log().segments()[0].end * 2 < SEGMENT {
+        q.enqueue([7u8; 2000]).unwrap();
+    }
+    q.enqueue([7u8; 2000]).unwrap();
+    fs.set_disk_full(true);
+    let (_, err) = fill(&q, 4000);
+    assert!(matches!(err, Error::DiskFull { .. }));
+    assert_eq!(
+        store.log().segments().len(),
+        2,
+        "the prepared spare became the second segment; the third could not be made"
+    );
+    assert!(!store.log().is_poisoned());
+    fs.set_disk_full(false);
+    q.enqueue(b"space is back").unwrap();
+    assert!(fs.list(Path::new(DIR)).unwrap().len() >= 3);
+}
