@@ -346,7 +346,7 @@ impl Sim {
                     .iter()
                     .any(|&(l, v)| l == loc && m.payloads[v] == e.payload);
                 if !ok {
-                    let actual_payload_known = m.payloads.iter().any(|p| *p == e.payload);
+                    let actual_payload_known = m.payloads.contains(&e.payload);
                     self.fail(format!(
                         "message {id} is at {loc:?} (payload known: {actual_payload_known}, {} bytes), model allows {allowed:?}",
                         e.payload.len()

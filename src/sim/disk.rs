@@ -766,7 +766,7 @@ impl Vfs for SimDisk {
                 return Err(not_found(&parent_of(path)));
             }
         }
-        if self.shared.state.lock().names.get(path).is_none() {
+        if !self.shared.state.lock().names.contains_key(path) {
             self.create(path)?;
         }
         let mut st = self.shared.state.lock();

@@ -115,7 +115,7 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
     }
     for (q, order) in dlq_orders.iter().enumerate() {
         for id in order {
-            if !out.get(id).is_some_and(|e| e.place == Where::Dead) {
+            if out.get(id).is_none_or(|e| e.place != Where::Dead) {
                 return Err(mismatch(*id, "a DLQ entry with an index entry"));
             }
         }
