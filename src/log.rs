@@ -71,6 +71,11 @@ pub struct LogOptions {
     pub recovery: RecoveryMode,
     /// Bytes buffered in the process before a write under `Never` or `Interval`.
     pub write_buffer: usize,
+    /// Bytes at the end of each segment that only appends allowed to use the reserve (see
+    /// [`Log::append_each_with`]) may fill; others roll to a new segment first. When the
+    /// disk is full and a roll fails, those appends (the store's acks, leases, failures:
+    /// records that carry no payload) can go on. 0: no reserve.
+    pub reserve: u64,
 }
 
 impl Default for LogOptions {
@@ -82,6 +87,7 @@ impl Default for LogOptions {
             preallocate: true,
             recovery: RecoveryMode::Strict,
             write_buffer: 256 << 10,
+            reserve: 0,
         }
     }
 }
@@ -375,9 +381,25 @@ impl Log {
     pub fn append_each<'a>(
         &self,
         bodies: impl Iterator<Item = &'a [u8]> + Clone,
+        on_position: impl FnMut(u64),
+    ) -> Result<()> {
+        self.append_each_with(bodies, on_position, true)
+    }
+
+    /// Like [`Log::append_each`]; unless `may_use_reserve`, the batch does not go into the
+    /// last [`LogOptions::reserve`] bytes of a segment (it rolls first).
+    pub fn append_each_with<'a>(
+        &self,
+        bodies: impl Iterator<Item = &'a [u8]> + Clone,
         mut on_position: impl FnMut(u64),
+        may_use_reserve: bool,
     ) -> Result<()> {
         let inner = &*self.inner;
+        let reserve = if may_use_reserve {
+            0
+        } else {
+            inner.opts.reserve
+        };
         if inner.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);
         }
@@ -399,14 +421,17 @@ impl Log {
         let end = {
             let mut w = inner.writer.lock();
             let used = w.active.end() + w.buf.len() as u64;
-            if used + total > w.active.capacity && total <= w.active.capacity && used > 0 {
+            let limit = w.active.capacity.saturating_sub(reserve);
+            if used + total > limit && total <= limit && used > 0 {
                 inner.roll(&mut w)?;
             }
             let start_buf = w.buf.len();
             let start_base = w.active.base;
             for (appended, body) in bodies.enumerate() {
                 let flen = format::frame_len(body.len()) as u64;
-                if w.active.end() + w.buf.len() as u64 + flen > w.active.capacity {
+                let used = w.active.end() + w.buf.len() as u64;
+                // An empty segment takes any record (it fits: the options say so).
+                if used > 0 && used + flen > w.active.capacity.saturating_sub(reserve) {
                     if let Err(e) = inner.roll(&mut w) {
                         if w.active.base == start_base {
                             w.buf.truncate(start_buf);

@@ -355,6 +355,10 @@ impl Store {
             durability: log_durability,
             preallocate: config.preallocate,
             recovery: config.recovery,
+            // The last 1/32 of each segment is kept for records that carry no payload, so
+            // that on a full disk, once a roll fails, consumers can still lease, ack and
+            // dead-letter (and free what producers wait for).
+            reserve: config.segment_size / 32,
             ..LogOptions::default()
         };
         let (log, report) = Log::open_with(Arc::clone(&config.fs), &dir, opts)?;
@@ -591,11 +595,15 @@ impl Store {
     /// Appends `batch` and applies it to the index; the caller holds the state lock.
     pub(crate) fn write_locked(&self, st: &mut State, batch: Batch<'_>) -> Result<Effects> {
         let mut positions = Vec::with_capacity(batch.len());
-        self.inner
-            .log
-            .append_each(batch.iter().map(|(b, _)| b.as_slice()), |p| {
-                positions.push(p)
-            })?;
+        // Payloads (new, corrected, imported, relocated) stay out of the segment's reserve.
+        let consumer = !batch
+            .iter()
+            .any(|(_, d)| matches!(d, Decoded::Put(_) | Decoded::Relocated(_)));
+        self.inner.log.append_each_with(
+            batch.iter().map(|(b, _)| b.as_slice()),
+            |p| positions.push(p),
+            consumer,
+        )?;
         let mut effects = Effects::default();
         for ((_, decoded), pos) in batch.iter().zip(positions) {
             let e = st.apply(decoded, pos);

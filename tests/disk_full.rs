@@ -229,3 +229,28 @@ fn a_spare_segment_made_before_the_disk_filled_gives_one_more_segment() {
     q.enqueue(b"space is back").unwrap();
     assert!(fs.list(Path::new(DIR)).unwrap().len() >= 3);
 }
+
+#[test]
+fn small_enqueues_cannot_take_the_room_consumers_need() {
+    // Producers of small messages fill the segment as far as they may; the last 1/32 of it
+    // is kept for records without a payload, so consumers can still drain the queue.
+    let (_disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("q").unwrap();
+    fs.set_disk_full(true);
+    let (ids, err) = fill(&q, 100);
+    assert!(matches!(err, Error::DiskFull { .. }));
+    assert!(ids.len() > 100);
+    for i in 0..20 {
+        let m = q.lease(1).unwrap();
+        assert_eq!(m.len(), 1);
+        q.ack(&m[0])
+            .unwrap_or_else(|e| panic!("ack {i} on a full disk: {e}"));
+    }
+    let batch = q.lease(10).unwrap();
+    q.ack_all(&batch).unwrap();
+    assert!(matches!(q.enqueue([1u8; 100]), Err(Error::DiskFull { .. })));
+    assert_eq!(q.stats().ready as usize, ids.len() - 30);
+    fs.set_disk_full(false);
+    q.enqueue([1u8; 100]).unwrap();
+}
