@@ -138,8 +138,10 @@ pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> 
         .map_err(|e| Error::io("write", &temp, e))?;
     file.sync().map_err(|e| Error::io("fsync", &temp, e))?;
     drop(file);
+    crate::compaction::failpoint("checkpoint-temp-written");
     fs.rename(&temp, &target)
         .map_err(|e| Error::io("rename", &temp, e))?;
+    crate::compaction::failpoint("checkpoint-renamed");
     fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))
 }
 

@@ -984,6 +984,17 @@ impl State {
         self.rebuild_ready_lists();
     }
 
+    /// Empties the lists that replaying records fills and only live operations drain (the
+    /// ready lists, rebuilt from the messages, and the lease deadlines). For an index that
+    /// only ever replays records (compaction keeps one), whose lists would otherwise grow
+    /// with every enqueue and lease.
+    pub fn reset_replay_lists(&mut self) {
+        for q in &mut self.queues {
+            q.leases.clear();
+        }
+        self.rebuild_ready_lists();
+    }
+
     /// Rebuilds every queue's ready lists from the messages' current state.
     ///
     /// Replaying the log applies leases without popping the ready lists (only a live lease

@@ -218,8 +218,8 @@ pub(crate) struct StoreInner {
     reads: AtomicU64,
     /// Positions of the two checkpoint slots.
     slots: Mutex<CheckpointSlots>,
-    /// Held by a compaction run.
-    compacting: Mutex<()>,
+    /// Held by a compaction run; holds compaction's own index, rebuilt from the log.
+    compacting: Mutex<Option<compaction::Shadow>>,
     /// The latest time expiry has used (see [`Store::expiry_now`]).
     expiry_high_water: Mutex<u64>,
     /// The background compaction thread.
@@ -254,16 +254,42 @@ pub(crate) struct CheckpointSlots {
 /// Loads the newest usable checkpoint: the state it holds, the position to replay from,
 /// and the slots. Without one, replays from the start of the log, which is only possible
 /// while the log still starts at position 0.
-fn load_checkpoint(
+///
+/// A checkpoint is usable when its position lies within the log. One past the log's end
+/// covers records the log no longer has (compaction makes its position durable before
+/// writing it, so the log lost durable records): under [`RecoveryMode::Strict`] that is
+/// [`CorruptionKind::BadCheckpoint`]; otherwise the file is removed, since once the log grew
+/// past its position again it would describe records it never saw. One before the log's
+/// start is ignored (the next checkpoint overwrites it).
+pub(crate) fn load_checkpoint(
     fs: &dyn Vfs,
     dir: &Path,
     log: &Log,
+    strict: bool,
 ) -> Result<(State, u64, CheckpointSlots)> {
     let mut slots = CheckpointSlots::default();
     let mut candidates = Vec::new();
     let mut damage = None;
+    let (first, end) = (log.first_position(), log.end_position());
     for slot in 0..2 {
         match checkpoint::read(fs, dir, slot)? {
+            checkpoint::SlotState::Valid(pos, _) if pos > end => {
+                let path = dir.join(checkpoint::SLOTS[slot]);
+                let err = Error::Corruption {
+                    kind: CorruptionKind::BadCheckpoint,
+                    path: path.clone(),
+                    offset: 16,
+                };
+                if strict {
+                    return Err(err);
+                }
+                fs.remove(&path)
+                    .map_err(|e| Error::io("remove", &path, e))?;
+                fs.sync_dir(dir)
+                    .map_err(|e| Error::io("fsync dir", dir, e))?;
+                damage = Some(err);
+            }
+            checkpoint::SlotState::Valid(pos, _) if pos < first => {}
             checkpoint::SlotState::Valid(pos, snap) => {
                 slots.positions[slot] = Some(pos);
                 candidates.push((pos, slot, snap));
@@ -273,16 +299,13 @@ fn load_checkpoint(
         }
     }
     candidates.sort_by(|a, b| b.0.cmp(&a.0));
-    let (first, end) = (log.first_position(), log.end_position());
     slots.next = match slots.positions {
         [Some(a), Some(b)] => usize::from(a > b),
         [Some(_), None] => 1,
         _ => 0,
     };
-    for (pos, _, snap) in candidates {
-        if pos >= first && pos <= end {
-            return Ok((State::restore(*snap), pos, slots));
-        }
+    if let Some((pos, _, snap)) = candidates.into_iter().next() {
+        return Ok((State::restore(*snap), pos, slots));
     }
     if first == 0 {
         return Ok((State::default(), 0, slots));
@@ -362,7 +385,12 @@ impl Store {
             ..LogOptions::default()
         };
         let (log, report) = Log::open_with(Arc::clone(&config.fs), &dir, opts)?;
-        let (mut state, from, slots) = load_checkpoint(config.fs.as_ref(), &dir, &log)?;
+        let (mut state, from, slots) = load_checkpoint(
+            config.fs.as_ref(),
+            &dir,
+            &log,
+            config.recovery == RecoveryMode::Strict,
+        )?;
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
             let decoded = record::decode_for_apply(&rec).map_err(|_| Error::Corruption {
@@ -387,7 +415,7 @@ impl Store {
                 report,
                 reads: AtomicU64::new(0),
                 slots: Mutex::new(slots),
-                compacting: Mutex::new(()),
+                compacting: Mutex::new(None),
                 expiry_high_water: Mutex::new(high_water),
                 compactor: Mutex::new(Compactor::default()),
             }),
@@ -403,8 +431,8 @@ impl Store {
     /// of sparse segments, a checkpoint, and deletion of segments nothing needs. The
     /// background thread does the same every [`CompactionOptions::interval`].
     pub fn compact_now(&self) -> Result<CompactionReport> {
-        let _one_at_a_time = self.inner.compacting.lock();
-        compaction::run(self)
+        let mut shadow = self.inner.compacting.lock();
+        compaction::run(self, &mut shadow)
     }
 
     /// The time expiry decisions use: the clock, but never earlier than a time already

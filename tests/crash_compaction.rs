@@ -1,0 +1,728 @@
+//! Crash test for compaction: a child process (this test binary, re-executed) works a store
+//! under `Durability::Always` (enqueue, lease, ack, retry, dead-letter, release, DLQ import
+//! and delete) on one thread while another runs compactions back to back, and prints every
+//! state change after the call returned (and what it is about to do before). The parent
+//! kills it with SIGKILL at seeded random moments, and also runs it once per compaction
+//! failpoint (`DEADLETTER_FAILPOINT`: the child aborts at that step). After each death it
+//! checks, on copies of the directory, that no live message is lost or duplicated, that
+//! payloads are byte-identical, that DLQ entries keep their envelopes (kind, message,
+//! history, original payload), and that a second compaction and reopen still agree. The
+//! next child goes on with the same store.
+//!
+//! `DEADLETTER_SEED` fixes the seed (printed at the start); `DEADLETTER_CRASH_COMPACTION_KILLS`
+//! sets the number of SIGKILL runs (default 8).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use deadletter::{
+    CompactionOptions, Config, DeadLetter, Durability, Failure, FailureOutcome, FailureReport,
+    Filter, Page, QueueOptions, Store,
+};
+
+const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_COMPACTION_DIR";
+const CHILD_SEED_ENV: &str = "DEADLETTER_CRASH_COMPACTION_SEED";
+const CHILD_SEQ_ENV: &str = "DEADLETTER_CRASH_COMPACTION_SEQ";
+/// Payload numbers of one child start at `run * SEQ_STRIDE`.
+const SEQ_STRIDE: u64 = 1 << 32;
+const FAILPOINTS: [&str; 5] = [
+    "copy-written",
+    "checkpoint-temp-written",
+    "checkpoint-renamed",
+    "checkpoint-written",
+    "segment-deleted",
+];
+const MARK: &str = "@@ ";
+
+fn config() -> Config {
+    Config {
+        durability: Durability::Always,
+        // Small segments, so that every second or so segments are sealed, relocated and
+        // deleted.
+        segment_size: 128 << 10,
+        max_message_size: 4 << 10,
+        retention: None,
+        compaction: CompactionOptions {
+            interval: None,
+            batch: 16,
+            ..CompactionOptions::default()
+        },
+        ..Config::default()
+    }
+}
+
+fn queue_options() -> QueueOptions {
+    QueueOptions {
+        // Never dead-letter by attempt count: every move to the DLQ is the child's own.
+        max_attempts: 1_000_000,
+        ..QueueOptions::default()
+    }
+}
+
+/// A tiny xorshift64* generator: deterministic from its seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The payload of message number `seq`: `m<seq>:` then 1 to 1,500 bytes of any value.
+fn payload(seq: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xbeef);
+    let len = 1 + rng.below(1500) as usize;
+    let mut p = format!("m{seq}:").into_bytes();
+    p.extend((0..len).map(|_| rng.next() as u8));
+    p
+}
+
+fn seq_of(payload: &[u8]) -> u64 {
+    let colon = payload.iter().position(|&b| b == b':').expect("seq prefix");
+    std::str::from_utf8(&payload[1..colon])
+        .expect("ascii seq")
+        .parse()
+        .expect("seq")
+}
+
+/// The failure a message is dead-lettered with.
+fn failure_of(seq: u64) -> (String, String) {
+    (
+        format!("Kind{}", seq % 3),
+        format!("failed at message {seq}"),
+    )
+}
+
+// ---- The child ----------------------------------------------------------------------------
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{MARK}{line}").expect("stdout");
+    out.flush().expect("flush");
+}
+
+/// Not a test on its own: when re-executed with `DEADLETTER_CRASH_COMPACTION_DIR`, works
+/// the store there until killed. Lines: `W <op> ...` before a call, then after it returned:
+/// `E id seq` (enqueued), `A id..` (acked), `T id` (retried), `D id` (dead-lettered),
+/// `I new orig` (imported into q2's DLQ), `X id` (deleted from the DLQ), `B` and
+/// `C relocated deleted` (a compaction run begins, ends).
+#[test]
+fn crash_compaction_child() {
+    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
+        return;
+    };
+    let seed: u64 = std::env::var(CHILD_SEED_ENV).unwrap().parse().unwrap();
+    let mut seq: u64 = std::env::var(CHILD_SEQ_ENV).unwrap().parse().unwrap();
+    let store = Store::open(&dir, config()).expect("child opens the store");
+    let q = store.queue_with("q", queue_options()).unwrap();
+    let q2 = store.queue_with("q2", queue_options()).unwrap();
+    let compactor = store.clone();
+    std::thread::spawn(move || {
+        let mut rng = Rng::new(seed ^ 0xc0ffee);
+        loop {
+            say("B");
+            let r = compactor.compact_now().expect("compaction");
+            say(&format!("C {} {}", r.records_relocated, r.segments_deleted));
+            std::thread::sleep(Duration::from_millis(rng.below(15)));
+        }
+    });
+    say("READY");
+    let mut rng = Rng::new(seed);
+    let mut dead: Vec<u64> = Vec::new();
+    loop {
+        // Enqueue a batch.
+        let n = 5 + rng.below(30);
+        say(&format!("W E {seq} {n}"));
+        let payloads: Vec<Vec<u8>> = (seq..seq + n).map(payload).collect();
+        let ids = q.enqueue_batch(&payloads).unwrap();
+        for (i, id) in ids.iter().enumerate() {
+            say(&format!("E {id} {}", seq + i as u64));
+        }
+        seq += n;
+        // Lease some and decide their fate one by one.
+        let leased = q.lease(rng.below(80) as usize + 1).unwrap();
+        let mut acks = Vec::new();
+        for m in leased {
+            let id = m.id();
+            match rng.below(20) {
+                0..=10 => acks.push(m),
+                11..=12 => {
+                    let (kind, message) = failure_of(seq_of(m.payload()));
+                    let f = Failure::permanent(kind, message).with_context("seq", "x");
+                    say(&format!("W D {id}"));
+                    q.dead_letter(&m, &FailureReport::new(&f).worker("child"))
+                        .unwrap();
+                    say(&format!("D {id}"));
+                    dead.push(id);
+                }
+                13..=15 => {
+                    let f = Failure::transient("Flaky", "try again");
+                    say(&format!("W T {id}"));
+                    let outcome = q.retry(&m, &FailureReport::new(&f), 0).unwrap();
+                    assert!(matches!(outcome, FailureOutcome::Retried { .. }));
+                    say(&format!("T {id}"));
+                }
+                _ => {
+                    // Released: still in the queue, nothing to report.
+                    q.release(&m, Duration::ZERO).unwrap();
+                }
+            }
+        }
+        if !acks.is_empty() {
+            let list: Vec<String> = acks.iter().map(|m| m.id().to_string()).collect();
+            say(&format!("W A {}", list.join(" ")));
+            q.ack_all(&acks).unwrap();
+            say(&format!("A {}", list.join(" ")));
+        }
+        // Sometimes import a DLQ entry into q2's DLQ, or delete one.
+        if !dead.is_empty() && rng.below(8) == 0 {
+            let orig = dead[rng.below(dead.len() as u64) as usize];
+            if let Ok(entry) = q.dlq().get(orig) {
+                say(&format!("W I {orig}"));
+                let new = q2.dlq().import(&entry).unwrap();
+                say(&format!("I {new} {orig}"));
+            }
+        }
+        while dead.len() > 30 && rng.below(2) == 0 {
+            let id = dead.swap_remove(rng.below(dead.len() as u64) as usize);
+            say(&format!("W X {id}"));
+            q.dlq().delete(id).unwrap();
+            say(&format!("X {id}"));
+        }
+    }
+}
+
+// ---- The model ----------------------------------------------------------------------------
+
+/// What the parent knows of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Known {
+    /// In queue `q`.
+    Ready,
+    /// Acked: gone.
+    Acked,
+    /// In `q`'s DLQ.
+    Dead,
+    /// Deleted from the DLQ: gone.
+    Deleted,
+    /// An entry imported into `q2`'s DLQ from this entry of `q`'s DLQ.
+    Imported { orig: u64 },
+}
+
+#[derive(Debug, Clone)]
+struct Message {
+    seq: u64,
+    state: Known,
+    /// Retries acknowledged, and retries that may have happened (an unanswered one).
+    retries: (usize, usize),
+}
+
+/// A call that was started but not answered when the child died.
+#[derive(Debug, Clone)]
+enum Pending {
+    Enqueue { first: u64, count: u64 },
+    Ack(Vec<u64>),
+    DeadLetter(u64),
+    Retry(u64),
+    Import(u64),
+    Delete(u64),
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    msgs: BTreeMap<u64, Message>,
+    pending: Option<Pending>,
+    relocated: u64,
+    deleted_segments: u64,
+    compactions: u64,
+    /// True between a `B` line and its `C` line: the child died during a compaction.
+    in_compaction: bool,
+}
+
+impl Model {
+    fn apply(&mut self, line: &str) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let num = |i: usize| -> u64 { words[i].parse().unwrap() };
+        match words[0] {
+            "READY" => {}
+            "W" => {
+                self.pending = Some(match words[1] {
+                    "E" => Pending::Enqueue {
+                        first: num(2),
+                        count: num(3),
+                    },
+                    "A" => Pending::Ack((2..words.len()).map(num).collect()),
+                    "D" => Pending::DeadLetter(num(2)),
+                    "T" => Pending::Retry(num(2)),
+                    "I" => Pending::Import(num(2)),
+                    "X" => Pending::Delete(num(2)),
+                    other => panic!("unknown pending op {other}"),
+                })
+            }
+            "E" => {
+                let (id, seq) = (num(1), num(2));
+                let old = self.msgs.insert(
+                    id,
+                    Message {
+                        seq,
+                        state: Known::Ready,
+                        retries: (0, 0),
+                    },
+                );
+                assert!(old.is_none(), "id {id} enqueued twice");
+                if let Some(Pending::Enqueue { first, count }) = self.pending {
+                    if seq + 1 == first + count {
+                        self.pending = None;
+                    }
+                }
+            }
+            "A" => {
+                for i in 1..words.len() {
+                    self.set(num(i), Known::Ready, Known::Acked);
+                }
+                self.pending = None;
+            }
+            "D" => {
+                self.set(num(1), Known::Ready, Known::Dead);
+                self.pending = None;
+            }
+            "T" => {
+                let m = self.msgs.get_mut(&num(1)).unwrap();
+                m.retries.0 += 1;
+                m.retries.1 += 1;
+                self.pending = None;
+            }
+            "I" => {
+                let (new, orig) = (num(1), num(2));
+                let seq = self.msgs[&orig].seq;
+                let retries = self.msgs[&orig].retries;
+                self.msgs.insert(
+                    new,
+                    Message {
+                        seq,
+                        state: Known::Imported { orig },
+                        retries,
+                    },
+                );
+                self.pending = None;
+            }
+            "X" => {
+                self.set(num(1), Known::Dead, Known::Deleted);
+                self.pending = None;
+            }
+            "B" => self.in_compaction = true,
+            "C" => {
+                self.in_compaction = false;
+                self.compactions += 1;
+                self.relocated += num(1);
+                self.deleted_segments += num(2);
+            }
+            other => panic!("unknown line {other}"),
+        }
+    }
+
+    fn set(&mut self, id: u64, from: Known, to: Known) {
+        let m = self
+            .msgs
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("unknown id {id}"));
+        assert_eq!(m.state, from, "id {id}");
+        m.state = to;
+    }
+}
+
+// ---- Verification -------------------------------------------------------------------------
+
+/// What a reopened store holds: queue `q` by id (payload), and both DLQs by id.
+#[derive(Debug, PartialEq)]
+struct Observed {
+    ready: BTreeMap<u64, Vec<u8>>,
+    dead: BTreeMap<u64, DeadLetter>,
+    imported: BTreeMap<u64, DeadLetter>,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+fn all_entries(dlq: &deadletter::Dlq) -> BTreeMap<u64, DeadLetter> {
+    let mut out = BTreeMap::new();
+    let mut page = Page::first(500);
+    loop {
+        let entries = dlq.list(&Filter::all(), page).unwrap();
+        let Some(last) = entries.last() else {
+            return out;
+        };
+        page = Page::after(last.id(), 500);
+        for e in entries {
+            let id = e.id();
+            assert!(out.insert(id, e).is_none(), "DLQ entry {id} listed twice");
+        }
+    }
+}
+
+/// Opens a copy of `dir` (after one more compaction and reopen when `compact`) and reads
+/// everything it holds. Leasing is destructive, which is why this works on a copy.
+fn observe(dir: &Path, scratch: &Path, compact: bool) -> Observed {
+    let _ = std::fs::remove_dir_all(scratch);
+    copy_dir(dir, scratch);
+    if compact {
+        let store = Store::open(scratch, config()).expect("reopen for compaction");
+        store.compact_now().expect("second compaction");
+        store.close().unwrap();
+    }
+    let store = Store::open(scratch, config()).expect("reopen");
+    let q = store.queue_with("q", queue_options()).unwrap();
+    let q2 = store.queue_with("q2", queue_options()).unwrap();
+    let dead = all_entries(&q.dlq());
+    let imported = all_entries(&q2.dlq());
+    let dlq_len = q.dlq().len();
+    assert_eq!(dlq_len, dead.len() as u64);
+    let mut ready = BTreeMap::new();
+    loop {
+        // Suspects (in flight at the kill) come one at a time; ack each to get the next.
+        let batch = q.lease(1000).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for m in &batch {
+            let dup = ready.insert(m.id(), m.payload().to_vec());
+            assert!(dup.is_none(), "message {} delivered twice", m.id());
+        }
+        q.ack_all(&batch).unwrap();
+    }
+    assert_eq!(
+        q.dlq().len(),
+        dlq_len,
+        "draining the queue dead-lettered nothing"
+    );
+    assert_eq!(q2.stats().ready, 0);
+    drop((q, q2));
+    store.close().unwrap();
+    Observed {
+        ready,
+        dead,
+        imported,
+    }
+}
+
+fn check_entry(id: u64, entry: &DeadLetter, m: &Message, dlq_name: &str) {
+    let (kind, message) = failure_of(m.seq);
+    assert_eq!(entry.payload, payload(m.seq), "entry {id}: payload");
+    assert_eq!(entry.failure.error_kind, kind, "entry {id}");
+    assert_eq!(entry.failure.error_message, message, "entry {id}");
+    assert_eq!(
+        entry.failure.context.get("seq").map(String::as_str),
+        Some("x")
+    );
+    assert_eq!(entry.dlq.worker.as_deref(), Some("child"), "entry {id}");
+    assert_eq!(entry.dlq_name, dlq_name);
+    // The final failure plus each retry before it, all kept in the envelope.
+    let (lo, hi) = m.retries;
+    let n = entry.failure.attempts.len();
+    assert!(
+        (lo + 1..=hi + 1).contains(&n),
+        "entry {id}: {n} attempts, expected {}..={}",
+        lo + 1,
+        hi + 1
+    );
+    assert_eq!(entry.failure.attempts.last().unwrap().error_kind, kind);
+    for a in &entry.failure.attempts[..n - 1] {
+        assert_eq!(a.error_kind, "Flaky", "entry {id}: history");
+    }
+}
+
+/// Checks what the store holds against the model, resolving the one call the child may
+/// have been in the middle of, and updates the model to the state found.
+fn verify(model: &mut Model, seen: &Observed) {
+    let pending = model.pending.take();
+    // Resolve the unanswered call from what the store holds.
+    match &pending {
+        Some(Pending::Enqueue { first, count }) => {
+            let range = *first..*first + *count;
+            for (&id, p) in &seen.ready {
+                if let std::collections::btree_map::Entry::Vacant(slot) = model.msgs.entry(id) {
+                    let seq = seq_of(p);
+                    assert!(
+                        range.contains(&seq),
+                        "message {id} (seq {seq}) was never enqueued"
+                    );
+                    slot.insert(Message {
+                        seq,
+                        state: Known::Ready,
+                        retries: (0, 0),
+                    });
+                }
+            }
+        }
+        Some(Pending::Ack(ids)) => {
+            for id in ids {
+                if !seen.ready.contains_key(id) {
+                    model.set(*id, Known::Ready, Known::Acked);
+                }
+            }
+        }
+        Some(Pending::DeadLetter(id)) if seen.dead.contains_key(id) => {
+            model.set(*id, Known::Ready, Known::Dead);
+        }
+        Some(Pending::Retry(id)) => {
+            // It happened or not; the envelope of a later dead-lettering tells.
+            model.msgs.get_mut(id).unwrap().retries.1 += 1;
+        }
+        Some(Pending::Import(orig)) => {
+            for (&id, e) in &seen.imported {
+                if !model.msgs.contains_key(&id) {
+                    let m = &model.msgs[orig];
+                    assert_eq!(seq_of(&e.payload), m.seq, "imported entry {id}");
+                    let retries = m.retries;
+                    model.msgs.insert(
+                        id,
+                        Message {
+                            seq: m.seq,
+                            state: Known::Imported { orig: *orig },
+                            retries,
+                        },
+                    );
+                }
+            }
+        }
+        Some(Pending::Delete(id)) if !seen.dead.contains_key(id) => {
+            model.set(*id, Known::Dead, Known::Deleted);
+        }
+        Some(Pending::DeadLetter(_)) | Some(Pending::Delete(_)) | None => {}
+    }
+    // Now every message must be exactly where the model says, and nothing else anywhere.
+    for (id, p) in &seen.ready {
+        let m = model
+            .msgs
+            .get(id)
+            .unwrap_or_else(|| panic!("unknown message {id} in q"));
+        assert_eq!(m.state, Known::Ready, "message {id} found in the queue");
+        assert!(p == &payload(m.seq), "message {id}: payload differs");
+        assert!(
+            !seen.dead.contains_key(id),
+            "message {id} in the queue and its DLQ"
+        );
+    }
+    for (id, e) in &seen.dead {
+        let m = model
+            .msgs
+            .get(id)
+            .unwrap_or_else(|| panic!("unknown entry {id} in q-dlq"));
+        assert_eq!(m.state, Known::Dead, "entry {id} found in the DLQ");
+        check_entry(*id, e, m, "q-dlq");
+    }
+    for (id, e) in &seen.imported {
+        let m = model
+            .msgs
+            .get(id)
+            .unwrap_or_else(|| panic!("unknown entry {id} in q2-dlq"));
+        assert!(matches!(m.state, Known::Imported { .. }), "entry {id}");
+        check_entry(*id, e, m, "q2-dlq");
+    }
+    for (id, m) in &model.msgs {
+        let found = match m.state {
+            Known::Ready => seen.ready.contains_key(id),
+            Known::Dead => seen.dead.contains_key(id),
+            Known::Imported { .. } => seen.imported.contains_key(id),
+            Known::Acked | Known::Deleted => continue,
+        };
+        assert!(found, "message {id} ({:?}) lost", m.state);
+    }
+}
+
+// ---- The parent ---------------------------------------------------------------------------
+
+enum Death {
+    Kill { after: Duration },
+    Failpoint(&'static str),
+}
+
+/// Runs one child until it dies; feeds its lines to the model.
+fn run_child(dir: &Path, seed: u64, run: u64, death: &Death, model: &mut Model) {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--exact",
+        "crash_compaction_child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_DIR_ENV, dir)
+    .env(CHILD_SEED_ENV, seed.to_string())
+    .env(CHILD_SEQ_ENV, (run * SEQ_STRIDE).to_string())
+    .env_remove("DEADLETTER_FAILPOINT")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    if let Death::Failpoint(name) = death {
+        cmd.env("DEADLETTER_FAILPOINT", name);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(at) = line.find(MARK) {
+                if tx.send(line[at + MARK.len()..].to_string()).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut ready_at = None;
+    let mut lines = 0u64;
+    let status = loop {
+        match rx.recv_timeout(Duration::from_millis(5)) {
+            Ok(line) => {
+                if line == "READY" {
+                    ready_at = Some(Instant::now());
+                }
+                lines += 1;
+                model.apply(&line);
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break child.wait().unwrap(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            // Drain what it printed before dying.
+            while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+                lines += 1;
+                model.apply(&line);
+            }
+            break status;
+        }
+        match death {
+            Death::Kill { after } => {
+                if ready_at.is_some_and(|t| t.elapsed() >= *after) {
+                    child.kill().unwrap(); // SIGKILL
+                }
+            }
+            Death::Failpoint(name) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "failpoint {name} never reached"
+                );
+            }
+        }
+    };
+    while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+        lines += 1;
+        model.apply(&line);
+    }
+    reader.join().unwrap();
+    assert!(!status.success(), "the child ended on its own: {status:?}");
+    if let Death::Failpoint(name) = death {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(6),
+            "failpoint {name}: the child must abort there, not fail otherwise ({status:?})"
+        );
+    }
+    assert!(lines > 0, "the child printed nothing");
+}
+
+#[test]
+fn sigkill_and_failpoints_during_compaction_lose_and_duplicate_nothing() {
+    if std::env::var(CHILD_DIR_ENV).is_ok() {
+        return;
+    }
+    let seed = std::env::var("DEADLETTER_SEED")
+        .ok()
+        .map(|s| s.parse().expect("DEADLETTER_SEED is a number"))
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let kills: u64 = std::env::var("DEADLETTER_CRASH_COMPACTION_KILLS")
+        .ok()
+        .map(|s| s.parse().expect("a number"))
+        .unwrap_or(8);
+    println!(
+        "crash_compaction: seed {seed} (DEADLETTER_SEED), {kills} kills + {} failpoints",
+        FAILPOINTS.len()
+    );
+    let mut rng = Rng::new(seed);
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("store");
+    let mut model = Model::default();
+    // Failpoints spread among the kills.
+    let mut deaths: Vec<Death> = (0..kills)
+        .map(|_| Death::Kill {
+            after: Duration::from_millis(100 + rng.below(1400)),
+        })
+        .collect();
+    for (i, fp) in FAILPOINTS.iter().enumerate() {
+        let at = ((i as u64 * 2 + 1).min(deaths.len() as u64)) as usize;
+        deaths.insert(at, Death::Failpoint(fp));
+    }
+    let started = Instant::now();
+    let mut during = 0u64;
+    for (run, death) in deaths.iter().enumerate() {
+        let run = run as u64 + 1;
+        let before = (model.compactions, model.relocated, model.deleted_segments);
+        model.in_compaction = false;
+        run_child(&dir, rng.next(), run, death, &mut model);
+        during += u64::from(model.in_compaction);
+        let with_compaction = observe(&dir, &root.path().join("check-a"), true);
+        let without = observe(&dir, &root.path().join("check-b"), false);
+        assert_eq!(
+            with_compaction, without,
+            "run {run}: a compaction and reopen changed what the store holds"
+        );
+        verify(&mut model, &without);
+        let live = model
+            .msgs
+            .values()
+            .filter(|m| !matches!(m.state, Known::Acked | Known::Deleted))
+            .count();
+        let segments = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name().into_string().unwrap();
+                deadletter::segment::parse_segment_name(&name).is_some()
+            })
+            .count();
+        println!(
+            "run {run:>2} {:<34} {} compactions {:>3}, relocated {:>5}, segments deleted {:>3}; {} messages known, {live} live, {segments} segments",
+            match death {
+                Death::Kill { after } => format!("SIGKILL after {after:?}"),
+                Death::Failpoint(name) => format!("failpoint {name}"),
+            },
+            if model.in_compaction { "(in a compaction)" } else { "(between runs)   " },
+            model.compactions - before.0,
+            model.relocated - before.1,
+            model.deleted_segments - before.2,
+            model.msgs.len(),
+        );
+    }
+    assert!(model.relocated > 0, "no record was ever relocated");
+    assert!(model.deleted_segments > 0, "no segment was ever deleted");
+    println!(
+        "crash_compaction: {} runs ({during} died inside a compaction) in {:.1?}",
+        deaths.len(),
+        started.elapsed()
+    );
+}
