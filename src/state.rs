@@ -511,6 +511,13 @@ impl State {
                 ..
             } => {
                 let prev = self.msgs.get(&m.id).map(|x| x.place);
+                if prev.is_some_and(|p| p != Place::Dead) {
+                    // Only a DLQ entry is replayed (as for `Op::Replay`). A message elsewhere
+                    // meets this record only when recovery skipped the damaged range that
+                    // held its dead-lettering (quarantine): moving it would leave its old
+                    // place counted.
+                    return Effects::default();
+                }
                 (*attempts, *generation, Some(*from_dlq), prev)
             }
         };

@@ -1365,7 +1365,10 @@ fn crash_at_every_io_step_of_a_compaction() {
             assert_eq!(after, before, "crash at op {n}, cut {cut}: state changed");
         }
     }
-    assert!(crashes > 0 && crashes < 3 * (total + 3), "{crashes} of {total}");
+    assert!(
+        crashes > 0 && crashes < 3 * (total + 3),
+        "{crashes} of {total}"
+    );
 }
 
 /// Named regression tests, one per bug the simulation found (hand-written minimal scenarios,
@@ -1625,5 +1628,64 @@ mod regressions {
                 Err(e) => panic!("read of {pos}: {e}"),
             }
         }
+    }
+
+    /// Bug 7 (seed 123375): under quarantine a damaged range can hold a message's
+    /// dead-lettering; the corrected replay after it then met a leased message and moved
+    /// it to ready without uncounting its lease (in-flight 1, no message leased).
+    /// `State::apply` now ignores a corrected replay of a message that is not in its DLQ,
+    /// as it does a plain replay.
+    #[test]
+    fn a_corrected_replay_of_a_message_not_in_the_dlq_changes_nothing() {
+        use deadletter::record::{Decoded, Op, Put, PutCause, PutMeta};
+        use deadletter::state::State;
+        let mut st = State::default();
+        st.apply(
+            &Decoded::Op(Op::DeclareQueue {
+                queue: 0,
+                name: "q".into(),
+            }),
+            0,
+        );
+        let meta = |cause| PutMeta {
+            id: 0,
+            queue: 0,
+            enqueued_at: T0,
+            visible_at: T0,
+            expires_at: None,
+            attributes: Default::default(),
+            idempotency_key: None,
+            cause,
+        };
+        let enqueue = Put {
+            meta: meta(PutCause::Enqueue),
+            payload: b"old",
+        };
+        st.apply(&Decoded::Put(enqueue), 10);
+        let lease = Op::Lease {
+            at: T0,
+            deadline: T0 + 1000,
+            ids: vec![0],
+        };
+        st.apply(&Decoded::Op(lease), 20);
+        let corrected = Put {
+            meta: meta(PutCause::CorrectedReplay {
+                previous_payload: b"old".to_vec(),
+                attempts: 0,
+                generation: 1,
+                from_dlq: 0,
+            }),
+            payload: b"new",
+        };
+        st.apply(&Decoded::Put(corrected), 30);
+        let c = st.queues[0].counters;
+        assert_eq!((c.ready, c.in_flight), (0, 1));
+        assert_eq!(st.msgs.get(&0).unwrap().payload_pos, 10);
+    }
+
+    /// The seed that found bug 7, as it runs with this harness.
+    #[test]
+    fn seed_123375() {
+        run_seed(123375);
     }
 }
