@@ -784,11 +784,17 @@ impl Inner {
         let base = w.active.end_position();
         self.synced.fetch_max(base, Ordering::AcqRel);
         let size = self.opts.segment_size;
-        let spare = self.spare.lock().take();
+        // The spare slot stays locked until the spare is renamed: the preparing thread,
+        // finding the slot empty, creates a new spare under the same name, and would
+        // otherwise truncate the file being installed (losing its header, or giving it the
+        // next segment's header at the next roll).
+        let mut slot = self.spare.lock();
+        let spare = slot.take();
         self.spare_requested.store(false, Ordering::Release);
         let installed = spare.filter(|f| {
             segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), base).is_ok()
         });
+        drop(slot);
         let file = match installed {
             Some(f) => f,
             // No spare ready (or installing it failed): create the segment here.

@@ -48,7 +48,7 @@ fn config() -> Config {
         retention: None,
         compaction: CompactionOptions {
             interval: None,
-            batch: 16,
+            batch: 64,
             ..CompactionOptions::default()
         },
         ..Config::default()
@@ -671,7 +671,7 @@ fn sigkill_and_failpoints_during_compaction_lose_and_duplicate_nothing() {
     // Failpoints spread among the kills.
     let mut deaths: Vec<Death> = (0..kills)
         .map(|_| Death::Kill {
-            after: Duration::from_millis(100 + rng.below(1400)),
+            after: Duration::from_millis(100 + rng.below(2400)),
         })
         .collect();
     for (i, fp) in FAILPOINTS.iter().enumerate() {
