@@ -1,0 +1,158 @@
+//! The `deadletter` contestant: the engine itself, through its public API only.
+//!
+//! One store per run with one queue (`bench`, at most 3 deliveries, a lease longer than any
+//! run). Durable runs use `Durability::Always` (group commit), the others `Never`.
+//! Compaction's background thread is off so that it cannot run inside a timed section.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use deadletter::{
+    CompactionOptions, Config, Durability, Failure as DlFailure, FailureReport, Filter, Message,
+    Page, Queue, QueueOptions, ReplayOptions, Store,
+};
+use parking_lot::Mutex;
+
+use crate::contestant::{BenchResult, Contestant, DlqEntry, DlqStats, Failure, Id, Leased};
+
+struct Deadletter {
+    // Kept so the store outlives the queue handle explicitly.
+    _store: Store,
+    queue: Queue,
+    /// Deliveries handed out and not yet reported, by id (an ack needs the delivery).
+    leased: Mutex<HashMap<u64, Message>>,
+}
+
+/// Opens the contestant's store in `dir`.
+pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
+    let config = Config {
+        durability: if durable {
+            Durability::Always
+        } else {
+            Durability::Never
+        },
+        compaction: CompactionOptions {
+            interval: None,
+            ..CompactionOptions::default()
+        },
+        ..Config::default()
+    };
+    let store = Store::open(dir, config)?;
+    let queue = store.queue_with(
+        "bench",
+        QueueOptions {
+            max_attempts: 3,
+            visibility_timeout: Duration::from_secs(3600),
+            ..QueueOptions::default()
+        },
+    )?;
+    Ok(Box::new(Deadletter {
+        _store: store,
+        queue,
+        leased: Mutex::new(HashMap::new()),
+    }))
+}
+
+fn entry(e: deadletter::DeadLetter) -> DlqEntry {
+    DlqEntry {
+        id: Id(e.id() as u128),
+        attempts: e.metadata.delivery_count,
+        error_kind: e.failure.error_kind,
+        error: e.failure.error_message,
+        payload: e.payload,
+    }
+}
+
+impl Deadletter {
+    fn take(&self, id: Id) -> BenchResult<Message> {
+        self.leased
+            .lock()
+            .remove(&(id.0 as u64))
+            .ok_or_else(|| format!("message {} is not leased", id.0).into())
+    }
+}
+
+impl Contestant for Deadletter {
+    fn enqueue(&self, payload: &[u8]) -> BenchResult<()> {
+        self.queue.enqueue(payload)?;
+        Ok(())
+    }
+
+    fn enqueue_batch(&self, payloads: &[&[u8]]) -> BenchResult<()> {
+        self.queue.enqueue_batch(payloads)?;
+        Ok(())
+    }
+
+    fn lease(&self, max: usize) -> BenchResult<Vec<Leased>> {
+        let msgs = self.queue.lease(max)?;
+        let out = msgs
+            .iter()
+            .map(|m| Leased {
+                id: Id(m.id() as u128),
+                payload: m.payload().to_vec(),
+                attempt: m.attempt(),
+            })
+            .collect();
+        let mut leased = self.leased.lock();
+        for m in msgs {
+            leased.insert(m.id(), m);
+        }
+        Ok(out)
+    }
+
+    fn ack(&self, ids: &[Id]) -> BenchResult<()> {
+        let msgs = ids
+            .iter()
+            .map(|&id| self.take(id))
+            .collect::<BenchResult<Vec<_>>>()?;
+        self.queue.ack_all(&msgs)?;
+        Ok(())
+    }
+
+    fn nack(&self, id: Id, failure: &Failure<'_>) -> BenchResult<()> {
+        let msg = self.take(id)?;
+        match *failure {
+            Failure::Transient { error } => {
+                let f = DlFailure::transient("Transient", error);
+                self.queue.retry(&msg, &FailureReport::new(&f), 0)?;
+            }
+            Failure::Permanent { kind, error } => {
+                let f = DlFailure::permanent(kind, error);
+                self.queue.dead_letter(&msg, &FailureReport::new(&f))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn dlq_stats(&self) -> BenchResult<DlqStats> {
+        let s = self.queue.dlq().stats();
+        Ok(DlqStats {
+            total: s.total,
+            by_kind: s.by_error_kind,
+        })
+    }
+
+    fn dlq_list(&self, kind: Option<&str>, limit: usize) -> BenchResult<Vec<DlqEntry>> {
+        let filter = kind.map(Filter::error_kind).unwrap_or_default();
+        let list = self.queue.dlq().list(&filter, Page::first(limit))?;
+        Ok(list.into_iter().map(entry).collect())
+    }
+
+    fn dlq_get(&self, id: Id) -> BenchResult<Option<DlqEntry>> {
+        match self.queue.dlq().get(id.0 as u64) {
+            Ok(e) => Ok(Some(entry(e))),
+            Err(deadletter::Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn dlq_replay(&self, ids: &[Id]) -> BenchResult<usize> {
+        let ids: Vec<u64> = ids.iter().map(|id| id.0 as u64).collect();
+        let report = self
+            .queue
+            .dlq()
+            .replay_ids(&ids, &ReplayOptions::to_origin())?;
+        Ok(report.replayed.len())
+    }
+}

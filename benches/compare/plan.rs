@@ -1,0 +1,194 @@
+//! How big and how long every workload is: the one place to tune the run.
+//!
+//! A measured run does `n` operations but also stops once `budget` has
+//! elapsed (checked after every operation), and reports operations done /
+//! time taken. `n` also sizes what a workload prefills (pending messages to
+//! drain, DLQ entries to inspect or replay, messages to recover on reopen),
+//! so it is kept modest for the slow durable cases.
+
+use std::time::Duration;
+
+/// The workloads, in report order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Workload {
+    /// One message per commit.
+    EnqueueOne,
+    /// `Plan::batch` messages per commit.
+    EnqueueBatch,
+    /// One message per commit from `Plan::threads` threads at once.
+    EnqueueThreads,
+    /// Lease `Plan::lease_batch` messages, ack them, repeat.
+    Drain,
+    /// Drain through a handler: 10% fail permanently, 10% fail twice first.
+    FailureFlow,
+    /// DLQ statistics (total and per error kind) on a full DLQ.
+    DlqStats,
+    /// First `Plan::dlq_list_limit` DLQ entries of one error kind.
+    DlqListFiltered,
+    /// One DLQ entry by id.
+    DlqGet,
+    /// Move DLQ entries back to the main queue, `Plan::batch` per call.
+    Replay,
+    /// Open a store full of pending messages and lease the first one.
+    Reopen,
+}
+
+impl Workload {
+    /// Every workload, in report order.
+    pub const ALL: [Workload; 10] = [
+        Workload::EnqueueOne,
+        Workload::EnqueueBatch,
+        Workload::EnqueueThreads,
+        Workload::Drain,
+        Workload::FailureFlow,
+        Workload::DlqStats,
+        Workload::DlqListFiltered,
+        Workload::DlqGet,
+        Workload::Replay,
+        Workload::Reopen,
+    ];
+
+    /// Name used in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::EnqueueOne => "enqueue_one",
+            Workload::EnqueueBatch => "enqueue_batch",
+            Workload::EnqueueThreads => "enqueue_4_threads",
+            Workload::Drain => "drain",
+            Workload::FailureFlow => "failure_flow",
+            Workload::DlqStats => "dlq_stats",
+            Workload::DlqListFiltered => "dlq_list_filtered",
+            Workload::DlqGet => "dlq_get",
+            Workload::Replay => "replay",
+            Workload::Reopen => "reopen",
+        }
+    }
+
+    /// Read-only workloads share one prefilled DLQ per contestant and payload.
+    pub fn is_dlq_read(self) -> bool {
+        matches!(
+            self,
+            Workload::DlqStats | Workload::DlqListFiltered | Workload::DlqGet
+        )
+    }
+
+    /// Workloads measured on the shared DLQ store (the reads and replay).
+    pub fn uses_dlq_store(self) -> bool {
+        self.is_dlq_read() || self == Workload::Replay
+    }
+
+    /// Durabilities measured. Reads and recovery do not commit, so only the
+    /// durable configuration is measured for them.
+    pub fn durabilities(self) -> &'static [bool] {
+        if self.is_dlq_read() || self == Workload::Reopen {
+            &[true]
+        } else {
+            &[true, false]
+        }
+    }
+}
+
+/// Everything that sizes a comparison run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// `--quick` was given.
+    pub quick: bool,
+    /// Measured runs per row (the median is reported).
+    pub runs: usize,
+    /// Time cap of one measured run.
+    pub budget: Duration,
+    /// Payload sizes in bytes.
+    pub payload_sizes: [usize; 2],
+    /// Messages per batch commit (enqueue_batch, replay, prefill).
+    pub batch: usize,
+    /// Threads of enqueue_4_threads.
+    pub threads: usize,
+    /// Messages per lease call in drain and failure_flow.
+    pub lease_batch: usize,
+    /// Entries returned by one dlq_list_filtered call.
+    pub dlq_list_limit: usize,
+    /// Bytes written by the sequential-write reference.
+    pub seq_write_bytes: usize,
+    /// Bytes copied by the memcpy reference.
+    pub memcpy_bytes: usize,
+}
+
+impl Plan {
+    /// The plan for a quick (`--quick`) or full run.
+    pub fn new(quick: bool) -> Self {
+        Plan {
+            quick,
+            runs: 3,
+            budget: if quick {
+                Duration::from_millis(60)
+            } else {
+                Duration::from_millis(1500)
+            },
+            payload_sizes: [100, 1024],
+            batch: 1000,
+            threads: 4,
+            lease_batch: 100,
+            dlq_list_limit: 100,
+            seq_write_bytes: if quick { 32 << 20 } else { 256 << 20 },
+            memcpy_bytes: if quick { 256 << 20 } else { 2 << 30 },
+        }
+    }
+
+    /// Operations of one measured run (messages, or calls for DLQ reads),
+    /// which is also the prefill size where the workload needs one.
+    pub fn n(&self, workload: Workload, durable: bool, contestant: &str) -> usize {
+        use Workload::*;
+        // (full plain, full durable, quick plain, quick durable)
+        let (fp, fd, qp, qd) = match workload {
+            EnqueueOne => (300_000, 20_000, 20_000, 2_000),
+            EnqueueBatch => (2_000_000, 500_000, 50_000, 10_000),
+            EnqueueThreads => (400_000, 40_000, 20_000, 4_000),
+            Drain => (100_000, 20_000, 2_000, 1_000),
+            FailureFlow => (50_000, 10_000, 1_000, 300),
+            // Calls; bounded by the time budget in practice.
+            DlqStats => (1_000, 1_000, 100, 100),
+            DlqListFiltered => (10_000, 10_000, 1_000, 1_000),
+            DlqGet => (1_000_000, 1_000_000, 100_000, 100_000),
+            Replay => (10_000, 10_000, 300, 300),
+            Reopen => (1_000_000, 1_000_000, 5_000, 5_000),
+        };
+        let n = match (self.quick, durable) {
+            (false, false) => fp,
+            (false, true) => fd,
+            (true, false) => qp,
+            (true, true) => qd,
+        };
+        match (contestant, self.quick) {
+            ("filesystem-json", false) => n.min(file_per_message_cap(workload, durable)),
+            _ => n,
+        }
+    }
+
+    /// Entries in the DLQ inspected by dlq_stats / dlq_list_filtered / dlq_get;
+    /// the replay runs (`plan.runs` durable, as many plain) take their entries
+    /// from it too, so it must hold `2 * runs * n(Replay)`.
+    pub fn dlq_entries(&self) -> usize {
+        if self.quick {
+            2_000
+        } else {
+            100_000
+        }
+    }
+}
+
+/// Smaller prefills for `filesystem-json` in the full run. Its stores hold
+/// one file per message, and deleting a file whose blocks reached the disk is
+/// slow here (the file system is mounted with `discard`, so every freed
+/// extent waits for a synchronous discard: 300 to 3,000 files/s measured).
+/// It drains only ~10,000 messages/s anyway, so a run uses at most this many
+/// before its time budget is spent; throughput is per message either way.
+fn file_per_message_cap(workload: Workload, durable: bool) -> usize {
+    match (workload, durable) {
+        (Workload::Drain, false) => 20_000,
+        (Workload::Drain, true) => 10_000,
+        (Workload::FailureFlow, false) => 10_000,
+        (Workload::FailureFlow, true) => 3_000,
+        (Workload::Reopen, _) => 20_000,
+        _ => usize::MAX,
+    }
+}
