@@ -57,8 +57,8 @@ pub mod verify;
 pub mod vfs;
 pub mod worker;
 
-pub use compaction::{CompactionOptions, CompactionReport};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use compaction::{CompactionOptions, CompactionReport};
 pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};

@@ -390,7 +390,10 @@ impl State {
     pub fn still_refers(&self, r: &LiveRef) -> bool {
         match r.kind {
             RefKind::Payload => self.msgs.get(&r.id).is_some_and(|m| m.payload_pos == r.pos),
-            RefKind::Envelope => self.dead.get(&r.id).is_some_and(|d| d.envelope_pos == r.pos),
+            RefKind::Envelope => self
+                .dead
+                .get(&r.id)
+                .is_some_and(|d| d.envelope_pos == r.pos),
             RefKind::History => self
                 .extras
                 .get(&r.id)
