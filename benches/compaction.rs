@@ -183,6 +183,11 @@ impl Latencies {
     fn max(&self) -> Duration {
         Duration::from_nanos(self.ns.iter().copied().max().unwrap_or(0))
     }
+    /// Calls that took longer than `d`.
+    fn over(&self, d: Duration) -> usize {
+        let d = d.as_nanos() as u64;
+        self.ns.iter().filter(|&&n| n > d).count()
+    }
 }
 
 /// Enqueues one message at a time until `stop`, timing each call; every 1,000 it consumes
@@ -261,19 +266,22 @@ fn pause_round(round: usize) -> [Duration; 5] {
         report.longest_lock_hold
     );
     println!(
-        "  {:<26} {:>9} {:>10} {:>10} {:>10} {:>10}",
-        "enqueue latency", "calls", "p50", "p99", "p99.9", "max"
+        "  {:<26} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "enqueue latency", "calls", "p50", "p99", "p99.9", "max", ">1ms", ">10ms"
     );
     for (name, l) in [("alone", &alone), ("during compaction", &during)] {
         println!(
-            "  {:<26} {:>9} {:>10.1?} {:>10.1?} {:>10.1?} {:>10.1?}   ({:.0} calls/s)",
+            "  {:<26} {:>9} {:>10.1?} {:>10.1?} {:>10.1?} {:>10.1?} {:>8} {:>8}   ({:.0} calls/s over {:.1?})",
             name,
             l.ns.len(),
             l.quantile(0.5),
             l.quantile(0.99),
             l.quantile(0.999),
             l.max(),
-            l.ns.len() as f64 / l.wall.as_secs_f64()
+            l.over(Duration::from_millis(1)),
+            l.over(Duration::from_millis(10)),
+            l.ns.len() as f64 / l.wall.as_secs_f64(),
+            l.wall
         );
     }
     drop((q, producer));
