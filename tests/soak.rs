@@ -28,10 +28,10 @@
 //!   0.7 MiB: one segment), and the segments relocated by a run that wait for the *older*
 //!   checkpoint to pass them before they are deleted (one run of lag: two segments).
 //!
-//! Before the prefix rule (each segment judged alone, stopping at the first dense one) the
-//! disk use of this test grew to about 4.5 x live plus the allowance: the relocated DLQ
-//! entries formed a dense segment at the front that pinned every dead segment behind it
-//! until half of them expired.
+//! Before the prefix rule (each segment judged alone, stopping at the first dense one) this
+//! test failed at 52,000 messages with 13.3 MB on disk for 1.8 MB live, and the saw-tooth
+//! grew with the retention: the relocated DLQ entries formed a dense segment at the front
+//! that pinned every dead segment behind it until half of them expired.
 
 use std::collections::VecDeque;
 use std::path::Path;
