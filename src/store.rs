@@ -298,7 +298,7 @@ pub(crate) fn load_checkpoint(
             checkpoint::SlotState::Missing => {}
         }
     }
-    candidates.sort_by(|a, b| b.0.cmp(&a.0));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
     slots.next = match slots.positions {
         [Some(a), Some(b)] => usize::from(a > b),
         [Some(_), None] => 1,
