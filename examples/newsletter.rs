@@ -62,7 +62,7 @@ fn times_out(msg: &Message) -> bool {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    (nanos as u64 ^ msg.id().wrapping_mul(0x9E37_79B9)) % 10 == 0
+    (nanos as u64 ^ msg.id().wrapping_mul(0x9E37_79B9)).is_multiple_of(10)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
