@@ -622,7 +622,9 @@ impl Queue {
                 attempt_of(m.attempts, now, report),
                 max_history,
             );
-            let visible_at = retry_at_ms.max(now);
+            // At least one millisecond ahead: a message retried at once goes behind the
+            // messages already waiting, never ahead of them on a tie.
+            let visible_at = retry_at_ms.max(now + 1);
             let op = Op::Retry {
                 id: msg.id,
                 visible_at,

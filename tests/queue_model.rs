@@ -581,7 +581,8 @@ impl Model {
             self.dead_letter(id, kind, worker, true);
             return Ok(None);
         }
-        let visible_at = retry_at.max(now);
+        // The store keeps a retry at least 1 ms ahead, behind what already waits.
+        let visible_at = retry_at.max(now + 1);
         m.place = MPlace::Ready;
         m.visible_at = visible_at;
         m.suspect = false;

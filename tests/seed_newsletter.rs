@@ -470,13 +470,20 @@ fn regression_reopen_does_not_deliver_a_message_twice() {
     queue
         .retry(&leased[2], &FailureReport::new(&timeout), 0)
         .unwrap();
+    // A retry "at once" is visible one millisecond later, behind what already waits.
+    clock.advance(1);
     let again = queue.lease(3).unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id(), c);
     let outcome = queue
         .retry(&again[0], &FailureReport::new(&timeout), 0)
         .unwrap();
-    assert_eq!(outcome, FailureOutcome::Retried { visible_at_ms: T0 });
+    assert_eq!(
+        outcome,
+        FailureOutcome::Retried {
+            visible_at_ms: T0 + 2
+        }
+    );
     drop((leased, again, queue));
     store.close().unwrap();
 
@@ -485,6 +492,7 @@ fn regression_reopen_does_not_deliver_a_message_twice() {
         .dlq()
         .replay_one(b, &ReplayOptions::to_origin())
         .unwrap();
+    clock.advance(1);
     let got: Vec<u64> = queue.lease(10).unwrap().iter().map(|m| m.id()).collect();
     assert_eq!(
         got,

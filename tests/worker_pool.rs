@@ -25,7 +25,11 @@ fn a_poison_message_never_delays_a_later_one_by_more_than_one_call() {
     let seen = Arc::clone(&calls);
     let pool = WorkerPool::new(&q)
         .workers(1)
-        .retry(Retry::fixed(Duration::from_millis(30)).max_attempts(4))
+        .retry(
+            Retry::fixed(Duration::from_millis(30))
+                .no_jitter()
+                .max_attempts(4),
+        )
         .start(move |m: &Message| {
             let text = m.text().unwrap().to_string();
             seen.lock().unwrap().push(text.clone());
