@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod checkpoint;
+pub mod civil;
 pub mod clock;
 pub mod compaction;
 #[cfg(feature = "dashboard")]

@@ -19,10 +19,11 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use deadletter::sim::SimRng as Rng;
 use deadletter::{
     CompactionOptions, Config, DeadLetter, Durability, Failure, FailureOutcome, FailureReport,
     Filter, Page, QueueOptions, Store,
-};
+}; // seeded and deterministic, shared by the tests
 
 const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_COMPACTION_DIR";
 const CHILD_SEED_ENV: &str = "DEADLETTER_CRASH_COMPACTION_SEED";
@@ -63,30 +64,12 @@ fn queue_options() -> QueueOptions {
     }
 }
 
-/// A tiny xorshift64* generator: deterministic from its seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// The payload of message number `seq`: `m<seq>:` then 1 to 1,500 bytes of any value.
 fn payload(seq: u64) -> Vec<u8> {
     let mut rng = Rng::new(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xbeef);
     let len = 1 + rng.below(1500) as usize;
     let mut p = format!("m{seq}:").into_bytes();
-    p.extend((0..len).map(|_| rng.next() as u8));
+    p.extend((0..len).map(|_| rng.next_u64() as u8));
     p
 }
 
@@ -684,7 +667,7 @@ fn sigkill_and_failpoints_during_compaction_lose_and_duplicate_nothing() {
         let run = run as u64 + 1;
         let before = (model.compactions, model.relocated, model.deleted_segments);
         model.in_compaction = false;
-        run_child(&dir, rng.next(), run, death, &mut model);
+        run_child(&dir, rng.next_u64(), run, death, &mut model);
         during += u64::from(model.in_compaction);
         let with_compaction = observe(&dir, &root.path().join("check-a"), true);
         let without = observe(&dir, &root.path().join("check-b"), false);

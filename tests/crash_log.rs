@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use deadletter::{Durability, Log, LogOptions};
+use deadletter::sim::SimRng as Rng;
+use deadletter::{Durability, Log, LogOptions}; // seeded and deterministic, shared by the tests
 
 const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_CHILD_DIR";
 const CHILD_START_ENV: &str = "DEADLETTER_CRASH_CHILD_START";
@@ -30,31 +31,13 @@ fn options() -> LogOptions {
     }
 }
 
-/// A tiny xorshift64* generator: deterministic from its seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// The body of record `index`: the index itself, then bytes derived from it. Any record in
 /// the log can therefore be checked against the body its first eight bytes name.
 fn body(index: u64) -> Vec<u8> {
     let mut rng = Rng::new(index.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xdead);
     let len = 8 + rng.below(3000) as usize;
     let mut b = index.to_le_bytes().to_vec();
-    b.extend((8..len).map(|_| rng.next() as u8));
+    b.extend((8..len).map(|_| rng.next_u64() as u8));
     b
 }
 

@@ -24,11 +24,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use deadletter::sim::SimRng as Rng;
 use deadletter::state::Place;
 use deadletter::{
     Clock, CompactionOptions, Config, Durability, Error, Failure, FailureOutcome, FailureReport,
     Message, QueueOptions, Store, SystemClock,
-};
+}; // seeded and deterministic, shared by the tests
 
 const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_QUEUE_DIR";
 const CHILD_ROUND_ENV: &str = "DEADLETTER_CRASH_QUEUE_ROUND";
@@ -57,24 +58,6 @@ fn queue_options() -> QueueOptions {
         max_attempts: MAX_ATTEMPTS,
         visibility_timeout: Duration::from_millis(200),
         ..QueueOptions::default()
-    }
-}
-
-/// A tiny xorshift64* generator: deterministic from its seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -440,7 +423,7 @@ fn sigkill_during_a_mixed_workload_loses_and_invents_nothing() {
             ])
             .env(CHILD_DIR_ENV, dir.path().join("store"))
             .env(CHILD_ROUND_ENV, round.to_string())
-            .env(CHILD_SEED_ENV, rng.next().to_string())
+            .env(CHILD_SEED_ENV, rng.next_u64().to_string())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_path).unwrap())
             .spawn()
