@@ -4,10 +4,11 @@
 #![cfg(feature = "dashboard")]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::net::SocketAddr;
 
+mod common;
+
+use common::http::request;
 use deadletter::dashboard::{self, DashboardOptions};
 use deadletter::{
     Config, Failure, FailureReport, ManualClock, Metrics, QueueMetrics, QueueOptions, Store,
@@ -202,34 +203,6 @@ fn parse_exposition(text: &str) -> Result<Exposition, String> {
     Ok(exp)
 }
 
-fn http_get(addr: SocketAddr, path: &str) -> (u16, BTreeMap<String, String>, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let mut lines = head.lines();
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
-        .collect();
-    (status, headers, body.to_string())
-}
-
 /// The value of `family` for `queue` in the exposition.
 fn value_of(exp: &Exposition, family: &str, q: &QueueMetrics) -> f64 {
     let hits: Vec<&Sample> = exp
@@ -335,12 +308,16 @@ fn metrics_parse_and_match_the_library() {
     .unwrap();
     let addr = server.local_addr();
 
-    let (status, headers, body) = http_get(addr, "/metrics");
-    assert_eq!(status, 200);
+    let reply = request(addr, "GET", "/metrics", &[], "");
+    assert_eq!(reply.status, 200);
     assert!(
-        headers["content-type"].starts_with("text/plain; version=0.0.4"),
-        "{headers:?}"
+        reply
+            .header("content-type")
+            .is_some_and(|v| v.starts_with("text/plain; version=0.0.4")),
+        "{:?}",
+        reply.headers
     );
+    let body = reply.body;
     let exp = parse_exposition(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
     let m = store.metrics_snapshot();
     assert_eq!(m.queues.len(), 2);
@@ -355,7 +332,7 @@ fn metrics_parse_and_match_the_library() {
     // The numbers follow the store.
     orders.ack(&msgs[3]).unwrap();
     clock.advance(1_000);
-    let (_, _, body) = http_get(addr, "/metrics");
+    let body = request(addr, "GET", "/metrics", &[], "").body;
     let exp = parse_exposition(&body).unwrap();
     let m = store.metrics_snapshot();
     assert_eq!(m.queues[0].in_flight, 0);
