@@ -78,9 +78,9 @@ pub fn settle(path: &Path) {
     let _ = Command::new("sync").arg("-f").arg(path).status();
 }
 
-/// Root of the scratch stores: `target/compare/tmp` under the current dir.
+/// Root of the scratch stores: `tmp` beside the report (`target/compare/tmp`).
 pub fn scratch_root() -> PathBuf {
-    PathBuf::from("target").join("compare").join("tmp")
+    crate::report::out_dir().join("tmp")
 }
 
 /// A fresh empty directory under [`scratch_root`], removed on drop.

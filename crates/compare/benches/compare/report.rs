@@ -1,5 +1,5 @@
 //! The report: a markdown table on stdout, `report.json` and a log-scale SVG
-//! bar chart of throughput, both written under `target/compare/`.
+//! bar chart of throughput, both written under [`out_dir`] (`target/compare/`).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -49,9 +49,19 @@ pub struct Report<'a> {
     pub results: &'a [Row],
 }
 
-/// Directory the report files go to: `target/compare` under the current dir.
+/// Directory the report files go to: `compare` in cargo's target directory, which is
+/// `$CARGO_TARGET_DIR` when set, else `target` at the workspace root (the harness runs with
+/// its own package as the current directory, so a relative path would land under
+/// `crates/compare`).
 pub fn out_dir() -> PathBuf {
-    PathBuf::from("target").join("compare")
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            // This package is crates/compare: the workspace root is two levels up.
+            let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+            package.ancestors().nth(2).unwrap_or(package).join("target")
+        });
+    target.join("compare")
 }
 
 fn reference_ops(rows: &[Row], row: &Row) -> Option<f64> {

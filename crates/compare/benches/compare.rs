@@ -1,8 +1,8 @@
 //! Comparison benchmark: deadletter against other ways to build a persistent
 //! queue with a dead letter queue, on the same workloads, in one process run.
 //!
-//! Run: `cargo bench --bench compare` (full, up to ~20 min) or
-//! `cargo bench --bench compare -- --quick` (well under 2 min).
+//! Run: `cargo bench -p deadletter-compare` (full, up to ~20 min) or
+//! `cargo bench -p deadletter-compare -- --quick` (well under 2 min).
 //! Options: `--quick`; `--only=NAME[,NAME...]` runs only those contestants;
 //! `--workloads=NAME[,NAME...]` runs only those workloads (the DLQ reads and
 //! replay share a store and run together); `--trace` prints the duration of
@@ -10,9 +10,9 @@
 //! Other arguments (such as the `--bench` cargo passes) are ignored.
 //!
 //! Output: a markdown table on stdout, `target/compare/report.json` and
-//! `target/compare/throughput.svg` (relative to the current directory, which
-//! is the package root under `cargo bench`). Stores live in temporary
-//! directories under `target/compare/tmp`, removed after use.
+//! `target/compare/throughput.svg` in the workspace's target directory (or
+//! `$CARGO_TARGET_DIR`). Stores live in temporary directories under
+//! `target/compare/tmp`, removed after use.
 //!
 //! Contestants (see `compare/contestant.rs` for the trait they implement):
 //! * `filesystem-json`: one JSON file per message in directories
@@ -31,10 +31,13 @@
 //! report are against the contestant named `deadletter` with the same
 //! durability, and are left empty when it is absent.
 //!
-//! Dev-dependencies this bench needs: serde (derive), serde_json, uuid (v4),
-//! rusqlite (bundled), tempfile, rustqueue (default-features = false) and
-//! tokio (rt-multi-thread). Peak RSS and the `chattr`/`sync` helpers are
-//! Linux-specific and degrade to `null` / no-ops elsewhere.
+//! This package (`crates/compare`, not published) exists so that these
+//! contestants' dependencies — serde (derive), serde_json, uuid (v4), rusqlite
+//! (bundled SQLite), tempfile, rustqueue (default-features = false) and tokio
+//! (rt-multi-thread), about 300 crates — are built only when the comparison
+//! is, never by the library's tests or the examples. Peak RSS and the
+//! `chattr`/`sync` helpers are Linux-specific and degrade to `null` / no-ops
+//! elsewhere.
 
 #[path = "compare/contestant.rs"]
 mod contestant;
