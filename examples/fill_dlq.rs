@@ -83,13 +83,8 @@ fn drain_once(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::args()
-        .nth(1)
-        .ok_or("usage: fill_dlq DIR (DIR must not exist or be empty)")?;
-    let dir = std::path::PathBuf::from(dir);
-    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(format!("{} exists and is not empty", dir.display()).into());
-    }
+    let dir =
+        deadletter_examples::new_dir_arg("usage: fill_dlq DIR (DIR must not exist or be empty)")?;
     // Start six hours ago (on an hour boundary) and let time run forward as work is done.
     let now = SystemClock.now_ms();
     let clock = ManualClock::new((now / HOUR - 6) * HOUR + 5 * 60_000);

@@ -66,11 +66,8 @@ fn times_out(msg: &Message) -> bool {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::args()
-        .nth(1)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("deadletter-example-newsletter"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = deadletter_examples::store_dir("newsletter");
+    deadletter_examples::fresh_store_dir(&dir)?;
     let store = Store::open(&dir, Config::default())?;
     let queue = store.queue("newsletter")?;
     for s in subscribers() {

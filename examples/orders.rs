@@ -33,11 +33,8 @@ fn process(msg: &Message) -> Result<(), Failure> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::args()
-        .nth(1)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("deadletter-example-orders"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = deadletter_examples::store_dir("orders");
+    deadletter_examples::fresh_store_dir(&dir)?;
     let started = Instant::now();
     let store = Store::open(&dir, Config::default())?;
     let queue = store.queue("order-events")?;
