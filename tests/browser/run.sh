@@ -16,8 +16,9 @@ for tool in node chromium chromedriver; do
   fi
 done
 
-# --all-features (dashboard is one of them) reuses what `cargo test --all-features` built.
-cargo build --quiet --all-features --bin deadletter --example fill_dlq
+# The `deadletter` command (package deadletter-cli) and the fill_dlq example (package
+# deadletter-examples), built as the README's test command builds them, so CI reuses them.
+cargo build --quiet --workspace --all-features --bin deadletter --example fill_dlq
 target_dir=$(cargo metadata --format-version 1 --no-deps |
   node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).target_directory));')
 bin="$target_dir/debug/deadletter"

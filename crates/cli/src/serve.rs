@@ -1,16 +1,13 @@
-//! `serve`: the web dashboard and `/metrics` (built with the `dashboard` feature; without
-//! it the command explains how to get it).
+//! `serve`: the web dashboard and `/metrics`, in this process, until it is stopped.
+
+use deadletter::dashboard::{self, DashboardOptions};
 
 use crate::cli::ServeArgs;
 use crate::error::CliError;
+use crate::output::print;
+use crate::store_access::{self, Open};
 
-#[cfg(feature = "dashboard")]
 pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
-    use deadletter::dashboard::{self, DashboardOptions};
-
-    use crate::output::print;
-    use crate::store_access::{self, Open};
-
     let store = store_access::open(&args.dir, Open::Existing)?;
     let options = DashboardOptions {
         bind: args.bind,
@@ -51,14 +48,4 @@ pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
     print(&text)?;
     server.wait();
     Ok(())
-}
-
-#[cfg(not(feature = "dashboard"))]
-pub fn serve(args: &ServeArgs, _json: bool) -> Result<(), CliError> {
-    let _ = (&args.dir, &args.bind, &args.token);
-    Err(CliError::Incomplete(
-        "this deadletter was built without the dashboard; rebuild with \
-         `cargo install deadletter --features dashboard` (or `--features dashboard`)"
-            .into(),
-    ))
 }

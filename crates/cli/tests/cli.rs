@@ -2,9 +2,6 @@
 //! every command, its `--json` output parsed and checked against the library, exit codes
 //! (2 for bad usage, 1 for a failed operation or a locked store), and export/import
 //! round-tripping payload bytes exactly.
-//!
-//! Needs the binary: `cargo test --features cli --test cli` (or `--all-features`).
-#![cfg(feature = "cli")]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -910,7 +907,6 @@ fn a_missing_store_is_an_error_not_a_new_store() {
     );
 }
 
-#[cfg(feature = "dashboard")]
 #[test]
 fn serve_starts_and_answers() {
     let _serial = serial();

@@ -27,7 +27,6 @@ pub enum CliError {
     /// The command ran but did not do all it was asked (such as refused replays).
     Incomplete(String),
     /// The dashboard could not start.
-    #[cfg(feature = "dashboard")]
     Dashboard(deadletter::dashboard::DashboardError),
 }
 
@@ -79,7 +78,6 @@ impl fmt::Display for CliError {
             CliError::Io { what, source } => write!(f, "cannot {what}: {source}"),
             CliError::Input(m) => write!(f, "{m}"),
             CliError::Incomplete(m) => write!(f, "{m}"),
-            #[cfg(feature = "dashboard")]
             CliError::Dashboard(e) => write!(f, "{e}"),
         }
     }
