@@ -27,8 +27,10 @@
 //! - [`store`], [`queue`], [`dlq`]: the API;
 //! - [`retry`], [`worker`]: retry policies and the worker pool;
 //! - [`metrics`], [`verify`]: counters for monitoring, and a read-only check of a store's
-//!   files; with the `cli` feature, `export` (the JSON form of envelopes), and with the
-//!   `dashboard` feature, `dashboard` (the HTTP dashboard and `/metrics`).
+//!   files.
+//!
+//! The front ends are packages of their own: `deadletter-cli` (the `deadletter` command)
+//! and `deadletter-dashboard` (the HTTP dashboard and `/metrics`, embeddable in a program).
 
 #![warn(missing_docs)]
 
@@ -36,12 +38,8 @@ pub mod checkpoint;
 pub mod civil;
 pub mod clock;
 pub mod compaction;
-#[cfg(feature = "dashboard")]
-pub mod dashboard;
 pub mod dlq;
 pub mod error;
-#[cfg(feature = "cli")]
-pub mod export;
 pub mod format;
 pub mod log;
 pub mod metrics;

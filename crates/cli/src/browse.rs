@@ -1,13 +1,14 @@
 //! Commands that read without changing anything: `stats`, `list`, `show`, `analyze`.
 
-use deadletter::export::{envelope_to_json, PayloadEncoding};
-use deadletter::{DeadLetter, EntryStatus, Page, Store};
+use deadletter::{DeadLetter, EntryStatus, Page};
+use deadletter_dashboard::api;
+use deadletter_dashboard::export::{envelope_to_json, PayloadEncoding};
 use serde_json::{json, Value};
 
 use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
 use crate::error::CliError;
 use crate::output::{clip, hex_dump, payload_preview, print, print_json, Table};
-use crate::store_access::{self, find_entry, select_dlqs, Open};
+use crate::store_access::{self, select_dlqs, Open};
 use crate::timefmt::{fmt_age, fmt_opt_time, fmt_time};
 
 /// `pending`, `reprocessed ok` or `reprocessed failed`.
@@ -19,32 +20,11 @@ pub fn status_text(s: &EntryStatus) -> &'static str {
     }
 }
 
-/// The stats document: the same shape as the dashboard's `/api/stats`.
-pub fn stats_json(store: &Store) -> Result<Value, CliError> {
-    let metrics = store.metrics_snapshot();
-    let mut queues = Vec::new();
-    for q in &metrics.queues {
-        let mut value = serde_json::to_value(q)
-            .map_err(|e| CliError::Input(format!("cannot encode JSON: {e}")))?;
-        let dlq = store.dlq(&q.dlq)?;
-        let dlq_stats = serde_json::to_value(dlq.stats())
-            .map_err(|e| CliError::Input(format!("cannot encode JSON: {e}")))?;
-        if let Value::Object(map) = &mut value {
-            map.insert("dlq_stats".into(), dlq_stats);
-        }
-        queues.push(value);
-    }
-    Ok(json!({
-        "dir": store.dir().display().to_string(),
-        "at_ms": metrics.at_ms,
-        "queues": queues,
-    }))
-}
-
 pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
     if json {
-        return print_json(&stats_json(&store)?);
+        // The same document as the dashboard's `/api/stats`.
+        return print_json(&api::stats_json(&store)?);
     }
     let metrics = store.metrics_snapshot();
     if metrics.queues.is_empty() {
@@ -177,7 +157,7 @@ pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
 
 pub fn show(args: &ShowArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let (_, e) = find_entry(&store, args.id)?;
+    let (_, e) = api::find_entry(&store, args.id)?;
     if json {
         let encoding = if args.hex {
             PayloadEncoding::Hex

@@ -7,13 +7,14 @@
 use std::io::{IsTerminal, Read};
 
 use deadletter::{Dlq, EnqueueOptions, Filter, MessageId, ReplayOptions};
+use deadletter_dashboard::api;
 use serde_json::{json, Value};
 
 use crate::cli::{DeleteArgs, EnqueueArgs, PurgeArgs, ReplayArgs};
 use crate::error::CliError;
 use crate::output::{clip, print, print_json, Table};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, find_entry, select_dlqs, Open};
+use crate::store_access::{self, select_dlqs, Open};
 use crate::timefmt::fmt_time;
 
 /// Entries replayed or deleted per batch (one fsync each).
@@ -28,7 +29,7 @@ fn selected(
     limit: Option<usize>,
 ) -> Result<Vec<(Dlq, Vec<MessageId>)>, CliError> {
     if let Some(id) = id {
-        let (dlq, _) = find_entry(store, id)?;
+        let (dlq, _) = api::find_entry(store, id)?;
         if let Some(q) = queue {
             let wanted = store.dlq(q)?;
             if wanted.name() != dlq.name() {
@@ -111,7 +112,7 @@ pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
         if args.dry_run && !moved.is_empty() {
             let mut t = Table::new(&[">ID", "FROM", "TO", "ERROR KIND", ">ATTEMPTS", "MESSAGE"]);
             for (id, from, to) in &moved {
-                let (kind, attempts, message) = match find_entry(&store, *id) {
+                let (kind, attempts, message) = match api::find_entry(&store, *id) {
                     Ok((_, e)) => (
                         e.failure.error_kind,
                         e.metadata.delivery_count.to_string(),

@@ -27,7 +27,7 @@ pub enum CliError {
     /// The command ran but did not do all it was asked (such as refused replays).
     Incomplete(String),
     /// The dashboard could not start.
-    Dashboard(deadletter::dashboard::DashboardError),
+    Dashboard(deadletter_dashboard::DashboardError),
 }
 
 impl CliError {

@@ -107,7 +107,7 @@ pub fn payload_preview(bytes: &[u8], max: usize) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => clip(text, max),
         Err(_) => {
-            let hex = deadletter::export::hex_encode(&bytes[..bytes.len().min(max / 2)]);
+            let hex = deadletter_dashboard::export::hex_encode(&bytes[..bytes.len().min(max / 2)]);
             clip(&format!("0x{hex}"), max)
         }
     }

@@ -1,6 +1,6 @@
 //! `serve`: the web dashboard and `/metrics`, in this process, until it is stopped.
 
-use deadletter::dashboard::{self, DashboardOptions};
+use deadletter_dashboard::{self as dashboard, DashboardOptions};
 
 use crate::cli::ServeArgs;
 use crate::error::CliError;

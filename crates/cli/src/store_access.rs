@@ -1,4 +1,4 @@
-//! Opening a store for a command, and finding DLQs and entries in it.
+//! Opening a store for a command, and finding its DLQs.
 //!
 //! Commands that only read or change existing entries refuse a directory that holds no
 //! segment file, so a mistyped path is reported instead of becoming a new, empty store.
@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use deadletter::{Config, DeadLetter, Dlq, Error, MessageId, Store};
+use deadletter::{Config, Dlq, Store};
 
 use crate::error::CliError;
 
@@ -93,17 +93,4 @@ pub fn select_dlqs(store: &Store, queue: Option<&str>) -> Result<Vec<Dlq>, CliEr
             .map(|n| Ok(store.existing_queue(n)?.dlq()))
             .collect(),
     }
-}
-
-/// The DLQ holding entry `id`, and the entry.
-pub fn find_entry(store: &Store, id: MessageId) -> Result<(Dlq, DeadLetter), CliError> {
-    for name in store.queue_names() {
-        let dlq = store.existing_queue(&name)?.dlq();
-        match dlq.get(id) {
-            Ok(e) => return Ok((dlq, e)),
-            Err(Error::NotFound(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::NotFound(id).into())
 }

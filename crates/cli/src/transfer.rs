@@ -1,5 +1,5 @@
 //! `export` and `import`: DLQ envelopes as newline-delimited JSON, one envelope per line,
-//! payloads in base64 so every byte round-trips (see `deadletter::export` for the format).
+//! payloads in base64 so every byte round-trips (see `deadletter_dashboard::export` for the format).
 //!
 //! An export to a file is written under a temporary name and renamed into place once
 //! complete, so a failed export never leaves a partial file behind. An import parses and
@@ -9,8 +9,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use deadletter::export::{envelope_to_line, parse_line};
 use deadletter::{DeadLetter, Dlq, Store};
+use deadletter_dashboard::export::{envelope_to_line, parse_line};
 use serde_json::{json, Value};
 
 use crate::cli::{ExportArgs, ImportArgs};

@@ -361,7 +361,7 @@ fn list_filters_and_pages() {
         .iter()
         .find(|e| e["id"] == entries["ORD-3"].id())
         .unwrap();
-    let back = deadletter::export::envelope_from_json(e3).unwrap();
+    let back = deadletter_dashboard::export::envelope_from_json(e3).unwrap();
     assert_eq!(back, entries["ORD-3"]);
     assert!(
         e3.get("payload_text").is_none(),
@@ -387,7 +387,10 @@ fn show_prints_the_whole_envelope() {
     assert_eq!(v["failure"]["error_kind"], "InvalidPayload");
     assert_eq!(v["failure"]["context"]["step"], "parse");
     assert_eq!(v["metadata"]["attributes"]["orderId"], "ORD-2");
-    assert_eq!(deadletter::export::envelope_from_json(&v).unwrap(), *e2);
+    assert_eq!(
+        deadletter_dashboard::export::envelope_from_json(&v).unwrap(),
+        *e2
+    );
 
     let text = ok(&["show", f.path(), &id]);
     assert!(text.contains("InvalidPayload: payload is not valid JSON"));
@@ -400,7 +403,7 @@ fn show_prints_the_whole_envelope() {
     assert_eq!(vhex["payload_encoding"], "hex");
     assert_eq!(
         vhex["payload"],
-        deadletter::export::hex_encode(b"orderId=ORD-2;;;")
+        deadletter_dashboard::export::hex_encode(b"orderId=ORD-2;;;")
     );
 
     let binary = entries["ORD-3"].id().to_string();
@@ -592,7 +595,7 @@ fn export_then_import_round_trips_bytes() {
     // No progress bar in a pipe: no carriage returns on stderr.
     assert!(!o.stderr.contains(&b'\r'));
     for line in &lines {
-        let e = deadletter::export::parse_line(line).unwrap();
+        let e = deadletter_dashboard::export::parse_line(line).unwrap();
         let name = f.payloads.iter().find(|(_, p)| **p == e.payload).unwrap().0;
         assert_eq!(e, entries[*name], "{name} survives the JSON form");
     }

@@ -25,13 +25,13 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::Reply;
-use crate::civil::civil_from_days;
-use crate::dlq::{Dlq, Filter, Page, ReplayOptions};
-use crate::error::Error;
+use deadletter::civil::civil_from_days;
+use deadletter::{
+    DeadLetter, Dlq, EntryStatus, Error, Filter, MessageId, Page, ReplayOptions, Store,
+};
+
 use crate::export::{envelope_to_json, PayloadEncoding};
-use crate::store::Store;
-use crate::types::{DeadLetter, EntryStatus, MessageId};
+use crate::Reply;
 
 /// A change the API makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,31 +199,38 @@ pub(crate) fn get(store: &Store, path: &str, query: &str) -> Reply {
     }
 }
 
-fn stats(store: &Store) -> Reply {
+/// The JSON value of `value`. The library's report types are plain structs with string
+/// keys, which serde_json always encodes; should one ever fail, the value says why
+/// instead of a panic.
+fn to_json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or_else(|e| json!({ "error": e.to_string() }))
+}
+
+/// The stats document of `/api/stats` (and of `deadletter stats --json`): `{"dir",
+/// "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`.
+pub fn stats_json(store: &Store) -> Result<Value, Error> {
     let metrics = store.metrics_snapshot();
     let mut queues = Vec::new();
     for q in &metrics.queues {
-        let mut value = match serde_json::to_value(q) {
-            Ok(v) => v,
-            Err(e) => return Reply::error(500, e.to_string()),
-        };
-        let dlq_stats = match store.dlq(&q.dlq) {
-            Ok(d) => serde_json::to_value(d.stats()).unwrap_or(Value::Null),
-            Err(e) => return lib_error(&e),
-        };
+        let mut value = to_json(q);
+        let dlq_stats = to_json(&store.dlq(&q.dlq)?.stats());
         if let Value::Object(map) = &mut value {
             map.insert("dlq_stats".into(), dlq_stats);
         }
         queues.push(value);
     }
-    Reply::json(
-        200,
-        &json!({
-            "dir": store.dir().display().to_string(),
-            "at_ms": metrics.at_ms,
-            "queues": queues,
-        }),
-    )
+    Ok(json!({
+        "dir": store.dir().display().to_string(),
+        "at_ms": metrics.at_ms,
+        "queues": queues,
+    }))
+}
+
+fn stats(store: &Store) -> Reply {
+    match stats_json(store) {
+        Ok(doc) => Reply::json(200, &doc),
+        Err(e) => lib_error(&e),
+    }
 }
 
 /// A list row: what the table shows, without the whole payload.
@@ -338,7 +345,7 @@ fn timeline(store: &Store, name: &str, query: &str) -> Reply {
         Ok(d) => d,
         Err(e) => return lib_error(&e),
     };
-    let now = store.now();
+    let now = store.config().clock.now_ms();
     let end = (now / HOUR_MS + 1) * HOUR_MS;
     let start = end.saturating_sub(hours * HOUR_MS);
     let count = |since: Option<u64>, until: Option<u64>| {

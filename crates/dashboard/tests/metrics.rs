@@ -1,7 +1,6 @@
 //! `/metrics` served by the dashboard parses as Prometheus text (checked by a strict parser
 //! of the exposition format written here) and its numbers equal the library's
 //! `Store::metrics_snapshot()`.
-#![cfg(feature = "dashboard")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -9,10 +8,10 @@ use std::net::SocketAddr;
 mod common;
 
 use common::http::request;
-use deadletter::dashboard::{self, DashboardOptions};
 use deadletter::{
     Config, Failure, FailureReport, ManualClock, Metrics, QueueMetrics, QueueOptions, Store,
 };
+use deadletter_dashboard::{self as dashboard, DashboardOptions};
 
 const T0: u64 = 1_800_000_000_000;
 

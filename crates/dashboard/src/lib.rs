@@ -1,18 +1,24 @@
-//! The HTTP dashboard: one page showing every queue and its DLQ, failure charts, the DLQ
-//! list with filters, an entry's whole envelope, and replay / delete buttons; a JSON API
-//! behind it; and a Prometheus `/metrics` endpoint. Available with the `dashboard` feature.
+//! The HTTP dashboard of a deadletter store, served from your own process: one page showing
+//! every queue and its DLQ, failure charts, the DLQ list with filters, an entry's whole
+//! envelope, and replay / delete buttons; a JSON API behind it; and a Prometheus `/metrics`
+//! endpoint. The `deadletter serve` command runs it over a store directory; a program that
+//! owns its store serves it the same way, beside its own work:
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use deadletter::{Config, Store};
-//! use deadletter::dashboard::{self, DashboardOptions};
+//! use deadletter_dashboard::DashboardOptions;
 //!
 //! let store = Store::open("./data", Config::default())?;
-//! let server = dashboard::serve(store, DashboardOptions::default())?; // 127.0.0.1:8080
-//! println!("open {}", server.url_with_token());
-//! server.wait();
+//! let server = deadletter_dashboard::serve(store.clone(), DashboardOptions::default())?;
+//! println!("dashboard: {}", server.url_with_token()); // 127.0.0.1:8080
+//! // ... the program's own work with `store` ...
+//! server.shutdown();
 //! # Ok(()) }
 //! ```
+//!
+//! The crate also holds the JSON form of DLQ envelopes ([`export`]), which the
+//! `deadletter` command uses for `--json`, `export` and `import`.
 //!
 //! Routes: `GET /` (the page; its script and style are compiled into the binary, nothing is
 //! fetched from elsewhere), `GET /api/stats`, `GET /api/dlq/{name}?filters`,
@@ -34,6 +40,7 @@
 //! - every mutating request, done or refused, is logged as one line on stderr.
 
 pub mod api;
+pub mod export;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
@@ -44,7 +51,7 @@ use std::time::Duration;
 
 use tiny_http::{Header, Method, Request, Response, Server};
 
-use crate::store::Store;
+use deadletter::Store;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -431,7 +438,7 @@ fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
         if ctx.log_actions {
             eprintln!(
                 "{} dashboard: refused POST {what} from {remote}: {why}",
-                api::format_utc(ctx.store.now())
+                api::format_utc(ctx.store.config().clock.now_ms())
             );
         }
         Reply::error(status, why)
@@ -468,7 +475,7 @@ fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
     if ctx.log_actions {
         eprintln!(
             "{} dashboard: POST {what} from {remote}: {summary}",
-            api::format_utc(ctx.store.now())
+            api::format_utc(ctx.store.config().clock.now_ms())
         );
     }
     reply

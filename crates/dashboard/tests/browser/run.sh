@@ -5,13 +5,14 @@
 # clicked in the browser reached the store. Screenshots go to target/browser/; with
 # UPDATE_DOCS_SCREENSHOT=1 the overview is also copied to docs/dashboard.png.
 #
-# Needs chromium, chromium-driver and node: tests/browser/install.sh installs them.
+# Needs chromium, chromium-driver and node: install.sh beside this script installs them.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../../.."   # the workspace root
 
 for tool in node chromium chromedriver; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "browser test: $tool is missing; run tests/browser/install.sh" >&2
+    echo "browser test: $tool is missing; run $here/install.sh" >&2
     exit 1
   fi
 done
@@ -47,7 +48,7 @@ if [ ! -s "$work/serve.json" ]; then
   exit 1
 fi
 
-node tests/browser/dashboard.mjs "$work/serve.json" "$target_dir/browser"
+node "$here/dashboard.mjs" "$work/serve.json" "$target_dir/browser"
 
 kill "$server"
 wait "$server" 2>/dev/null || true

@@ -1,15 +1,14 @@
 //! The dashboard's HTTP surface without a browser: the page and its assets, the JSON API
 //! against the library, and the protections of mutating requests (token, same origin,
 //! JSON body, expected Host).
-#![cfg(feature = "dashboard")]
 
 use std::net::SocketAddr;
 
 mod common;
 
 use common::http::{request, Reply};
-use deadletter::dashboard::{self, Dashboard, DashboardOptions};
 use deadletter::{Config, Failure, FailureReport, ManualClock, QueueOptions, Store};
+use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
 use serde_json::Value;
 
 const T0: u64 = 1_800_000_000_000;
@@ -141,7 +140,7 @@ fn the_api_reads_what_the_library_holds() {
     assert!(next["next_cursor"].is_null());
 
     let entry = get(addr, &format!("/api/entry/{}", ids[1])).json();
-    let back = deadletter::export::envelope_from_json(&entry).unwrap();
+    let back = deadletter_dashboard::export::envelope_from_json(&entry).unwrap();
     assert_eq!(back, store.dlq("orders").unwrap().get(ids[1]).unwrap());
     assert_eq!(back.payload, vec![0xff, 0x00, 0x80]);
 

@@ -10,14 +10,11 @@
 //!
 //! Optionally `payload_text` holds the payload as text when it is valid UTF-8 (it is
 //! ignored on import). Unknown fields are ignored on import, so the format can grow.
-//!
-//! Available with the `cli` feature (it needs `serde_json`).
 
 use std::fmt;
 
+use deadletter::DeadLetter;
 use serde_json::Value;
-
-use crate::types::DeadLetter;
 
 /// How payload bytes are written as a JSON string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
