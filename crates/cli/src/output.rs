@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use deadletter_dashboard::export::PayloadEncoding;
+
 use crate::error::CliError;
 
 /// A table printed with aligned columns; numeric columns are right-aligned.
@@ -107,7 +109,7 @@ pub fn payload_preview(bytes: &[u8], max: usize) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => clip(text, max),
         Err(_) => {
-            let hex = deadletter_dashboard::export::hex_encode(&bytes[..bytes.len().min(max / 2)]);
+            let hex = PayloadEncoding::Hex.encode(&bytes[..bytes.len().min(max / 2)]);
             clip(&format!("0x{hex}"), max)
         }
     }

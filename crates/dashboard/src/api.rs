@@ -238,7 +238,7 @@ fn summary(e: &DeadLetter) -> Value {
     let text = std::str::from_utf8(&e.payload).ok();
     let preview = match text {
         Some(t) => t.chars().take(120).collect::<String>(),
-        None => crate::export::hex_encode(&e.payload[..e.payload.len().min(48)]),
+        None => PayloadEncoding::Hex.encode(&e.payload[..e.payload.len().min(48)]),
     };
     json!({
         "id": e.id(),

@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+use data_encoding::{BASE64, HEXLOWER, HEXLOWER_PERMISSIVE};
 use deadletter::DeadLetter;
 use serde_json::Value;
 
@@ -47,17 +48,21 @@ impl PayloadEncoding {
     /// Encodes `bytes`.
     pub fn encode(self, bytes: &[u8]) -> String {
         match self {
-            PayloadEncoding::Base64 => base64_encode(bytes),
-            PayloadEncoding::Hex => hex_encode(bytes),
+            PayloadEncoding::Base64 => BASE64.encode(bytes),
+            PayloadEncoding::Hex => HEXLOWER.encode(bytes),
         }
     }
 
-    /// Decodes `text`.
+    /// Decodes `text`: strictly for base64 (the standard alphabet, with its padding, and no
+    /// stray bits in the last character); hexadecimal in either case.
     pub fn decode(self, text: &str) -> Result<Vec<u8>, ExportError> {
-        match self {
-            PayloadEncoding::Base64 => base64_decode(text),
-            PayloadEncoding::Hex => hex_decode(text),
-        }
+        let (name, encoding) = match self {
+            PayloadEncoding::Base64 => ("base64", &BASE64),
+            PayloadEncoding::Hex => ("hex", &HEXLOWER_PERMISSIVE),
+        };
+        encoding
+            .decode(text.as_bytes())
+            .map_err(|e| ExportError::BadPayload(format!("not valid {name}: {e}")))
     }
 }
 
@@ -171,138 +176,33 @@ pub fn parse_line(line: &str) -> Result<DeadLetter, ExportError> {
     envelope_from_json(&value)
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding.
-pub fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn b64_value(c: u8) -> Option<u32> {
-    match c {
-        b'A'..=b'Z' => Some(u32::from(c - b'A')),
-        b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
-        b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    }
-}
-
-/// Decodes standard padded base64, strictly (no whitespace, padding only at the end).
-pub fn base64_decode(text: &str) -> Result<Vec<u8>, ExportError> {
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        return Err(ExportError::BadPayload(
-            "base64 length is not a multiple of 4".into(),
-        ));
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    let groups = bytes.len() / 4;
-    for (g, quad) in bytes.chunks(4).enumerate() {
-        let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && g + 1 != groups) {
-            return Err(ExportError::BadPayload("misplaced base64 padding".into()));
-        }
-        let mut n = 0u32;
-        for (i, &c) in quad.iter().enumerate() {
-            let v = if i >= 4 - pad {
-                0
-            } else {
-                b64_value(c).ok_or_else(|| {
-                    ExportError::BadPayload(format!("invalid base64 character {:?}", c as char))
-                })?
-            };
-            n = (n << 6) | v;
-        }
-        let group = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&group[..3 - pad]);
-    }
-    Ok(out)
-}
-
-/// Lower-case hexadecimal.
-pub fn hex_encode(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 15) as usize] as char);
-    }
-    out
-}
-
-/// Decodes hexadecimal (either case).
-pub fn hex_decode(text: &str) -> Result<Vec<u8>, ExportError> {
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return Err(ExportError::BadPayload("hex length is odd".into()));
-    }
-    let digit = |c: u8| {
-        (c as char)
-            .to_digit(16)
-            .map(|d| d as u8)
-            .ok_or_else(|| ExportError::BadPayload(format!("invalid hex digit {:?}", c as char)))
-    };
-    bytes
-        .chunks(2)
-        .map(|pair| Ok(digit(pair[0])? << 4 | digit(pair[1])?))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn base64_known_vectors() {
-        for (plain, enc) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64_encode(plain.as_bytes()), enc);
-            assert_eq!(base64_decode(enc).unwrap(), plain.as_bytes());
-        }
-    }
-
-    #[test]
-    fn base64_and_hex_round_trip_every_byte() {
+    fn payloads_round_trip_in_both_encodings() {
         let all: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
-        for n in 0..all.len() {
-            let b = &all[..n];
-            assert_eq!(base64_decode(&base64_encode(b)).unwrap(), b);
-            assert_eq!(hex_decode(&hex_encode(b)).unwrap(), b);
+        for n in [0, 1, 2, 3, 4, 255, all.len()] {
+            for encoding in [PayloadEncoding::Base64, PayloadEncoding::Hex] {
+                let text = encoding.encode(&all[..n]);
+                assert_eq!(encoding.decode(&text).unwrap(), &all[..n]);
+            }
         }
+        assert_eq!(PayloadEncoding::Base64.encode(b"fo"), "Zm8=");
+        assert_eq!(PayloadEncoding::Hex.encode(b"\x0a\xff"), "0aff");
+        assert_eq!(PayloadEncoding::Hex.decode("0AfF").unwrap(), b"\x0a\xff");
     }
 
     #[test]
-    fn malformed_input_is_rejected() {
-        assert!(base64_decode("Zg=").is_err());
-        assert!(base64_decode("Z===").is_err());
-        assert!(base64_decode("Zg==Zm8=").is_err());
-        assert!(base64_decode("Zm9*").is_err());
-        assert!(hex_decode("abc").is_err());
-        assert!(hex_decode("zz").is_err());
+    fn malformed_payloads_are_rejected() {
+        // Unpadded, misplaced padding, a stray character, stray bits in the last character.
+        for bad in ["Zg=", "Z===", "Zm9*", "Zh=="] {
+            let e = PayloadEncoding::Base64.decode(bad).unwrap_err();
+            assert!(matches!(e, ExportError::BadPayload(_)), "{bad}: {e}");
+        }
+        for bad in ["abc", "zz"] {
+            assert!(PayloadEncoding::Hex.decode(bad).is_err(), "{bad}");
+        }
     }
 }
