@@ -22,6 +22,7 @@
 //! - `/api/delete`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..}}`; answers
 //!   `{"deleted": n}`.
 
+use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -103,13 +104,11 @@ impl FilterSpec {
         let mut spec = FilterSpec::default();
         let mut after = None;
         let mut limit = 50usize;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let key = percent_decode(key)?;
-            let value = percent_decode(value)?;
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
             if value.is_empty() {
                 continue;
             }
+            let value = value.into_owned();
             let num = |v: &str| {
                 v.parse::<u64>()
                     .map_err(|_| format!("{key}={v:?} is not a whole number"))
@@ -118,7 +117,7 @@ impl FilterSpec {
                 v.parse::<u32>()
                     .map_err(|_| format!("{key}={v:?} is not a whole number"))
             };
-            match key.as_str() {
+            match key.as_ref() {
                 "error_kind" => spec.error_kind = Some(value),
                 "message" => spec.message = Some(value),
                 "since_ms" => spec.since_ms = Some(num(&value)?),
@@ -136,33 +135,13 @@ impl FilterSpec {
     }
 }
 
-/// Decodes `%XX` escapes and `+` (a space in a query string).
-fn percent_decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad percent escape in {s:?}"))?;
-                out.push(hex);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
+/// Decodes the `{name}` segment of a path: `%XX` escapes, strictly UTF-8 once decoded (a
+/// `+` is a plus sign in a path, unlike in a query string).
+fn path_segment(s: &str) -> Result<String, String> {
+    percent_decode_str(s)
+        .decode_utf8()
+        .map(|name| name.into_owned())
+        .map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
 }
 
 /// The status code for a library error.
@@ -183,7 +162,7 @@ fn lib_error(e: &Error) -> Reply {
 pub(crate) fn get(store: &Store, path: &str, query: &str) -> Reply {
     let rest = &path["/api/".len()..];
     let (what, arg) = rest.split_once('/').unwrap_or((rest, ""));
-    let arg = match percent_decode(arg) {
+    let arg = match path_segment(arg) {
         Ok(a) => a,
         Err(e) => return Reply::error(400, e),
     };
@@ -332,13 +311,13 @@ const HOUR_MS: u64 = 3_600_000;
 
 fn timeline(store: &Store, name: &str, query: &str) -> Reply {
     let mut hours = 24u64;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("hours", v)) => match v.parse::<u64>() {
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        match key.as_ref() {
+            "hours" => match value.parse::<u64>() {
                 Ok(h) if (1..=168).contains(&h) => hours = h,
                 _ => return Reply::error(400, "hours must be a whole number from 1 to 168"),
             },
-            _ => return Reply::error(400, format!("unknown query parameter {pair:?}")),
+            other => return Reply::error(400, format!("unknown query parameter {other:?}")),
         }
     }
     let dlq = match store.dlq(name) {
@@ -524,7 +503,19 @@ mod tests {
         assert_eq!((after, limit), (Some(7), 9));
         assert!(FilterSpec::from_query("bogus=1").is_err());
         assert!(FilterSpec::from_query("since_ms=x").is_err());
-        assert!(FilterSpec::from_query("message=%zz").is_err());
+        assert!(FilterSpec::from_query("min_attempts=%31%32")
+            .is_ok_and(|(s, ..)| s.min_attempts == Some(12)));
+        // As browsers do (the WHATWG form decoding): a broken escape is kept as it is.
+        let (spec, ..) = FilterSpec::from_query("message=100%zz&error_kind=&worker").unwrap();
+        assert_eq!(spec.message.as_deref(), Some("100%zz"));
+        assert_eq!((spec.error_kind, spec.worker), (None, None));
+    }
+
+    #[test]
+    fn path_segments() {
+        assert_eq!(path_segment("orders%2Ddlq").unwrap(), "orders-dlq");
+        assert_eq!(path_segment("a+b%20c").unwrap(), "a+b c");
+        assert!(path_segment("bad%FF").is_err());
     }
 
     #[test]
