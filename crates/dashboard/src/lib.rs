@@ -49,9 +49,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tiny_http::{Header, Method, Request, Response, Server};
-
+use data_encoding::HEXLOWER;
 use deadletter::Store;
+use tiny_http::{Header, Method, Request, Response, Server};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -68,7 +68,8 @@ const MAX_BODY: u64 = 1 << 20;
 pub struct DashboardOptions {
     /// Address to listen on (default 127.0.0.1:8080; port 0 picks a free port).
     pub bind: SocketAddr,
-    /// The token mutating requests must carry (`None`: 16 random bytes, hex-encoded).
+    /// The token mutating requests must carry (`None`: 16 random bytes from the operating
+    /// system, hex-encoded).
     pub token: Option<String>,
     /// Threads handling requests.
     pub threads: usize,
@@ -98,7 +99,7 @@ pub enum DashboardError {
         /// The error.
         source: std::io::Error,
     },
-    /// No random token could be made (reading `/dev/urandom` failed).
+    /// No random token could be made (the operating system's random generator failed).
     Token(std::io::Error),
     /// A given token is empty or holds characters a header cannot carry.
     InvalidToken,
@@ -110,7 +111,12 @@ impl std::fmt::Display for DashboardError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DashboardError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
-            DashboardError::Token(e) => write!(f, "cannot read /dev/urandom for a token: {e}"),
+            DashboardError::Token(e) => {
+                write!(
+                    f,
+                    "cannot get random bytes for a token from the system: {e}"
+                )
+            }
             DashboardError::InvalidToken => f.write_str(
                 "the token must be 1 to 200 visible ASCII characters (no spaces or quotes)",
             ),
@@ -276,14 +282,17 @@ fn worker(server: &Server, ctx: &Ctx, stop: &AtomicBool) {
     }
 }
 
-/// 16 random bytes from the kernel, hex-encoded.
+/// 16 random bytes from the operating system's generator, hex-encoded.
 fn random_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    getrandom::fill(&mut bytes)?;
+    Ok(HEXLOWER.encode(&bytes))
 }
 
-/// Equality whose time does not depend on where the strings differ.
+/// Equality whose time does not depend on where the strings differ. Hand-written rather
+/// than a crate (such as `subtle`): one comparison of a short token per request, with no
+/// early exit, where a request costs milliseconds of network time; the length, which it
+/// does reveal, is the same for every random token.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
