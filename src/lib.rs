@@ -35,7 +35,6 @@
 #![warn(missing_docs)]
 
 pub mod checkpoint;
-pub mod civil;
 pub mod clock;
 pub mod compaction;
 pub mod dlq;

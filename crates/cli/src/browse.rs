@@ -3,13 +3,14 @@
 use deadletter::{DeadLetter, EntryStatus, Page};
 use deadletter_dashboard::api;
 use deadletter_dashboard::export::{envelope_to_json, PayloadEncoding};
+use deadletter_dashboard::time::format_utc;
 use serde_json::{json, Value};
 
 use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
 use crate::error::CliError;
 use crate::output::{clip, hex_dump, payload_preview, print, print_json, Table};
 use crate::store_access::{self, select_dlqs, Open};
-use crate::timefmt::{fmt_age, fmt_opt_time, fmt_time};
+use crate::timefmt::{fmt_age, fmt_opt_time};
 
 /// `pending`, `reprocessed ok` or `reprocessed failed`.
 pub fn status_text(s: &EntryStatus) -> &'static str {
@@ -136,7 +137,7 @@ pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
         t.row(vec![
             e.id().to_string(),
             e.dlq_name.clone(),
-            fmt_time(e.dlq.dead_lettered_at_ms),
+            format_utc(e.dlq.dead_lettered_at_ms),
             clip(&e.failure.error_kind, 24),
             e.metadata.delivery_count.to_string(),
             status_text(&e.status).into(),
@@ -187,8 +188,8 @@ pub fn render_entry(e: &DeadLetter, force_hex: bool) -> String {
     if let Some(d) = &e.failure.details {
         add("details", d.clone());
     }
-    add("dead-lettered", fmt_time(e.dlq.dead_lettered_at_ms));
-    add("enqueued", fmt_time(e.metadata.enqueued_at_ms));
+    add("dead-lettered", format_utc(e.dlq.dead_lettered_at_ms));
+    add("enqueued", format_utc(e.metadata.enqueued_at_ms));
     add(
         "first delivered",
         fmt_opt_time(e.metadata.first_received_at_ms),
@@ -201,7 +202,7 @@ pub fn render_entry(e: &DeadLetter, force_hex: bool) -> String {
             format!(
                 "{} at {}",
                 if success { "ok" } else { "failed" },
-                fmt_time(at_ms)
+                format_utc(at_ms)
             ),
         );
     }
@@ -240,7 +241,7 @@ pub fn render_entry(e: &DeadLetter, force_hex: bool) -> String {
         for a in &e.failure.attempts {
             t.row(vec![
                 a.number.to_string(),
-                fmt_time(a.at_ms),
+                format_utc(a.at_ms),
                 a.error_kind.clone(),
                 clip(&a.error_message, 60),
                 format!("{} ms", a.duration_ms),
@@ -304,8 +305,8 @@ pub fn analyze(args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
         if let Some((lo, hi)) = a.time_range {
             text.push_str(&format!(
                 ", dead-lettered from {} to {}",
-                fmt_time(lo),
-                fmt_time(hi)
+                format_utc(lo),
+                format_utc(hi)
             ));
         }
         text.push_str("\n\n");
@@ -346,8 +347,8 @@ pub fn analyze(args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
                     "  {} x{}, from {} to {}",
                     p.error_kind,
                     p.count,
-                    fmt_time(p.first_ms),
-                    fmt_time(p.last_ms)
+                    format_utc(p.first_ms),
+                    format_utc(p.last_ms)
                 ));
                 if !p.workers.is_empty() {
                     let w: Vec<&str> = p.workers.iter().map(String::as_str).collect();

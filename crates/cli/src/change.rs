@@ -8,6 +8,7 @@ use std::io::{IsTerminal, Read};
 
 use deadletter::{Dlq, EnqueueOptions, Filter, MessageId, ReplayOptions};
 use deadletter_dashboard::api;
+use deadletter_dashboard::time::format_utc;
 use serde_json::{json, Value};
 
 use crate::cli::{DeleteArgs, EnqueueArgs, PurgeArgs, ReplayArgs};
@@ -15,7 +16,6 @@ use crate::error::CliError;
 use crate::output::{clip, print, print_json, Table};
 use crate::progress::{Progress, Unit};
 use crate::store_access::{self, select_dlqs, Open};
-use crate::timefmt::fmt_time;
 
 /// Entries replayed or deleted per batch (one fsync each).
 const BATCH: usize = 500;
@@ -273,7 +273,7 @@ pub fn purge(args: &PurgeArgs, json: bool) -> Result<(), CliError> {
         } else {
             "deleted"
         },
-        fmt_time(cutoff)
+        format_utc(cutoff)
     ));
     if total_kept > 0 {
         text.push_str(&format!(

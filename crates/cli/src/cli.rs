@@ -233,7 +233,7 @@ pub struct PurgeArgs {
     /// The store directory.
     pub dir: PathBuf,
     /// Delete entries dead-lettered longer ago than this (30d, 12h, 90m, 45s, 1h30m).
-    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration)]
     pub older_than: Duration,
     /// Only this queue's DLQ.
     #[arg(long, short = 'q')]
@@ -281,10 +281,10 @@ pub struct EnqueueArgs {
     #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub attributes: Vec<(String, String)>,
     /// Not visible before this delay (such as 10s).
-    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration)]
     pub delay: Option<Duration>,
     /// Time to live (such as 1h).
-    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration)]
     pub ttl: Option<Duration>,
     /// A repeat with the same key within the store's window enqueues nothing.
     #[arg(long, value_name = "KEY")]

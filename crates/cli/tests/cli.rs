@@ -12,6 +12,7 @@ use deadletter::{
     Clock, Config, DeadLetter, EnqueueOptions, Failure, FailureReport, Filter, ManualClock, Page,
     QueueOptions, Store, SystemClock,
 };
+use deadletter_dashboard::time::format_utc;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_deadletter");
@@ -396,6 +397,17 @@ fn show_prints_the_whole_envelope() {
     assert!(text.contains("InvalidPayload: payload is not valid JSON"));
     assert!(text.contains("UTF-8 text"));
     assert!(text.contains("orderId=ORD-2;;;"));
+    // Times in the front ends' one form (RFC 3339, UTC), which --since reads back.
+    let dead_lettered = format_utc(e2.dlq.dead_lettered_at_ms);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("dead-lettered") && l.ends_with(&dead_lettered)),
+        "{text}"
+    );
+    assert_eq!(dead_lettered.len(), "2026-11-29T18:53:00Z".len());
+    assert!(dead_lettered.ends_with('Z') && dead_lettered.as_bytes()[10] == b'T');
+    let since = json(&["list", f.path(), "--since", &dead_lettered, "--json"]);
+    assert!(ids_of(&since).contains(&e2.id()), "{since}");
 
     let hex = ok(&["show", f.path(), &id, "--hex"]);
     assert!(hex.contains("6f 72 64 65 72 49 64"), "{hex}");

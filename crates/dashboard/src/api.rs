@@ -26,7 +26,6 @@ use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use deadletter::civil::civil_from_days;
 use deadletter::{
     DeadLetter, Dlq, EntryStatus, Error, Filter, MessageId, Page, ReplayOptions, Store,
 };
@@ -467,31 +466,9 @@ pub(crate) fn mutate(store: &Store, action: Action, body: &[u8]) -> (Reply, Stri
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a time in ms since the epoch.
-pub fn format_utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms % 1000
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_utc(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
-        assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
 
     #[test]
     fn query_parsing() {

@@ -41,6 +41,7 @@
 
 pub mod api;
 pub mod export;
+pub mod time;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
@@ -447,7 +448,7 @@ fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
         if ctx.log_actions {
             eprintln!(
                 "{} dashboard: refused POST {what} from {remote}: {why}",
-                api::format_utc(ctx.store.config().clock.now_ms())
+                time::format_utc(ctx.store.config().clock.now_ms())
             );
         }
         Reply::error(status, why)
@@ -484,7 +485,7 @@ fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
     if ctx.log_actions {
         eprintln!(
             "{} dashboard: POST {what} from {remote}: {summary}",
-            api::format_utc(ctx.store.config().clock.now_ms())
+            time::format_utc(ctx.store.config().clock.now_ms())
         );
     }
     reply

@@ -36,20 +36,24 @@ function svg(tag, attrs, text) {
   return node;
 }
 
+// The front ends' one form of a time: RFC 3339 in UTC, to the second (as the CLI prints).
 function fmtTime(ms) {
   if (ms === null || ms === undefined) return "";
-  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 }
 
 function fmtAge(ms) {
   if (ms === null || ms === undefined) return "–";
+  // The two largest units, a zero second one left out, as the CLI prints ages.
+  const two = (big, bigUnit, small, smallUnit) =>
+    big + bigUnit + (small ? " " + small + smallUnit : "");
   const s = Math.floor(ms / 1000);
   if (s < 60) return s + "s";
   const m = Math.floor(s / 60);
-  if (m < 60) return m + "m " + (s % 60) + "s";
+  if (m < 60) return two(m, "m", s % 60, "s");
   const h = Math.floor(m / 60);
-  if (h < 48) return h + "h " + (m % 60) + "m";
-  return Math.floor(h / 24) + "d " + (h % 24) + "h";
+  if (h < 48) return two(h, "h", m % 60, "m");
+  return two(Math.floor(h / 24), "d", h % 24, "h");
 }
 
 function setStatus(text, isError) {
