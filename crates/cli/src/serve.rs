@@ -9,11 +9,10 @@ use crate::store_access::{self, Open};
 
 pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let options = DashboardOptions {
-        bind: args.bind,
-        token: args.token.clone(),
-        ..DashboardOptions::default()
-    };
+    let mut options = DashboardOptions::default().bind(args.bind);
+    if let Some(token) = &args.token {
+        options = options.token(token);
+    }
     let server = dashboard::serve(store, options).map_err(CliError::Dashboard)?;
     let text = if json {
         serde_json::json!({

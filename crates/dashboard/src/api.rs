@@ -31,11 +31,11 @@ use deadletter::{
 };
 
 use crate::export::{envelope_to_json, PayloadEncoding};
-use crate::Reply;
+use crate::routes::Reply;
 
 /// A change the API makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Replay entries to a queue.
     Replay,
     /// Delete entries.
@@ -44,7 +44,7 @@ pub enum Action {
 
 impl Action {
     /// The endpoint's path.
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             Action::Replay => "/api/replay",
             Action::Delete => "/api/delete",
@@ -55,7 +55,7 @@ impl Action {
 /// Which entries: the same keys in a query string and in a JSON body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct FilterSpec {
+pub(crate) struct FilterSpec {
     /// Error kind, exactly.
     pub error_kind: Option<String>,
     /// A substring of the error message.
@@ -76,7 +76,7 @@ pub struct FilterSpec {
 
 impl FilterSpec {
     /// The library filter, or why the spec is not valid.
-    pub fn to_filter(&self) -> Result<Filter, String> {
+    pub(crate) fn to_filter(&self) -> Result<Filter, String> {
         let mut f = Filter::all();
         f.error_kind = self.error_kind.clone().filter(|s| !s.is_empty());
         f.message_contains = self.message.clone().filter(|s| !s.is_empty());
@@ -234,7 +234,7 @@ fn summary(e: &DeadLetter) -> Value {
 }
 
 /// `pending`, `reprocessed_ok` or `reprocessed_failed`.
-pub fn status_name(s: &EntryStatus) -> &'static str {
+pub(crate) fn status_name(s: &EntryStatus) -> &'static str {
     match s {
         EntryStatus::Pending => "pending",
         EntryStatus::Reprocessed { success: true, .. } => "reprocessed_ok",

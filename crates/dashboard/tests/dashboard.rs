@@ -64,12 +64,10 @@ fn setup() -> (tempfile::TempDir, Store, Dashboard, Vec<u64>) {
     }
     let server = dashboard::serve(
         store.clone(),
-        DashboardOptions {
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-            token: Some(TOKEN.into()),
-            log_actions: false,
-            ..DashboardOptions::default()
-        },
+        DashboardOptions::default()
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .token(TOKEN)
+            .log_actions(false),
     )
     .unwrap();
     (dir, store, server, ids)

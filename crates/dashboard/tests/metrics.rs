@@ -298,11 +298,9 @@ fn metrics_parse_and_match_the_library() {
 
     let server = dashboard::serve(
         store.clone(),
-        DashboardOptions {
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log_actions: false,
-            ..DashboardOptions::default()
-        },
+        DashboardOptions::default()
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .log_actions(false),
     )
     .unwrap();
     let addr = server.local_addr();

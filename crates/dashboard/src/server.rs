@@ -1,0 +1,287 @@
+//! Starting and stopping the dashboard: its options, the listening socket, the token, and
+//! the request threads, each of which answers requests through [`crate::routes`] until the
+//! dashboard is shut down.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use data_encoding::HEXLOWER;
+use deadletter::Store;
+use tiny_http::Server;
+
+use crate::routes;
+
+/// How the dashboard is served: [`DashboardOptions::default`], then the builder methods
+/// (new options can be added without breaking a caller).
+///
+/// ```
+/// use deadletter_dashboard::DashboardOptions;
+/// let options = DashboardOptions::default()
+///     .bind(([127, 0, 0, 1], 0).into()) // a free port
+///     .token("s3cret")
+///     .log_actions(false);
+/// assert_eq!(options.threads, 4);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DashboardOptions {
+    /// Address to listen on (default 127.0.0.1:8080; port 0 picks a free port).
+    pub bind: SocketAddr,
+    /// The token mutating requests must carry (`None`: 16 random bytes from the operating
+    /// system, hex-encoded).
+    pub token: Option<String>,
+    /// Threads handling requests.
+    pub threads: usize,
+    /// Log each mutating request to stderr.
+    pub log_actions: bool,
+}
+
+impl Default for DashboardOptions {
+    fn default() -> Self {
+        DashboardOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            token: None,
+            threads: 4,
+            log_actions: true,
+        }
+    }
+}
+
+impl DashboardOptions {
+    /// Listens on `addr` (port 0 picks a free port; [`Dashboard::local_addr`] tells which).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// Mutating requests must carry `token` (1 to 200 visible ASCII characters, no quotes)
+    /// instead of a random one.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Handles requests on `n` threads (at least 1).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n;
+        self
+    }
+
+    /// Whether to log each mutating request, done or refused, to stderr.
+    pub fn log_actions(mut self, on: bool) -> Self {
+        self.log_actions = on;
+        self
+    }
+}
+
+/// Why the dashboard could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DashboardError {
+    /// The address could not be bound.
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// No random token could be made (the operating system's random generator failed).
+    Token(std::io::Error),
+    /// A given token is empty or holds characters a header cannot carry.
+    InvalidToken,
+    /// The HTTP server or one of its threads could not start.
+    Start(String),
+}
+
+impl std::fmt::Display for DashboardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DashboardError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            DashboardError::Token(e) => write!(f, "cannot make a random token: {e}"),
+            DashboardError::InvalidToken => f.write_str(
+                "the token must be 1 to 200 visible ASCII characters (no spaces or quotes)",
+            ),
+            DashboardError::Start(e) => write!(f, "cannot start the HTTP server: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DashboardError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DashboardError::Bind { source, .. } => Some(source),
+            DashboardError::Token(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A running dashboard. Dropping it does not stop it; call [`Dashboard::shutdown`].
+pub struct Dashboard {
+    addr: SocketAddr,
+    token: String,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Dashboard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dashboard")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dashboard {
+    /// The address it listens on (with the real port when port 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The token mutating requests must carry.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The page's address.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// The page's address with the token in the fragment: the page reads it from there
+    /// (a fragment is never sent to a server, so it stays out of logs).
+    pub fn url_with_token(&self) -> String {
+        format!("http://{}/#token={}", self.addr, self.token)
+    }
+
+    /// Stops serving and waits for the request threads to finish.
+    pub fn shutdown(mut self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Blocks until the server stops (it runs until the process ends or
+    /// [`Dashboard::shutdown`] is called from elsewhere).
+    pub fn wait(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Shared by the request threads.
+pub(crate) struct Ctx {
+    pub(crate) store: Store,
+    pub(crate) token: String,
+    /// `Host` header values accepted (`None`: any, for an unspecified bind address).
+    pub(crate) hosts: Option<Vec<String>>,
+    pub(crate) reads_need_token: bool,
+    pub(crate) log_actions: bool,
+}
+
+/// Starts the dashboard on `options.bind`, serving `store`, in background threads.
+pub fn serve(store: Store, options: DashboardOptions) -> Result<Dashboard, DashboardError> {
+    let token = match options.token {
+        Some(t) => {
+            if t.is_empty()
+                || t.len() > 200
+                || !t
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\'')
+            {
+                return Err(DashboardError::InvalidToken);
+            }
+            t
+        }
+        None => random_token().map_err(DashboardError::Token)?,
+    };
+    let listener = TcpListener::bind(options.bind).map_err(|source| DashboardError::Bind {
+        addr: options.bind,
+        source,
+    })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| DashboardError::Bind {
+            addr: options.bind,
+            source,
+        })?;
+    let server = Arc::new(
+        Server::from_listener(listener, None).map_err(|e| DashboardError::Start(e.to_string()))?,
+    );
+    let ip = addr.ip();
+    let hosts = if ip.is_unspecified() {
+        None
+    } else {
+        let port = addr.port();
+        let mut hosts = vec![addr.to_string()];
+        if ip.is_loopback() {
+            hosts.extend([
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+            ]);
+        }
+        Some(hosts)
+    };
+    let ctx = Arc::new(Ctx {
+        store,
+        token: token.clone(),
+        hosts,
+        reads_need_token: !ip.is_loopback(),
+        log_actions: options.log_actions,
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for i in 0..options.threads.max(1) {
+        let (server, ctx, flag) = (Arc::clone(&server), Arc::clone(&ctx), Arc::clone(&stop));
+        let handle = std::thread::Builder::new()
+            .name(format!("deadletter-http-{i}"))
+            .spawn(move || worker(&server, &ctx, &flag))
+            .map_err(|e| {
+                stop.store(true, Ordering::Release);
+                DashboardError::Start(e.to_string())
+            })?;
+        threads.push(handle);
+    }
+    Ok(Dashboard {
+        addr,
+        token,
+        stop,
+        threads,
+    })
+}
+
+fn worker(server: &Server, ctx: &Ctx, stop: &AtomicBool) {
+    while !stop.load(Ordering::Acquire) {
+        match server.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(request)) => routes::handle(ctx, request),
+            Ok(None) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// 16 random bytes from the operating system's generator, hex-encoded.
+fn random_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(HEXLOWER.encode(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_tokens_differ() {
+        let a = random_token().unwrap();
+        let b = random_token().unwrap();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}
