@@ -709,7 +709,10 @@ fn enqueue_from_argument_and_stdin() {
         "--json",
     ]);
     assert_eq!(v["id"], 0);
-    assert!(fresh.join(deadletter::segment::segment_name(0)).exists());
+    assert_eq!(
+        deadletter::verify::verify(&fresh).unwrap().segments.len(),
+        1
+    );
     // ... and adds to an existing one.
     let store_dir = dir.path().join("store");
     empty_store(&store_dir);
@@ -761,7 +764,7 @@ fn verify_reports_without_changing_anything() {
     assert!(ok(&["verify", f.path()]).contains("no damage found"));
 
     // Flip one byte inside an early record: damage, reported with its place, exit 1.
-    let seg = f.dir.path().join(deadletter::segment::segment_name(0));
+    let seg = f.dir.path().join(&lib.segments[0].file);
     let mut bytes = std::fs::read(&seg).unwrap();
     let at = deadletter::format::SEGMENT_HEADER_LEN + 40;
     bytes[at] ^= 0x5a;
@@ -788,8 +791,8 @@ fn verify_reports_without_changing_anything() {
 fn verify_reports_a_torn_tail_as_recoverable() {
     let _serial = serial();
     let f = fixture();
-    let seg = f.dir.path().join(deadletter::segment::segment_name(0));
     let lib = deadletter::verify::verify(f.dir.path()).unwrap();
+    let seg = f.dir.path().join(&lib.segments[0].file);
     let end = lib.segments[0].end as usize + deadletter::format::SEGMENT_HEADER_LEN;
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[end..end + 7].copy_from_slice(b"garbage");
