@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 mod common;
 
 use common::http::{request, Reply};
-use deadletter::{Config, Failure, FailureReport, ManualClock, QueueOptions, Store};
+use common::store::small_store;
+use deadletter::{Failure, FailureReport, QueueOptions, Store};
 use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
 use serde_json::Value;
 
@@ -31,14 +32,7 @@ fn get(addr: SocketAddr, path: &str) -> Reply {
 /// A store with 3 DLQ entries in `orders` (2 Invalid, 1 Timeout) and a server on it.
 fn setup() -> (tempfile::TempDir, Store, Dashboard, Vec<u64>) {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(T0);
-    let config = Config {
-        segment_size: 1 << 20,
-        max_message_size: 256 << 10,
-        ..Config::default()
-    }
-    .clock(clock.clone());
-    let store = Store::open(dir.path(), config).unwrap();
+    let (store, clock) = small_store(dir.path(), T0);
     let q = store
         .queue_with(
             "orders",

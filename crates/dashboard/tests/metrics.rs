@@ -8,9 +8,8 @@ use std::net::SocketAddr;
 mod common;
 
 use common::http::request;
-use deadletter::{
-    Config, Failure, FailureReport, ManualClock, Metrics, QueueMetrics, QueueOptions, Store,
-};
+use common::store::small_store;
+use deadletter::{Failure, FailureReport, Metrics, QueueMetrics, QueueOptions};
 use deadletter_dashboard::{self as dashboard, DashboardOptions};
 
 const T0: u64 = 1_800_000_000_000;
@@ -263,14 +262,7 @@ fn check_against(exp: &Exposition, m: &Metrics) {
 #[test]
 fn metrics_parse_and_match_the_library() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(T0);
-    let config = Config {
-        segment_size: 1 << 20,
-        max_message_size: 256 << 10,
-        ..Config::default()
-    }
-    .clock(clock.clone());
-    let store = Store::open(dir.path(), config).unwrap();
+    let (store, clock) = small_store(dir.path(), T0);
     let opts = QueueOptions {
         max_attempts: 2,
         ..QueueOptions::default()
