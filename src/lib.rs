@@ -34,26 +34,17 @@
 
 #![warn(missing_docs)]
 
-pub mod checkpoint;
-pub mod clock;
-pub mod compaction;
-pub mod dlq;
+mod api;
+mod engine;
+mod storage;
+
 pub mod error;
-pub mod format;
-pub mod log;
-pub mod metrics;
-pub mod queue;
-pub mod record;
-pub mod retry;
-pub mod segment;
 #[doc(hidden)]
 pub mod sim;
-pub mod state;
-pub mod store;
-pub mod types;
-pub mod verify;
-pub mod vfs;
-pub mod worker;
+
+pub use api::{clock, dlq, metrics, queue, retry, store, types, verify, worker};
+pub use engine::{checkpoint, compaction, record, state};
+pub use storage::{format, log, segment, vfs};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::{CompactionOptions, CompactionReport};
