@@ -1,0 +1,250 @@
+//! Appending: frames go into the writer's buffer (positions are assigned there, in
+//! order), which is written with one `pwrite` per commit, or when it fills, or when a reader
+//! needs it. A full segment is sealed (written, fsynced) and the next one started, from a
+//! spare segment a background thread prepared ahead of time when there is one.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use super::{Durability, Inner, Log, Writer};
+use crate::error::{Error, Result};
+use crate::format::{self, SEGMENT_HEADER_LEN};
+use crate::segment::{self, Segment};
+
+/// Messages to the spare-preparing thread.
+pub(super) enum PrepMsg {
+    Prepare,
+    Stop,
+}
+
+impl Log {
+    /// Appends one record; returns its position.
+    pub fn append(&self, body: &[u8]) -> Result<u64> {
+        let mut pos = 0;
+        self.append_each(std::iter::once(body), |p| pos = p)?;
+        Ok(pos)
+    }
+
+    /// Appends records as one batch sharing one write and one fsync; returns their positions.
+    pub fn append_batch<B: AsRef<[u8]>>(&self, bodies: &[B]) -> Result<Vec<u64>> {
+        let mut positions = Vec::with_capacity(bodies.len());
+        self.append_each(bodies.iter().map(|b| b.as_ref()), |p| positions.push(p))?;
+        Ok(positions)
+    }
+
+    /// Appends records as one batch, calling `on_position` with each record's position.
+    pub fn append_each<'a>(
+        &self,
+        bodies: impl Iterator<Item = &'a [u8]> + Clone,
+        on_position: impl FnMut(u64),
+    ) -> Result<()> {
+        self.append_each_with(bodies, on_position, true)
+    }
+
+    /// Like [`Log::append_each`]; unless `may_use_reserve`, the batch does not go into the
+    /// last [`LogOptions::reserve`] bytes of a segment (it rolls first).
+    pub fn append_each_with<'a>(
+        &self,
+        bodies: impl Iterator<Item = &'a [u8]> + Clone,
+        mut on_position: impl FnMut(u64),
+        may_use_reserve: bool,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let reserve = if may_use_reserve {
+            0
+        } else {
+            inner.opts.reserve
+        };
+        if inner.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        let mut total = 0u64;
+        let mut count = 0u64;
+        for body in bodies.clone() {
+            if body.is_empty() {
+                return Err(Error::EmptyRecord);
+            }
+            if body.len() > inner.opts.max_record_size {
+                return Err(Error::TooLarge {
+                    size: body.len(),
+                    max: inner.opts.max_record_size,
+                });
+            }
+            total += format::frame_len(body.len()) as u64;
+            count += 1;
+        }
+        let end = {
+            let mut w = inner.writer.lock();
+            let used = w.active.end() + w.buf.len() as u64;
+            let limit = w.active.capacity.saturating_sub(reserve);
+            if used + total > limit && total <= limit && used > 0 {
+                inner.roll(&mut w)?;
+            }
+            let start_buf = w.buf.len();
+            let start_base = w.active.base;
+            for (appended, body) in bodies.enumerate() {
+                let flen = format::frame_len(body.len()) as u64;
+                let used = w.active.end() + w.buf.len() as u64;
+                // An empty segment takes any record (it fits: the options say so).
+                if used > 0 && used + flen > w.active.capacity.saturating_sub(reserve) {
+                    if let Err(e) = inner.roll(&mut w) {
+                        if w.active.base == start_base {
+                            w.buf.truncate(start_buf);
+                        }
+                        if appended > 0 {
+                            // The roll wrote (and synced) the part of this batch appended so
+                            // far, but the caller will not apply a batch that failed: more
+                            // appends would put records after it that reuse its ids. Refuse
+                            // writes until a reopen replays the written part.
+                            return inner.poison(e);
+                        }
+                        return Err(e);
+                    }
+                }
+                let pos = w.appended_end();
+                let synced = inner.synced.load(Ordering::Acquire);
+                format::encode_frame(&mut w.buf, pos, body, synced);
+                on_position(pos);
+            }
+            if inner.opts.durability != Durability::Always && w.buf.len() >= inner.opts.write_buffer
+            {
+                inner.flush_locked(&mut w)?;
+            }
+            // Past half of the active segment, have the next one prepared in the background
+            // so that the roll does not stall appenders on filling a segment with zeros.
+            if (w.active.end() + w.buf.len() as u64) * 2 >= w.active.capacity
+                && !inner.spare_requested.load(Ordering::Relaxed)
+                && !inner.spare_requested.swap(true, Ordering::AcqRel)
+            {
+                if inner.fs.allows_background_io() {
+                    let _ = inner.preparer.send(PrepMsg::Prepare);
+                } else {
+                    inner.prepare_spare();
+                }
+            }
+            w.appended_end()
+        };
+        inner.appends.fetch_add(count, Ordering::Relaxed);
+        if inner.opts.durability == Durability::Always {
+            inner.sync_to(end)?;
+        }
+        Ok(())
+    }
+
+    /// Writes buffered records to the file (no fsync).
+    pub fn flush(&self) -> Result<()> {
+        let mut w = self.inner.writer.lock();
+        self.inner.flush_locked(&mut w)
+    }
+}
+
+impl Inner {
+    pub(super) fn flush_locked(&self, w: &mut Writer) -> Result<()> {
+        if w.buf.is_empty() {
+            return Ok(());
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        let offset = SEGMENT_HEADER_LEN as u64 + w.active.end();
+        if let Err(e) = w.active.file.write_at(&w.buf, offset) {
+            return self.poison(Error::io("write", &w.active.path, e));
+        }
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let new_end = w.active.end() + w.buf.len() as u64;
+        w.active.set_end(new_end);
+        w.buf.clear();
+        self.flushed
+            .store(w.active.end_position(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Prepares the spare for the next roll, unless one is ready.
+    pub(super) fn prepare_spare(&self) {
+        if self.spare.lock().is_some() {
+            return;
+        }
+        // A failure here is harmless: the roll then creates the segment itself and
+        // reports any error to the appender.
+        if let Ok(file) = segment::prepare_spare(
+            self.fs.as_ref(),
+            &self.dir,
+            self.opts.segment_size,
+            self.opts.preallocate,
+        ) {
+            *self.spare.lock() = Some(file);
+        }
+    }
+
+    /// Seals the active segment (write, fsync) and starts a new one after it.
+    fn roll(&self, w: &mut Writer) -> Result<()> {
+        self.flush_locked(w)?;
+        if let Err(e) = w.active.file.sync() {
+            return self.poison(Error::io("fsync", &w.active.path, e));
+        }
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let base = w.active.end_position();
+        self.synced.fetch_max(base, Ordering::AcqRel);
+        let size = self.opts.segment_size;
+        // The spare slot stays locked until the spare is renamed: the preparing thread,
+        // finding the slot empty, creates a new spare under the same name, and would
+        // otherwise truncate the file being installed (losing its header, or giving it the
+        // next segment's header at the next roll).
+        let mut slot = self.spare.lock();
+        let spare = slot.take();
+        self.spare_requested.store(false, Ordering::Release);
+        let installed = spare.filter(|f| {
+            segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), base).is_ok()
+        });
+        drop(slot);
+        let file = match installed {
+            Some(f) => f,
+            // No spare ready (or installing it failed): create the segment here.
+            None => match segment::create(
+                self.fs.as_ref(),
+                &self.dir,
+                base,
+                size,
+                self.opts.preallocate,
+            ) {
+                Ok(f) => f,
+                Err(e) => {
+                    // A failure after the new segment got its name (its directory sync
+                    // failed) may leave it on disk for good: appending on to the old segment
+                    // would then run past its base, and the two would overlap at the next
+                    // open. Refuse writes until a reopen. A failure before (no space for the
+                    // file, say) leaves no segment behind, and appends may go on.
+                    let name = segment::segment_name(base);
+                    let named = self.fs.list(&self.dir).map_or(true, |n| n.contains(&name));
+                    return if named { self.poison(e) } else { Err(e) };
+                }
+            },
+        };
+        let seg = Arc::new(Segment::new(
+            base,
+            self.dir.join(segment::segment_name(base)),
+            file,
+            size - SEGMENT_HEADER_LEN as u64,
+            0,
+            Vec::new(),
+        )?);
+        self.segments.write().insert(base, Arc::clone(&seg));
+        w.active = seg;
+        Ok(())
+    }
+}
+
+pub(super) fn spawn_preparer(
+    inner: Weak<Inner>,
+    requests: crossbeam_channel::Receiver<PrepMsg>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("deadletter-prealloc".into())
+        .spawn(move || {
+            while let Ok(PrepMsg::Prepare) = requests.recv() {
+                let Some(inner) = inner.upgrade() else { return };
+                inner.prepare_spare();
+            }
+        })
+}

@@ -1,0 +1,90 @@
+//! The log's settings: segment size, record limit, durability policy, preallocation,
+//! recovery mode, write buffer and the reserve kept for payload-free records.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::format::{self, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+
+/// When appends are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync before every append returns; concurrent appends share one fsync.
+    Always,
+    /// Written and fsynced by a background thread at this interval; a crash loses at most
+    /// about one interval of acknowledged appends.
+    Interval(Duration),
+    /// Never fsynced except when a segment is sealed; appends are buffered in the process
+    /// until the buffer fills, a read needs them, or [`Log::flush`] / [`Log::sync`] is called.
+    Never,
+}
+
+/// What recovery does with damaged committed data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// Refuse to open, returning [`Error::Corruption`] with the location.
+    Strict,
+    /// Open, skipping damaged ranges, and list them in [`RecoveryReport::quarantined`].
+    Quarantine,
+}
+
+/// Log settings.
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Size of a segment file, header included.
+    pub segment_size: u64,
+    /// Largest record body accepted.
+    pub max_record_size: usize,
+    /// When appends become durable.
+    pub durability: Durability,
+    /// Fill new segments with zeros up front, so that `fdatasync` after an append has no
+    /// metadata to write and appends cannot fail for lack of space inside a segment.
+    pub preallocate: bool,
+    /// What to do with damaged committed data found at open.
+    pub recovery: RecoveryMode,
+    /// Bytes buffered in the process before a write under `Never` or `Interval`.
+    pub write_buffer: usize,
+    /// Bytes at the end of each segment that only appends allowed to use the reserve (see
+    /// [`Log::append_each_with`]) may fill; others roll to a new segment first. When the
+    /// disk is full and a roll fails, those appends (the store's acks, leases, failures:
+    /// records that carry no payload) can go on. 0: no reserve.
+    pub reserve: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_size: 64 << 20,
+            max_record_size: 16 << 20,
+            durability: Durability::Always,
+            preallocate: true,
+            recovery: RecoveryMode::Strict,
+            write_buffer: 256 << 10,
+            reserve: 0,
+        }
+    }
+}
+
+impl LogOptions {
+    pub(super) fn validate(&self) -> Result<()> {
+        let room = self
+            .segment_size
+            .saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);
+        if self.max_record_size == 0 || self.max_record_size as u64 > room {
+            return Err(Error::InvalidConfig(format!(
+                "max_record_size {} must be between 1 and segment_size - {} = {room}",
+                self.max_record_size,
+                SEGMENT_HEADER_LEN + FRAME_HEADER_LEN
+            )));
+        }
+        if self.max_record_size > format::MAX_FRAME_BODY {
+            return Err(Error::InvalidConfig("max_record_size above 4 GiB".into()));
+        }
+        if let Durability::Interval(d) = self.durability {
+            if d.is_zero() {
+                return Err(Error::InvalidConfig("durability interval of zero".into()));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! Reading: one record by position, or every record from a position on. Records are
+//! borrowed from the segment's read view; every byte returned passed its checksum.
+
+use std::ops::Deref;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::Log;
+use crate::error::{CorruptionKind, Error, Result};
+use crate::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::segment::Segment;
+use crate::vfs::MappedView;
+
+/// A record read from the log: its body, borrowed from the segment's memory map.
+#[derive(Clone)]
+pub struct Record {
+    view: Arc<dyn MappedView>,
+    start: usize,
+    len: usize,
+}
+
+impl Deref for Record {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.view.bytes()[self.start..self.start + self.len]
+    }
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record").field("len", &self.len).finish()
+    }
+}
+
+impl Log {
+    /// Reads the record at `pos`.
+    pub fn read(&self, pos: u64) -> Result<Record> {
+        let inner = &*self.inner;
+        if pos >= inner.flushed.load(Ordering::Acquire) {
+            self.flush()?;
+        }
+        // A record inside a segment quarantined whole is damaged data, not a bad position.
+        if let Some((_, _, path)) = inner
+            .lost_segments
+            .iter()
+            .find(|(s, e, _)| pos >= *s && pos < *e)
+        {
+            return Err(Error::Corruption {
+                kind: CorruptionKind::BadHeader,
+                path: path.clone(),
+                offset: 0,
+            });
+        }
+        let seg = inner.segment_for(pos).ok_or(Error::InvalidPosition(pos))?;
+        let d = pos - seg.base;
+        if d >= seg.end() {
+            return Err(Error::InvalidPosition(pos));
+        }
+        if seg.quarantine_at(d).is_some() {
+            return Err(Error::Corruption {
+                kind: CorruptionKind::BadRecord,
+                path: seg.path.clone(),
+                offset: SEGMENT_HEADER_LEN as u64 + d,
+            });
+        }
+        let view = seg.view()?;
+        decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size)
+            .map_err(|_| decode_error(&seg, view.bytes(), d))
+    }
+
+    /// Iterates over the records from `pos` (a record's position, the end position, or any
+    /// position at or below the log's first position) to the end of the log. A `pos` past
+    /// the end is [`Error::InvalidPosition`]; one inside a record yields that error from the
+    /// iterator.
+    pub fn iter_from(&self, pos: u64) -> Result<LogIter<'_>> {
+        self.flush()?;
+        if pos > self.end_position() {
+            return Err(Error::InvalidPosition(pos));
+        }
+        Ok(LogIter {
+            log: self,
+            pos: pos.max(self.first_position()),
+            seg: None,
+            view: None,
+            done: false,
+        })
+    }
+}
+
+/// Iterator over records from a position; see [`Log::iter_from`].
+pub struct LogIter<'a> {
+    log: &'a Log,
+    pos: u64,
+    seg: Option<Arc<Segment>>,
+    view: Option<Arc<dyn MappedView>>,
+    done: bool,
+}
+
+impl Iterator for LogIter<'_> {
+    type Item = Result<(u64, Record)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let inner = &*self.log.inner;
+        loop {
+            let seg = match &self.seg {
+                Some(s) if self.pos >= s.base && self.pos < s.base + s.capacity => Arc::clone(s),
+                _ => {
+                    let s = inner.segment_for(self.pos)?;
+                    self.view = None;
+                    self.seg = Some(Arc::clone(&s));
+                    s
+                }
+            };
+            let d = self.pos - seg.base;
+            if d >= seg.end() {
+                let next = inner
+                    .segments
+                    .read()
+                    .range(seg.base + 1..)
+                    .next()
+                    .map(|(_, s)| Arc::clone(s));
+                match next {
+                    Some(n) => {
+                        self.pos = n.base;
+                        self.seg = Some(n);
+                        self.view = None;
+                        continue;
+                    }
+                    _ => return None,
+                }
+            }
+            if let Some((_, e)) = seg.quarantine_at(d) {
+                self.pos = seg.base + e;
+                continue;
+            }
+            // A snapshot view is checked by the segment, which knows what it covers.
+            let view = match &self.view {
+                Some(v) if v.is_live() => Arc::clone(v),
+                _ => match seg.view() {
+                    Ok(v) => {
+                        self.view = Some(Arc::clone(&v));
+                        v
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                },
+            };
+            return match decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size) {
+                Ok(rec) => {
+                    let pos = self.pos;
+                    self.pos += format::frame_len(rec.len) as u64;
+                    Some(Ok((pos, rec)))
+                }
+                Err(_) => {
+                    self.done = true;
+                    Some(Err(decode_error(&seg, view.bytes(), d)))
+                }
+            };
+        }
+    }
+}
+
+fn decode_in(
+    seg: &Segment,
+    view: Arc<dyn MappedView>,
+    d: u64,
+    max_body: usize,
+) -> std::result::Result<Record, FrameError> {
+    let start = SEGMENT_HEADER_LEN + d as usize;
+    // A sealed segment whose lost tail is quarantined has an end past its file's bytes.
+    let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.bytes().len());
+    let bytes = view.bytes().get(start..stop).ok_or(FrameError::Short)?;
+    let frame = format::decode_frame(bytes, seg.base + d, max_body)?;
+    let len = frame.body.len();
+    Ok(Record {
+        view,
+        start: start + FRAME_HEADER_LEN,
+        len,
+    })
+}
+
+/// The error for a record at data offset `d` that does not decode: corruption when a record
+/// starts there (recovery verified it, so its bytes changed since), otherwise an invalid
+/// position (a position inside a record, or past the data).
+fn decode_error(seg: &Segment, bytes: &[u8], d: u64) -> Error {
+    if is_record_start(seg, bytes, d) {
+        Error::Corruption {
+            kind: CorruptionKind::BadRecord,
+            path: seg.path.clone(),
+            offset: SEGMENT_HEADER_LEN as u64 + d,
+        }
+    } else {
+        Error::InvalidPosition(seg.base + d)
+    }
+}
+
+/// True when walking the frame lengths of `seg` from its first record lands on data offset
+/// `d`. Used only on error paths: it costs one step per record before `d`.
+fn is_record_start(seg: &Segment, bytes: &[u8], d: u64) -> bool {
+    let end = seg.end();
+    if d >= end {
+        return false;
+    }
+    let mut o = 0u64;
+    while o < d {
+        if let Some((_, e)) = seg.quarantine_at(o) {
+            o = e;
+            continue;
+        }
+        let at = SEGMENT_HEADER_LEN + o as usize;
+        let Some(head) = bytes.get(at..at + 4) else {
+            return false;
+        };
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as u64;
+        if len == 0 {
+            return false;
+        }
+        o += FRAME_HEADER_LEN as u64 + len;
+    }
+    o == d
+}

@@ -1,0 +1,245 @@
+//! Recovery at open: list the directory, remove leftovers, check every segment's header
+//! and scan its records, truncate a torn tail, and report (or, in quarantine mode, skip)
+//! damaged committed data. See `docs/FORMAT.md` for the rules the scan follows.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE};
+use crate::error::{CorruptionKind, Error, Result};
+use crate::format::{self, SEGMENT_HEADER_LEN};
+use crate::segment::{self, Segment};
+use crate::vfs::Vfs;
+
+/// A torn write found and removed at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment it was in.
+    pub path: PathBuf,
+    /// File offset where the dropped bytes began.
+    pub offset: u64,
+    /// How many bytes were dropped (up to the last non-zero byte).
+    pub dropped_bytes: u64,
+}
+
+/// A damaged range skipped under [`RecoveryMode::Quarantine`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedRange {
+    /// The segment.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub kind: CorruptionKind,
+    /// First log position of the range.
+    pub start: u64,
+    /// Log position just past the range.
+    pub end: u64,
+}
+
+/// What opening the log found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segments opened.
+    pub segments: usize,
+    /// Valid records found.
+    pub records: u64,
+    /// A torn tail that was truncated, if any.
+    pub torn_tail: Option<TornTail>,
+    /// Damaged ranges skipped (only under [`RecoveryMode::Quarantine`]).
+    pub quarantined: Vec<QuarantinedRange>,
+    /// Leftover temporary files from an interrupted segment creation, removed.
+    pub removed_temp_files: Vec<String>,
+    /// A last segment that held no record (zero-filled), removed.
+    pub removed_empty_segments: Vec<String>,
+    /// Files that are not the log's, left untouched.
+    pub ignored_files: Vec<String>,
+}
+
+/// Scans the directory, verifies every segment and returns them ready to use.
+pub(super) fn recover(
+    fs: &dyn Vfs,
+    dir: &Path,
+    opts: &LogOptions,
+) -> Result<(BTreeMap<u64, Arc<Segment>>, RecoveryReport)> {
+    let mut report = RecoveryReport::default();
+    let names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
+    let mut bases = Vec::new();
+    for name in names {
+        if let Some(base) = segment::parse_segment_name(&name) {
+            bases.push(base);
+        } else if segment::parse_temp_name(&name).is_some() || name == segment::SPARE_NAME {
+            let path = dir.join(&name);
+            fs.remove(&path)
+                .map_err(|e| Error::io("remove", &path, e))?;
+            report.removed_temp_files.push(name);
+        } else if name != LOCK_FILE {
+            report.ignored_files.push(name);
+        }
+    }
+    bases.sort_unstable();
+    let strict = opts.recovery == RecoveryMode::Strict;
+    let corrupt = |kind, path: &Path, offset| Error::Corruption {
+        kind,
+        path: path.to_path_buf(),
+        offset,
+    };
+    let header_len = SEGMENT_HEADER_LEN as u64;
+    let mut segments = BTreeMap::new();
+    // Lowest position a new active segment may start at.
+    let mut next_free = 0u64;
+    for (i, &base) in bases.iter().enumerate() {
+        let is_last = i + 1 == bases.len();
+        let path = dir.join(segment::segment_name(base));
+        let file = fs
+            .open(&path, false)
+            .map_err(|e| Error::io("open", &path, e))?;
+        let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
+        let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
+        let bytes = view.bytes();
+        if is_last && bytes.iter().all(|&b| b == 0) {
+            // A never-written last segment holds nothing: remove it.
+            drop(view);
+            fs.remove(&path)
+                .map_err(|e| Error::io("remove", &path, e))?;
+            report
+                .removed_empty_segments
+                .push(segment::segment_name(base));
+            continue;
+        }
+        match format::decode_segment_header(bytes) {
+            // Positions stay below 2^63, so position arithmetic can never overflow.
+            Ok(h) if h.base == base && base <= MAX_BASE => {}
+            _ => {
+                // Quarantine cannot step past a damaged file that claims positions beyond
+                // the largest base: the log could not continue after it.
+                if strict || base > MAX_BASE {
+                    return Err(corrupt(CorruptionKind::BadHeader, &path, 0));
+                }
+                let end = bases
+                    .get(i + 1)
+                    .copied()
+                    .unwrap_or(base + len.saturating_sub(header_len));
+                // Never reuse the damaged file's name for a new segment.
+                next_free = next_free.max(end).max(base + 1);
+                report.quarantined.push(QuarantinedRange {
+                    path,
+                    kind: CorruptionKind::BadHeader,
+                    start: base,
+                    end,
+                });
+                continue;
+            }
+        }
+        let data = &bytes[SEGMENT_HEADER_LEN..];
+        let scan = segment::scan(data, base, opts.max_record_size, !is_last);
+        let mut quarantined = Vec::new();
+        for &(s, e) in &scan.damaged {
+            if strict {
+                return Err(corrupt(CorruptionKind::BadRecord, &path, header_len + s));
+            }
+            quarantined.push((s, e));
+            report.quarantined.push(QuarantinedRange {
+                path: path.clone(),
+                kind: CorruptionKind::BadRecord,
+                start: base + s,
+                end: base + e,
+            });
+        }
+        report.records += scan.records;
+        let mut end = scan.end;
+        if let Some(&next) = bases.get(i + 1) {
+            let expected = next.saturating_sub(base);
+            if end != expected {
+                // Records running past the next segment's base: the sequence overlaps. A file
+                // whose data runs into its end, shorter than both its successor implies and a
+                // full segment: it was cut. A bad frame ending the data: damage. Data that
+                // ends cleanly before the successor's base: a segment between is missing.
+                let kind = if end > expected {
+                    CorruptionKind::MissingSegment
+                } else if scan.reaches_eof && len < header_len + expected && len < opts.segment_size
+                {
+                    CorruptionKind::TruncatedSegment
+                } else if scan.torn_at.is_some() {
+                    CorruptionKind::BadRecord
+                } else {
+                    CorruptionKind::MissingSegment
+                };
+                if strict {
+                    return Err(corrupt(kind, &path, header_len + end.min(expected)));
+                }
+                if end < expected {
+                    quarantined.push((end, expected));
+                }
+                report.quarantined.push(QuarantinedRange {
+                    path: path.clone(),
+                    kind,
+                    start: base + end.min(expected),
+                    end: base + end.max(expected),
+                });
+                end = expected;
+            }
+            drop(view);
+            let capacity = len.saturating_sub(header_len).max(end);
+            let seg = Segment::new(base, path, file, capacity, end, quarantined)?;
+            segments.insert(base, Arc::new(seg));
+            continue;
+        }
+        // The last segment: cut a torn tail, make sure it has room, sync what it holds.
+        drop(view);
+        if let Some(torn) = scan.torn_at {
+            let at = header_len + torn;
+            file.set_len(at)
+                .map_err(|e| Error::io("truncate", &path, e))?;
+            report.torn_tail = Some(TornTail {
+                path: path.clone(),
+                offset: at,
+                dropped_bytes: scan.torn_bytes,
+            });
+            end = torn;
+        }
+        let size = opts.segment_size.max(len);
+        let current = file.len().map_err(|e| Error::io("stat", &path, e))?;
+        if current < size {
+            let grown = if opts.preallocate {
+                segment::write_zeros(file.as_ref(), current, size)
+            } else {
+                file.set_len(size)
+            };
+            grown.map_err(|e| Error::io("preallocate", &path, e))?;
+        }
+        file.sync().map_err(|e| Error::io("fsync", &path, e))?;
+        let seg = Segment::new(base, path, file, size - header_len, end, quarantined)?;
+        segments.insert(base, Arc::new(seg));
+    }
+    report.segments = segments.len();
+    // Make the directory durable as it is now. A name an earlier process created or renamed
+    // (a segment, a checkpoint slot) whose directory sync failed, or that died before it, is
+    // in the listing but could still vanish at a power cut: nothing may be appended to it or
+    // relied on until it is durable.
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io("fsync dir", dir, e))?;
+    let needs_active = match segments.values().next_back() {
+        None => true,
+        Some(last) => last.base != *bases.last().unwrap_or(&u64::MAX),
+    };
+    if needs_active {
+        let base = segments
+            .values()
+            .next_back()
+            .map(|s| s.end_position())
+            .unwrap_or(0)
+            .max(next_free);
+        let file = segment::create(fs, dir, base, opts.segment_size, opts.preallocate)?;
+        let seg = Segment::new(
+            base,
+            dir.join(segment::segment_name(base)),
+            file,
+            opts.segment_size - header_len,
+            0,
+            Vec::new(),
+        )?;
+        segments.insert(base, Arc::new(seg));
+        report.segments = segments.len();
+    }
+    Ok((segments, report))
+}
