@@ -23,11 +23,8 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{CorruptionKind, Error, Result};
-use crate::state::{DeadInfo, DlqCounters, Extra, Msg, QueueCounters};
-use crate::types::MessageId;
+use crate::state::Snapshot;
 use crate::vfs::Vfs;
 
 /// The two slot file names.
@@ -36,38 +33,6 @@ const TEMP: &str = "checkpoint.tmp";
 const MAGIC: [u8; 8] = *b"DLTRCKPT";
 const VERSION: u16 = 1;
 const HEADER_LEN: usize = 32;
-
-/// One queue in a snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueSnapshot {
-    /// Its name (empty for an id never declared).
-    pub name: String,
-    /// Its counters.
-    pub counters: QueueCounters,
-    /// Its DLQ's counters.
-    pub dlq: DlqCounters,
-}
-
-/// The persistent part of the index; everything else is rebuilt from it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Next message id.
-    pub next_id: MessageId,
-    /// Latest time seen in a record.
-    pub latest_time: u64,
-    /// Queues by id.
-    pub queues: Vec<QueueSnapshot>,
-    /// Every message.
-    pub msgs: Vec<(MessageId, Msg)>,
-    /// Extras.
-    pub extras: Vec<(MessageId, Extra)>,
-    /// DLQ entries.
-    pub dead: Vec<(MessageId, DeadInfo)>,
-    /// Idempotency keys in insertion order: (enqueued-at, key, id).
-    pub idempotency: Vec<(u64, String, MessageId)>,
-    /// Interned strings, by id.
-    pub strings: Vec<String>,
-}
 
 fn bad(path: &Path, offset: u64) -> Error {
     Error::Corruption {

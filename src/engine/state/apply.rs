@@ -1,0 +1,594 @@
+//! Applying records: [`State::apply`] and the per-record transitions it dispatches to.
+//! The only code that changes a message's place, attempts or counters.
+
+use std::cmp::Reverse;
+
+use super::{
+    DeadInfo, DeadStatus, Effects, Extra, IdMap, Msg, Place, QueueState, State, EXPIRED_KIND,
+};
+use crate::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
+use crate::types::{DlqMetadata, FailureInfo, MessageId};
+
+impl State {
+    /// Applies one decoded record found at log position `pos`.
+    pub fn apply(&mut self, rec: &Decoded<'_>, pos: u64) -> Effects {
+        if let Some(t) = record_time(rec) {
+            self.latest_time = self.latest_time.max(t);
+        }
+        match rec {
+            Decoded::Put(put) => self.apply_put(put, pos),
+            Decoded::Op(op) => self.apply_op(op, pos),
+            Decoded::Relocated(inner) => {
+                self.apply_relocated(inner, pos);
+                Effects::default()
+            }
+        }
+    }
+
+    /// A relocated copy at `pos`: the pointer to the original moves here, if the original is
+    /// still the one the index points to's record kind (payload, envelope, history).
+    fn apply_relocated(&mut self, original: &Decoded<'_>, pos: u64) {
+        match original {
+            Decoded::Put(put) => {
+                let id = put.meta.id;
+                let Some(m) = self.msgs.get_mut(&id) else {
+                    return;
+                };
+                let old = m.payload_pos;
+                m.payload_pos = pos;
+                if let Some(d) = self.dead.get_mut(&id) {
+                    // An imported entry's envelope is its payload record.
+                    if d.envelope_pos == old {
+                        d.envelope_pos = pos;
+                    }
+                }
+                if let Some(e) = self.extras.get_mut(&id) {
+                    // And so is its history once it is replayed with its attempts kept.
+                    if e.history_pos == Some(old) {
+                        e.history_pos = Some(pos);
+                    }
+                }
+            }
+            Decoded::Op(Op::DeadLetter { id, .. }) => {
+                // A DLQ entry's envelope, or the history of a message replayed from the DLQ
+                // with its attempts kept; never both at once (a DLQ entry has no
+                // `history_pos`).
+                if let Some(d) = self.dead.get_mut(id) {
+                    d.envelope_pos = pos;
+                } else if let Some(e) = self.extras.get_mut(id) {
+                    if e.history_pos.is_some() {
+                        e.history_pos = Some(pos);
+                    }
+                }
+            }
+            Decoded::Op(Op::Retry { id, .. }) => {
+                if let Some(e) = self.extras.get_mut(id) {
+                    if e.history_pos.is_some() {
+                        e.history_pos = Some(pos);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn queue_mut(&mut self, q: QueueId) -> &mut QueueState {
+        let i = q as usize;
+        if self.queues.len() <= i {
+            self.queues.resize_with(i + 1, QueueState::default);
+        }
+        &mut self.queues[i]
+    }
+
+    fn apply_put(&mut self, put: &Put<'_>, pos: u64) -> Effects {
+        let m = &put.meta;
+        self.next_id = self.next_id.max(m.id + 1);
+        let (attempts, generation, from_dlq, previous_place) = match &m.cause {
+            PutCause::Enqueue => (0, 0, None, None),
+            PutCause::Imported(entry) => {
+                self.apply_import(m.id, m.queue, pos, entry);
+                return Effects {
+                    ready: false,
+                    dlq_changed: true,
+                };
+            }
+            PutCause::CorrectedReplay {
+                attempts,
+                generation,
+                from_dlq,
+                ..
+            } => {
+                let prev = self.msgs.get(&m.id).map(|x| x.place);
+                if prev.is_some_and(|p| p != Place::Dead) {
+                    // Only a DLQ entry is replayed (as for `Op::Replay`). A message elsewhere
+                    // meets this record only when recovery skipped the damaged range that
+                    // held its dead-lettering (quarantine): moving it would leave its old
+                    // place counted.
+                    return Effects::default();
+                }
+                (*attempts, *generation, Some(*from_dlq), prev)
+            }
+        };
+        let mut history = None;
+        if previous_place.is_some() {
+            // A corrected replay: leave the DLQ first.
+            if let Some(old) = self.msgs.get(&m.id) {
+                history = self.replay_history(m.id, old.payload_pos, attempts, true);
+            }
+            self.leave_dlq(m.id, Leave::Replayed);
+        } else if matches!(m.cause, PutCause::CorrectedReplay { .. }) {
+            // The entry is gone (deleted meanwhile): nothing to replay.
+            return Effects::default();
+        }
+        self.msgs.insert(
+            m.id,
+            Msg {
+                payload_pos: pos,
+                visible_at: m.visible_at,
+                queue: m.queue,
+                attempts,
+                place: Place::Ready,
+            },
+        );
+        if generation > 0 || m.expires_at.is_some() {
+            let extra = self.extras.entry(m.id).or_default();
+            extra.generation = generation;
+            extra.from_dlq = from_dlq;
+            if from_dlq.is_some() {
+                extra.history_pos = history;
+            }
+            if let Some(exp) = m.expires_at {
+                extra.expires_at = Some(exp);
+                self.ttl.insert((exp, m.id));
+            }
+        }
+        if let Some(key) = &m.idempotency_key {
+            if matches!(m.cause, PutCause::Enqueue) {
+                self.idempotency.insert(key.clone(), (m.id, m.enqueued_at));
+                self.idempotency_order
+                    .push_back((m.enqueued_at, key.clone()));
+            }
+        }
+        let q = self.queue_mut(m.queue);
+        q.counters.ready += 1;
+        if previous_place.is_none() {
+            q.counters.enqueued += 1;
+        }
+        if m.visible_at <= m.enqueued_at && previous_place.is_none() {
+            q.fresh.push_back((m.visible_at, m.id));
+        } else {
+            q.delayed.push(Reverse((m.visible_at, m.id)));
+        }
+        Effects {
+            ready: true,
+            dlq_changed: previous_place.is_some(),
+        }
+    }
+
+    /// An imported entry goes straight into the DLQ of `queue`.
+    fn apply_import(&mut self, id: MessageId, queue: QueueId, pos: u64, e: &ImportedEntry) {
+        if self.msgs.contains_key(&id) {
+            return;
+        }
+        self.msgs.insert(
+            id,
+            Msg {
+                payload_pos: pos,
+                visible_at: 0,
+                queue,
+                attempts: e.attempts,
+                place: Place::Ready,
+            },
+        );
+        if e.generation > 0 || e.first_received_at.is_some() {
+            let extra = self.extras.entry(id).or_default();
+            extra.generation = e.generation;
+            extra.first_received_at = e.first_received_at;
+        }
+        self.queue_mut(queue).counters.ready += 1;
+        self.dead_letter_one(id, pos, &e.failure, &e.dlq);
+    }
+
+    fn apply_op(&mut self, op: &Op, pos: u64) -> Effects {
+        match op {
+            Op::DeclareQueue { queue, name } => {
+                self.queue_mut(*queue).name = name.clone();
+                self.names.insert(name.clone(), *queue);
+                Effects::default()
+            }
+            Op::Lease { at, deadline, ids } => {
+                for id in ids {
+                    self.lease_one(*id, *at, *deadline);
+                }
+                Effects::default()
+            }
+            Op::Extend { deadline, ids } => {
+                for id in ids {
+                    if let Some(m) = self.msgs.get_mut(id) {
+                        if m.place == Place::Leased {
+                            m.visible_at = *deadline;
+                            let q = m.queue;
+                            self.queue_mut(q).leases.push(Reverse((*deadline, *id)));
+                        }
+                    }
+                }
+                Effects::default()
+            }
+            Op::Ack { ids, .. } => {
+                for id in ids {
+                    self.ack_one(*id);
+                }
+                Effects::default()
+            }
+            Op::Retry { id, visible_at, .. } => {
+                self.suspects.remove(id);
+                let Some(m) = self.msgs.get(id).copied() else {
+                    return Effects::default();
+                };
+                if m.place == Place::Dead {
+                    return Effects::default();
+                }
+                self.extras.entry(*id).or_default().history_pos = Some(pos);
+                self.make_ready(*id, m, *visible_at, Place::Ready);
+                self.queue_mut(m.queue).counters.retried += 1;
+                Effects {
+                    ready: true,
+                    dlq_changed: false,
+                }
+            }
+            Op::Release { id, visible_at } => {
+                self.suspects.remove(id);
+                let Some(m) = self.msgs.get(id).copied() else {
+                    return Effects::default();
+                };
+                if m.place != Place::Leased {
+                    return Effects::default();
+                }
+                self.make_ready(*id, m, *visible_at, Place::Ready);
+                Effects {
+                    ready: true,
+                    dlq_changed: false,
+                }
+            }
+            Op::DeadLetter {
+                id, failure, dlq, ..
+            } => {
+                self.dead_letter_one(*id, pos, failure, dlq);
+                Effects {
+                    ready: false,
+                    dlq_changed: true,
+                }
+            }
+            Op::Replay {
+                id,
+                queue,
+                visible_at,
+                attempts,
+                generation,
+                ..
+            } => {
+                let Some(m) = self.msgs.get(id).copied() else {
+                    return Effects::default();
+                };
+                if m.place != Place::Dead {
+                    return Effects::default();
+                }
+                let from = m.queue;
+                let history = self.replay_history(*id, m.payload_pos, *attempts, false);
+                self.leave_dlq(*id, Leave::Replayed);
+                let extra = self.extras.entry(*id).or_default();
+                extra.generation = *generation;
+                extra.from_dlq = Some(from);
+                extra.history_pos = history;
+                self.msgs.insert(
+                    *id,
+                    Msg {
+                        payload_pos: m.payload_pos,
+                        visible_at: *visible_at,
+                        queue: *queue,
+                        attempts: *attempts,
+                        place: Place::Ready,
+                    },
+                );
+                let q = self.queue_mut(*queue);
+                q.counters.ready += 1;
+                q.delayed.push(Reverse((*visible_at, *id)));
+                Effects {
+                    ready: true,
+                    dlq_changed: true,
+                }
+            }
+            Op::Delete { ids, expired, .. } => {
+                let mut dlq_changed = false;
+                for id in ids {
+                    dlq_changed |= self.delete_one(*id, *expired);
+                }
+                Effects {
+                    ready: false,
+                    dlq_changed,
+                }
+            }
+            Op::MarkReprocessed { id, success, at } => {
+                let Some(info) = self.dead.get_mut(id) else {
+                    return Effects::default();
+                };
+                let was_pending = info.status == DeadStatus::Pending;
+                info.status = DeadStatus::Reprocessed(*success, *at);
+                let q = self.msgs.get(id).map(|m| m.queue).unwrap_or(0);
+                let d = &mut self.queue_mut(q).dlq;
+                if was_pending {
+                    d.pending = d.pending.saturating_sub(1);
+                    d.reprocessed_kept += 1;
+                }
+                if *success {
+                    d.reprocessed_ok += 1;
+                } else {
+                    d.reprocessed_failed += 1;
+                }
+                Effects {
+                    ready: false,
+                    dlq_changed: true,
+                }
+            }
+        }
+    }
+
+    fn lease_one(&mut self, id: MessageId, at: u64, deadline: u64) {
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        // A live lease only takes ready messages. A replayed one may find the message still
+        // leased: its earlier lease ended by expiry or by a restart, neither of which is
+        // logged, so the new delivery counts on top of it.
+        let was_leased = match m.place {
+            Place::Ready | Place::ReadyAfterLostLease => false,
+            Place::Leased => true,
+            Place::Dead => return,
+        };
+        m.place = Place::Leased;
+        m.attempts += 1;
+        m.visible_at = deadline;
+        let q = m.queue;
+        let extra = self.extras.entry(id).or_default();
+        extra.first_received_at.get_or_insert(at);
+        extra.lease_cut_by_restart = false;
+        let qs = self.queue_mut(q);
+        if !was_leased {
+            qs.counters.ready -= 1;
+            qs.counters.in_flight += 1;
+        }
+        qs.leases.push(Reverse((deadline, id)));
+    }
+
+    pub(super) fn make_ready(&mut self, id: MessageId, m: Msg, visible_at: u64, place: Place) {
+        let qs = self.queue_mut(m.queue);
+        if m.place == Place::Leased {
+            qs.counters.in_flight -= 1;
+            qs.counters.ready += 1;
+        }
+        qs.delayed.push(Reverse((visible_at, id)));
+        if let Some(x) = self.msgs.get_mut(&id) {
+            x.place = place;
+            x.visible_at = visible_at;
+        }
+    }
+
+    fn ack_one(&mut self, id: MessageId) {
+        self.suspects.remove(&id);
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return;
+        };
+        if m.place == Place::Dead {
+            return;
+        }
+        self.msgs.remove(&id);
+        let extra = self.remove_extra(id);
+        let qs = self.queue_mut(m.queue);
+        if m.place == Place::Leased {
+            qs.counters.in_flight -= 1;
+        } else {
+            qs.counters.ready -= 1;
+        }
+        qs.counters.acked += 1;
+        if let Some(from) = extra.and_then(|e| e.from_dlq) {
+            self.queue_mut(from).dlq.reprocessed_ok += 1;
+        }
+    }
+
+    fn remove_extra(&mut self, id: MessageId) -> Option<Extra> {
+        let extra = self.extras.remove(&id);
+        if let Some(exp) = extra.as_ref().and_then(|e| e.expires_at) {
+            self.ttl.remove(&(exp, id));
+        }
+        extra
+    }
+
+    fn dead_letter_one(
+        &mut self,
+        id: MessageId,
+        pos: u64,
+        failure: &FailureInfo,
+        dlq: &DlqMetadata,
+    ) {
+        self.suspects.remove(&id);
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return;
+        };
+        if m.place == Place::Dead {
+            return;
+        }
+        let kind = self.strings.intern(&failure.error_kind);
+        let worker = dlq
+            .worker
+            .as_deref()
+            .map(|w| self.strings.intern(w))
+            .unwrap_or(0);
+        let dead_at = dlq.dead_lettered_at_ms;
+        let from_dlq = self.extras.get(&id).and_then(|e| e.from_dlq);
+        if let Some(exp) = self.extras.get(&id).and_then(|e| e.expires_at) {
+            self.ttl.remove(&(exp, id));
+        }
+        if let Some(e) = self.extras.get_mut(&id) {
+            e.expires_at = None;
+            // The envelope holds the whole history now.
+            e.history_pos = None;
+        }
+        self.dead.insert(
+            id,
+            DeadInfo {
+                envelope_pos: pos,
+                dead_at,
+                kind,
+                worker,
+                status: DeadStatus::Pending,
+                expires_at: dlq.expires_at_ms,
+            },
+        );
+        // Through `insert`: the index keeps DLQ entries apart from the dense pages.
+        self.msgs.insert(
+            id,
+            Msg {
+                place: Place::Dead,
+                visible_at: dead_at,
+                ..m
+            },
+        );
+        if let Some(from) = from_dlq {
+            self.queue_mut(from).dlq.reprocessed_failed += 1;
+        }
+        let qs = self.queue_mut(m.queue);
+        if m.place == Place::Leased {
+            qs.counters.in_flight -= 1;
+        } else {
+            qs.counters.ready -= 1;
+        }
+        qs.counters.dead_lettered += 1;
+        if failure.error_kind == EXPIRED_KIND {
+            qs.counters.expired += 1;
+        }
+        qs.dlq_order.insert((dead_at, id));
+        qs.dlq.pending += 1;
+        *qs.dlq.by_kind.entry(kind).or_default() += 1;
+        *qs.dlq.by_worker.entry(worker).or_default() += 1;
+    }
+
+    /// Where the history of DLQ entry `id` is found once it is replayed with `attempts`: its
+    /// envelope when the attempt count is kept (so the failure that sent it to the DLQ stays
+    /// in its history), none when it is reset. An imported entry's envelope is its payload
+    /// record; a corrected replay replaces that record as the payload, and a record is only
+    /// ever referenced as one kind of record besides, so its history starts anew then.
+    fn replay_history(
+        &self,
+        id: MessageId,
+        payload_pos: u64,
+        attempts: u32,
+        corrected: bool,
+    ) -> Option<u64> {
+        if attempts == 0 {
+            return None;
+        }
+        self.dead
+            .get(&id)
+            .map(|d| d.envelope_pos)
+            .filter(|&pos| !(corrected && pos == payload_pos))
+    }
+
+    /// Removes a DLQ entry's index and counts (the message itself is handled by the caller).
+    fn leave_dlq(&mut self, id: MessageId, why: Leave) -> bool {
+        let Some(info) = self.dead.remove(&id) else {
+            return false;
+        };
+        let q = self.msgs.get(&id).map(|m| m.queue).unwrap_or(0);
+        let qs = self.queue_mut(q);
+        qs.dlq_order.remove(&(info.dead_at, id));
+        match info.status {
+            DeadStatus::Pending => qs.dlq.pending = qs.dlq.pending.saturating_sub(1),
+            DeadStatus::Reprocessed(..) => {
+                qs.dlq.reprocessed_kept = qs.dlq.reprocessed_kept.saturating_sub(1)
+            }
+        }
+        decrement(&mut qs.dlq.by_kind, info.kind);
+        decrement(&mut qs.dlq.by_worker, info.worker);
+        match why {
+            Leave::Replayed => qs.dlq.replayed += 1,
+            Leave::Deleted => qs.dlq.deleted += 1,
+            Leave::Expired => qs.dlq.expired += 1,
+        }
+        true
+    }
+
+    /// Deletes a message wherever it is. Returns true if it was a DLQ entry.
+    ///
+    /// A delete is only written for a message that is not leased (a DLQ entry, or a ready
+    /// message past its TTL). Replaying the log may still find the message leased: its
+    /// lease ended by expiry, which is not logged, before the delete was written.
+    fn delete_one(&mut self, id: MessageId, expired: bool) -> bool {
+        self.suspects.remove(&id);
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return false;
+        };
+        let was_dead = m.place == Place::Dead;
+        match m.place {
+            Place::Dead => {
+                self.leave_dlq(
+                    id,
+                    if expired {
+                        Leave::Expired
+                    } else {
+                        Leave::Deleted
+                    },
+                );
+            }
+            Place::Ready | Place::ReadyAfterLostLease | Place::Leased => {
+                let qs = self.queue_mut(m.queue);
+                if m.place == Place::Leased {
+                    qs.counters.in_flight -= 1;
+                } else {
+                    qs.counters.ready -= 1;
+                }
+                if expired {
+                    qs.counters.expired += 1;
+                } else {
+                    qs.counters.deleted += 1;
+                }
+            }
+        }
+        self.msgs.remove(&id);
+        self.remove_extra(id);
+        was_dead
+    }
+}
+
+/// Why an entry leaves a DLQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    Replayed,
+    Deleted,
+    Expired,
+}
+
+fn decrement(map: &mut IdMap<u32, u64>, key: u32) {
+    if let Some(n) = map.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&key);
+        }
+    }
+}
+
+/// The time a record carries, if any.
+fn record_time(rec: &Decoded<'_>) -> Option<u64> {
+    match rec {
+        Decoded::Put(p) => Some(p.meta.enqueued_at),
+        Decoded::Op(op) => match op {
+            Op::Lease { at, .. }
+            | Op::Ack { at, .. }
+            | Op::Replay { at, .. }
+            | Op::Delete { at, .. }
+            | Op::MarkReprocessed { at, .. } => Some(*at),
+            Op::DeadLetter { dlq, .. } => Some(dlq.dead_lettered_at_ms),
+            _ => None,
+        },
+        Decoded::Relocated(_) => None,
+    }
+}

@@ -1,0 +1,175 @@
+//! The ready lists, leases and suspects: which message a lease takes next.
+//!
+//! Per queue, `fresh` holds messages visible at enqueue in enqueue order and `delayed` a
+//! heap of the others by (visible-at, id); `leases` is a heap of lease deadlines. Entries
+//! are hints: one is valid only while its message is still ready (or leased) in that queue
+//! with the same time, so a message that moved is never searched for and removed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::{Msg, Place, State};
+use crate::record::QueueId;
+use crate::types::MessageId;
+
+impl State {
+    /// Releases every lease as a reopen does: the process that held them is gone. Called
+    /// once, after the log has been replayed; it also rebuilds the ready lists (see
+    /// [`State::rebuild_ready_lists`]).
+    pub fn release_all_leases(&mut self) {
+        let leased: Vec<(MessageId, Msg)> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| m.place == Place::Leased)
+            .map(|(id, m)| (id, *m))
+            .collect();
+        for (id, m) in leased {
+            self.make_ready(id, m, 0, Place::ReadyAfterLostLease);
+            self.extras.entry(id).or_default().lease_cut_by_restart = true;
+            self.suspects.insert(id);
+        }
+        for q in &mut self.queues {
+            q.leases.clear();
+        }
+        self.rebuild_ready_lists();
+    }
+
+    /// Empties the lists that replaying records fills and only live operations drain (the
+    /// ready lists, rebuilt from the messages, and the lease deadlines). For an index that
+    /// only ever replays records (compaction keeps one), whose lists would otherwise grow
+    /// with every enqueue and lease.
+    pub fn reset_replay_lists(&mut self) {
+        for q in &mut self.queues {
+            q.leases.clear();
+        }
+        self.rebuild_ready_lists();
+    }
+
+    /// Rebuilds every queue's ready lists from the messages' current state.
+    ///
+    /// Replaying the log applies leases without popping the ready lists (only a live lease
+    /// pops), so after a replay they hold an entry for every message that was ever ready.
+    /// Such a stale entry becomes valid again when its message is ready again (a replay
+    /// from the DLQ, a lease released by the reopen), next to the entry that made it ready,
+    /// and one lease would then hand the same message out twice. Rebuilt, each ready
+    /// message has exactly one entry, and the lists hold nothing else.
+    pub fn rebuild_ready_lists(&mut self) {
+        let mut per_queue: Vec<Vec<Reverse<(u64, MessageId)>>> =
+            (0..self.queues.len()).map(|_| Vec::new()).collect();
+        for (id, m) in self.msgs.iter() {
+            if m.place.is_ready() {
+                if let Some(list) = per_queue.get_mut(m.queue as usize) {
+                    list.push(Reverse((m.visible_at, id)));
+                }
+            }
+        }
+        for (qs, list) in self.queues.iter_mut().zip(per_queue) {
+            qs.fresh = VecDeque::new();
+            qs.delayed = BinaryHeap::from(list);
+        }
+    }
+
+    /// Turns leases whose deadline passed into ready messages.
+    pub fn expire_leases(&mut self, q: QueueId, now: u64) {
+        loop {
+            let Some(&Reverse((deadline, id))) =
+                self.queues.get(q as usize).and_then(|qs| qs.leases.peek())
+            else {
+                return;
+            };
+            if deadline > now {
+                return;
+            }
+            self.queues[q as usize].leases.pop();
+            if let Some(m) = self.msgs.get(&id).copied() {
+                if m.place == Place::Leased && m.visible_at == deadline && m.queue == q {
+                    self.make_ready(id, m, deadline, Place::ReadyAfterLostLease);
+                }
+            }
+        }
+    }
+
+    /// The next ready message of queue `q` visible at `now`, removed from the ready lists
+    /// (the caller leases or dead-letters it).
+    pub fn pop_visible(&mut self, q: QueueId, now: u64) -> Option<MessageId> {
+        let qs = self.queues.get_mut(q as usize)?;
+        let fresh = loop {
+            let Some(&(at, id)) = qs.fresh.front() else {
+                break None;
+            };
+            match self.msgs.get(&id) {
+                Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                    break Some((at, id));
+                }
+                _ => {
+                    qs.fresh.pop_front();
+                }
+            }
+        };
+        let delayed = loop {
+            let Some(&Reverse((at, id))) = qs.delayed.peek() else {
+                break None;
+            };
+            match self.msgs.get(&id) {
+                Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                    break Some((at, id));
+                }
+                _ => {
+                    qs.delayed.pop();
+                }
+            }
+        };
+        let ((at, id), from_fresh) = match (fresh, delayed) {
+            (None, None) => return None,
+            (Some(f), None) => (f, true),
+            (None, Some(d)) => (d, false),
+            (Some(f), Some(d)) => {
+                if f <= d {
+                    (f, true)
+                } else {
+                    (d, false)
+                }
+            }
+        };
+        if at > now {
+            return None;
+        }
+        if from_fresh {
+            qs.fresh.pop_front();
+        } else {
+            qs.delayed.pop();
+        }
+        Some(id)
+    }
+
+    /// Puts back a message popped by [`State::pop_visible`] but not leased after all.
+    pub fn push_back_ready(&mut self, id: MessageId) {
+        if let Some(m) = self.msgs.get(&id) {
+            let q = m.queue;
+            let at = m.visible_at;
+            self.queue_mut(q).delayed.push(Reverse((at, id)));
+        }
+    }
+
+    /// The earliest time a ready message of `q` becomes visible (stale entries included, so
+    /// this can be early but never late).
+    pub fn next_visible_at(&self, q: QueueId) -> Option<u64> {
+        let qs = self.queues.get(q as usize)?;
+        let fresh = qs.fresh.front().map(|(at, _)| *at);
+        let delayed = qs.delayed.peek().map(|Reverse((at, _))| *at);
+        let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
+        [fresh, delayed, lease].into_iter().flatten().min()
+    }
+
+    /// True when a suspect message of queue `q` other than `except` (one being acked in the
+    /// same write) is leased now.
+    pub fn suspect_in_flight(&self, q: QueueId, except: Option<MessageId>) -> bool {
+        self.suspects.iter().any(|id| {
+            Some(*id) != except
+                && self
+                    .msgs
+                    .get(id)
+                    .is_some_and(|m| m.queue == q && m.place == Place::Leased)
+        })
+    }
+}
