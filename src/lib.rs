@@ -42,19 +42,21 @@ pub mod error;
 #[doc(hidden)]
 pub mod sim;
 
-pub use api::{clock, dlq, metrics, queue, retry, store, types, verify, worker};
+pub use api::{alert, clock, config, dlq, metrics, queue, retry, store, types, verify, worker};
 pub use engine::{checkpoint, compaction, record, state};
 pub use storage::{format, log, segment, vfs};
 
+pub use alert::DlqAlert;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use compaction::{CompactionOptions, CompactionReport};
+pub use compaction::CompactionReport;
+pub use config::{CompactionOptions, Config, QueueOptions};
 pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
 pub use metrics::{Metrics, QueueMetrics};
 pub use queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
 pub use retry::{Backoff, Jitter, Retry};
-pub use store::{Config, DlqAlert, QueueOptions, Store};
+pub use store::Store;
 pub use types::{
     Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureClass, FailureInfo, MessageId,
     OriginalMetadata,

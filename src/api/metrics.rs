@@ -30,7 +30,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::Store;
+use crate::api::store::Store;
 
 /// The numbers of one queue and its DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

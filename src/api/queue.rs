@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::dlq::Dlq;
+use crate::api::config::QueueOptions;
+use crate::api::dlq::Dlq;
+use crate::api::store::Store;
+use crate::api::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
+use crate::engine::record::{self, Decoded, Op, Put, PutCause, PutMeta, QueueId};
+use crate::engine::state::{Msg, Place, State};
+use crate::engine::{op_entry, Batch};
 use crate::error::{Error, Result};
-use crate::log::Record;
-use crate::record::{self, Decoded, Op, Put, PutCause, PutMeta, QueueId};
-use crate::state::{Msg, Place, State};
-use crate::store::{op_entry, push_attempt, Batch, Store};
-use crate::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
+use crate::storage::log::Record;
 
 /// Options of one enqueue.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -230,13 +232,15 @@ impl Queue {
         }
     }
 
-    pub(crate) fn id(&self) -> QueueId {
-        self.id
-    }
-
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The options in force for this queue: those it was opened with (see
+    /// [`Store::queue_with`]), or the store's defaults.
+    pub fn options(&self) -> QueueOptions {
+        self.store.queue_options(self.id)
     }
 
     /// The store.
@@ -293,7 +297,7 @@ impl Queue {
             .idempotency_key
             .as_ref()
             .map(|k| format!("{}:{k}", self.id));
-        let mut st = self.store.lock_state();
+        let mut st = self.store.engine().lock();
         if let Some(k) = &key {
             let window = self.store.config().idempotency_window.as_millis() as u64;
             st.expire_idempotency(now.saturating_sub(window));
@@ -334,7 +338,7 @@ impl Queue {
             batch.push((body, Decoded::Put(Put { meta, payload })));
             ids.push(next);
         }
-        let effects = self.store.write_locked(&mut st, batch)?;
+        let effects = self.store.engine().write_locked(&mut st, batch)?;
         drop(st);
         self.store.finish(effects)?;
         Ok(ids)
@@ -373,7 +377,7 @@ impl Queue {
         let now = self.store.now();
         let options = self.store.queue_options(self.id);
         let deadline = now + visibility.as_millis().max(1) as u64;
-        let mut st = self.store.lock_state();
+        let mut st = self.store.engine().lock();
         let mut batch: Batch<'static> = Vec::new();
         if let Some(done) = ack {
             self.check_lease(&st, done)?;
@@ -462,7 +466,7 @@ impl Queue {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let effects = match self.store.write_locked(&mut st, batch) {
+        let effects = match self.store.engine().write_locked(&mut st, batch) {
             Ok(e) => e,
             Err(e) => {
                 for id in popped.into_iter().filter(|id| !held_back.contains(id)) {
@@ -496,7 +500,7 @@ impl Queue {
             if now_instant >= give_up {
                 return Ok(got);
             }
-            let mut st = self.store.lock_state();
+            let mut st = self.store.engine().lock();
             let now = self.store.now();
             let wait_ms = st
                 .next_visible_at(self.id)
@@ -504,7 +508,7 @@ impl Queue {
                 .unwrap_or(u64::MAX);
             let until = give_up.min(now_instant + Duration::from_millis(wait_ms.clamp(1, 60_000)));
             if wait_ms > 0 {
-                self.store.inner.ready.wait_until(&mut st, until);
+                self.store.engine().wait_ready(&mut st, until);
             }
         }
     }
@@ -516,13 +520,13 @@ impl Queue {
         generation: u32,
         leased_at: u64,
     ) -> Result<Message> {
-        let record = self.store.read_record(m.payload_pos)?;
+        let record = self.store.engine().read_record(m.payload_pos)?;
         let (meta, payload) = match record::decode(&record) {
             Ok(Decoded::Put(put)) => {
                 let range = record::put_payload(&record)?;
                 (put.meta, range)
             }
-            _ => return Err(self.store.bad_content(m.payload_pos)),
+            _ => return Err(self.store.engine().bad_content(m.payload_pos)),
         };
         Ok(Message {
             id,
@@ -614,14 +618,13 @@ impl Queue {
                 return Ok((vec![op_entry(op)?], FailureOutcome::DeadLettered));
             }
             let extra = st.extras.get(&msg.id);
-            let mut history = self.store.read_history(extra.and_then(|e| e.history_pos))?;
+            let mut history = self
+                .store
+                .engine()
+                .read_history(extra.and_then(|e| e.history_pos))?;
             history.first_received_at = extra.and_then(|e| e.first_received_at);
             let max_history = self.store.config().max_history;
-            push_attempt(
-                &mut history,
-                attempt_of(m.attempts, now, report),
-                max_history,
-            );
+            history.push(attempt_of(m.attempts, now, report), max_history);
             // At least one millisecond ahead: a message retried at once goes behind the
             // messages already waiting, never ahead of them on a tie.
             let visible_at = retry_at_ms.max(now + 1);
@@ -659,16 +662,15 @@ impl Queue {
     ) -> Result<Op> {
         let config = self.store.config();
         let extra = st.extras.get(&id);
-        let mut history = self.store.read_history(extra.and_then(|e| e.history_pos))?;
+        let mut history = self
+            .store
+            .engine()
+            .read_history(extra.and_then(|e| e.history_pos))?;
         if record_attempt
             || report.failure.kind == "ConsumerDied"
             || report.failure.kind == "LeaseExpired"
         {
-            push_attempt(
-                &mut history,
-                attempt_of(m.attempts, now, report),
-                config.max_history,
-            );
+            history.push(attempt_of(m.attempts, now, report), config.max_history);
         }
         let f = report.failure;
         Ok(Op::DeadLetter {
@@ -706,11 +708,11 @@ impl Queue {
         id: MessageId,
         m: Msg,
         now: u64,
-        options: &crate::store::QueueOptions,
+        options: &QueueOptions,
     ) -> Result<Op> {
         if options.expired_to_dlq {
             let failure = Failure::permanent(
-                crate::state::EXPIRED_KIND,
+                crate::engine::state::EXPIRED_KIND,
                 "the message's time to live passed",
             );
             let report = FailureReport::new(&failure);
@@ -726,7 +728,7 @@ impl Queue {
 
     /// Counts of the queue and its DLQ, read from counters (no scan).
     pub fn stats(&self) -> QueueStats {
-        let st = self.store.lock_state();
+        let st = self.store.engine().lock();
         let qs = &st.queues[self.id as usize];
         let c = qs.counters;
         QueueStats {
@@ -747,7 +749,7 @@ impl Queue {
 
     /// Messages waiting in the queue (visible now or later).
     pub fn len(&self) -> u64 {
-        self.store.lock_state().queues[self.id as usize]
+        self.store.engine().lock().queues[self.id as usize]
             .counters
             .ready
     }

@@ -1,10 +1,10 @@
 //! Read-only verification of a store directory: every segment header and every record's
 //! checksum, with a report of what recovery would find.
 //!
-//! [`verify`] never opens the store through [`crate::log::Log`]: that would take the
+//! [`verify`] never opens the store through [`crate::storage::log::Log`]: that would take the
 //! directory lock and truncate a torn tail. It lists the directory, reads each segment file
 //! with plain read-only `std::fs` calls, checks its header, and runs the same recovery scan
-//! ([`crate::segment::scan`]) the log runs at open, so its verdicts match what an open would
+//! ([`crate::storage::segment::scan`]) the log runs at open, so its verdicts match what an open would
 //! do, without changing a byte. It takes no lock, so it works while another process holds
 //! the store; a segment that process is appending to may then show a tail still being
 //! written.
@@ -22,11 +22,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint;
+use crate::api::config::DEFAULT_MAX_MESSAGE_SIZE;
+use crate::engine::checkpoint;
+use crate::engine::record::RECORD_OVERHEAD;
 use crate::error::{Error, Result};
-use crate::format::{self, HeaderError, SEGMENT_HEADER_LEN};
-use crate::log::LOCK_FILE;
-use crate::segment;
+use crate::storage::format::{self, HeaderError, SEGMENT_HEADER_LEN};
+use crate::storage::log::{DEFAULT_SEGMENT_SIZE, LOCK_FILE};
+use crate::storage::segment;
 
 /// Settings of a verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +41,7 @@ pub struct VerifyOptions {
 impl Default for VerifyOptions {
     fn default() -> Self {
         VerifyOptions {
-            max_record_size: crate::store::Config::default().max_message_size + (64 << 10),
+            max_record_size: DEFAULT_MAX_MESSAGE_SIZE + RECORD_OVERHEAD,
         }
     }
 }
@@ -310,7 +312,6 @@ pub fn verify_with(
         scans.push(reaches_eof);
         report.segments.push(seg);
     }
-    let segment_size = crate::store::Config::default().segment_size;
     let mut boundaries = Vec::new();
     for (i, pair) in report.segments.windows(2).enumerate() {
         let (cur, next) = (&pair[0], &pair[1]);
@@ -326,7 +327,7 @@ pub fn verify_with(
             BoundaryKind::Overlap
         } else if scans[i]
             && cur.file_len < SEGMENT_HEADER_LEN as u64 + data_room
-            && cur.file_len < segment_size
+            && cur.file_len < DEFAULT_SEGMENT_SIZE
         {
             BoundaryKind::Truncated
         } else if cur.torn_tail.is_some() {
@@ -439,7 +440,7 @@ fn check_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{encode_frame, encode_segment_header, SegmentHeader};
+    use crate::storage::format::{encode_frame, encode_segment_header, SegmentHeader};
 
     fn segment_bytes(base: u64, records: &[&[u8]], size: usize) -> Vec<u8> {
         let mut out = encode_segment_header(&SegmentHeader { base }).to_vec();

@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use serde::de::DeserializeOwned;
 
+use crate::api::alert::DlqAlert;
+use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
+use crate::api::retry::Retry;
+use crate::api::types::{Failure, MessageId};
 use crate::error::{Error, Result};
-use crate::queue::{FailureOutcome, FailureReport, Message, Queue};
-use crate::retry::Retry;
-use crate::store::DlqAlert;
-use crate::types::{Failure, MessageId};
 
 /// A message handler. Any `Fn(&Message) -> Result<(), Failure>` is one.
 pub trait Handler: Send + Sync + 'static {
@@ -155,7 +155,7 @@ impl WorkerPool {
     /// Starts the workers with `handler`.
     pub fn start(self, handler: impl Handler) -> Result<RunningPool> {
         let store = self.queue.store().clone();
-        let mut options = store.queue_options_of(&self.queue);
+        let mut options = self.queue.options();
         options.max_attempts = self.retry.max_attempts;
         options.visibility_timeout = self.lease;
         let queue = store.queue_with(self.queue.name(), options)?;

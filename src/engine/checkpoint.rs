@@ -23,9 +23,11 @@
 
 use std::path::Path;
 
+use crate::engine::failpoint::failpoint;
+use crate::engine::state::{Snapshot, State};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::state::Snapshot;
-use crate::vfs::Vfs;
+use crate::storage::log::Log;
+use crate::storage::vfs::Vfs;
 
 /// The two slot file names.
 pub const SLOTS: [&str; 2] = ["checkpoint-0", "checkpoint-1"];
@@ -103,10 +105,10 @@ pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> 
         .map_err(|e| Error::io("write", &temp, e))?;
     file.sync().map_err(|e| Error::io("fsync", &temp, e))?;
     drop(file);
-    crate::compaction::failpoint("checkpoint-temp-written");
+    failpoint("checkpoint-temp-written");
     fs.rename(&temp, &target)
         .map_err(|e| Error::io("rename", &temp, e))?;
-    crate::compaction::failpoint("checkpoint-renamed");
+    failpoint("checkpoint-renamed");
     fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))
 }
 
@@ -146,4 +148,79 @@ pub fn read(fs: &dyn Vfs, dir: &Path, slot: usize) -> Result<SlotState> {
         Ok((pos, snap)) => SlotState::Valid(pos, Box::new(snap)),
         Err(e) => SlotState::Damaged(e),
     })
+}
+
+/// Which checkpoint slots hold which positions, and which one is written next.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CheckpointSlots {
+    /// The position each slot covers, if it holds a valid checkpoint.
+    pub positions: [Option<u64>; 2],
+    /// The slot the next checkpoint goes to (the older one).
+    pub next: usize,
+}
+
+/// Loads the newest usable checkpoint: the state it holds, the position to replay from,
+/// and the slots. Without one, replays from the start of the log, which is only possible
+/// while the log still starts at position 0.
+///
+/// A checkpoint is usable when its position lies within the log. One past the log's end
+/// covers records the log no longer has (compaction makes its position durable before
+/// writing it, so the log lost durable records): under strict recovery that is
+/// [`CorruptionKind::BadCheckpoint`]; otherwise the file is removed, since once the log grew
+/// past its position again it would describe records it never saw. One before the log's
+/// start is ignored (the next checkpoint overwrites it).
+pub(crate) fn load_newest(
+    fs: &dyn Vfs,
+    dir: &Path,
+    log: &Log,
+    strict: bool,
+) -> Result<(State, u64, CheckpointSlots)> {
+    let mut slots = CheckpointSlots::default();
+    let mut candidates = Vec::new();
+    let mut damage = None;
+    let (first, end) = (log.first_position(), log.end_position());
+    for slot in 0..2 {
+        match read(fs, dir, slot)? {
+            SlotState::Valid(pos, _) if pos > end => {
+                let path = dir.join(SLOTS[slot]);
+                let err = Error::Corruption {
+                    kind: CorruptionKind::BadCheckpoint,
+                    path: path.clone(),
+                    offset: 16,
+                };
+                if strict {
+                    return Err(err);
+                }
+                fs.remove(&path)
+                    .map_err(|e| Error::io("remove", &path, e))?;
+                fs.sync_dir(dir)
+                    .map_err(|e| Error::io("fsync dir", dir, e))?;
+                damage = Some(err);
+            }
+            SlotState::Valid(pos, _) if pos < first => {}
+            SlotState::Valid(pos, snap) => {
+                slots.positions[slot] = Some(pos);
+                candidates.push((pos, slot, snap));
+            }
+            SlotState::Damaged(e) => damage = Some(e),
+            SlotState::Missing => {}
+        }
+    }
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+    slots.next = match slots.positions {
+        [Some(a), Some(b)] => usize::from(a > b),
+        [Some(_), None] => 1,
+        _ => 0,
+    };
+    if let Some((pos, _, snap)) = candidates.into_iter().next() {
+        return Ok((State::restore(*snap), pos, slots));
+    }
+    if first == 0 {
+        return Ok((State::default(), 0, slots));
+    }
+    Err(damage.unwrap_or(Error::Corruption {
+        kind: CorruptionKind::BadCheckpoint,
+        path: dir.join(SLOTS[0]),
+        offset: 0,
+    }))
 }

@@ -1,6 +1,168 @@
-//! The engine layer: queue records, the state machine, checkpoints and compaction.
+//! The engine layer: queue records in the log, the state machine that applies them to the
+//! in-memory index, checkpoints of that index, compaction, and the write path that ties
+//! them together: [`Engine`].
+//!
+//! The engine knows records and message state, not how users see queues: it stores the
+//! records the API layer builds and keeps the index they describe. It uses only the storage
+//! layer below it.
+//!
+//! Invariants:
+//! - the index only ever reflects records that were appended to the log, applied in log
+//!   order, so replaying the log at open rebuilds the same index;
+//! - when the engine waits for durability ([`EngineOptions::wait_for_sync`]), a write
+//!   returns only after its records are durable, and every record it depended on (earlier
+//!   in the log) is durable too;
+//! - leases do not survive a reopen: the directory lock guarantees that the process that
+//!   held them is gone, so their messages are ready again at once (their delivery stays
+//!   counted).
 
 pub mod checkpoint;
+mod commit;
 pub mod compaction;
+pub mod envelope;
+pub mod failpoint;
+mod read;
 pub mod record;
 pub mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::error::Result;
+use crate::storage::log::{Log, LogOptions, RecoveryMode, RecoveryReport};
+use crate::storage::vfs::Vfs;
+use checkpoint::CheckpointSlots;
+use compaction::Shadow;
+use state::State;
+
+pub(crate) use commit::{op_entry, Batch};
+
+/// How to open an engine: the log's settings and the engine's own.
+pub(crate) struct EngineOptions {
+    /// The file system.
+    pub fs: Arc<dyn Vfs>,
+    /// The log's settings, as the log is opened.
+    pub log: LogOptions,
+    /// Wait for an fsync covering a write before it returns (group commit, outside the
+    /// state lock). The log is then opened without its own fsync.
+    pub wait_for_sync: bool,
+    /// Relocate the oldest sealed segments while their live fraction is below this.
+    pub relocate_below: f64,
+    /// Records per compaction write batch.
+    pub batch: usize,
+    /// How long an idempotency key is remembered, in milliseconds.
+    pub idempotency_window_ms: u64,
+}
+
+/// A store's log and the index it describes, with the write path, reads, checkpoints and
+/// compaction.
+pub(crate) struct Engine {
+    log: Log,
+    state: Mutex<State>,
+    /// Signalled when a write made a message ready.
+    ready: Condvar,
+    dir: PathBuf,
+    fs: Arc<dyn Vfs>,
+    wait_for_sync: bool,
+    strict: bool,
+    relocate_below: f64,
+    batch: usize,
+    idempotency_window_ms: u64,
+    report: RecoveryReport,
+    /// Records read from the log since open (to show which calls read nothing).
+    reads: AtomicU64,
+    /// Positions of the two checkpoint slots.
+    slots: Mutex<CheckpointSlots>,
+    /// Compaction's own index, rebuilt from disk when `None`.
+    shadow: Mutex<Option<Shadow>>,
+}
+
+impl Engine {
+    /// Opens the log in `dir`, loads the newest usable checkpoint, replays the records after
+    /// it, and releases every lease (their holder died with the process that held the lock).
+    pub(crate) fn open(dir: &Path, options: EngineOptions) -> Result<Engine> {
+        let strict = options.log.recovery == RecoveryMode::Strict;
+        let fs = options.fs;
+        let (log, report) = Log::open_with(Arc::clone(&fs), dir, options.log)?;
+        let (mut state, from, slots) = checkpoint::load_newest(fs.as_ref(), dir, &log, strict)?;
+        for item in log.iter_from(from)? {
+            let (pos, rec) = item?;
+            let decoded =
+                record::decode_for_apply(&rec).map_err(|_| read::bad_content(dir, pos))?;
+            state.apply(&decoded, pos);
+        }
+        state.release_all_leases();
+        Ok(Engine {
+            log,
+            state: Mutex::new(state),
+            ready: Condvar::new(),
+            dir: dir.to_path_buf(),
+            fs,
+            wait_for_sync: options.wait_for_sync,
+            strict,
+            relocate_below: options.relocate_below,
+            batch: options.batch,
+            idempotency_window_ms: options.idempotency_window_ms,
+            report,
+            reads: AtomicU64::new(0),
+            slots: Mutex::new(slots),
+            shadow: Mutex::new(None),
+        })
+    }
+
+    /// The store directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What the log's recovery found at open.
+    pub(crate) fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The log (for the storage statistics the store reports).
+    pub(crate) fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// Locks the index. Writes go through [`Engine::commit_with`] or
+    /// [`Engine::write_locked`] while it is held.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    /// Waits, with the index unlocked, until a write makes a message ready, `wake` is
+    /// called, or `until` passes.
+    pub(crate) fn wait_ready(&self, st: &mut MutexGuard<'_, State>, until: Instant) {
+        self.ready.wait_until(st, until);
+    }
+
+    /// Wakes every thread in [`Engine::wait_ready`].
+    pub(crate) fn wake(&self) {
+        self.ready.notify_all();
+    }
+
+    /// Writes and fsyncs everything.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.log.sync()
+    }
+
+    /// Syncs everything and stops the log's threads.
+    pub(crate) fn close(&self) -> Result<()> {
+        self.log.close()
+    }
+
+    /// Drops the engine as a crash would: nothing buffered is written, nothing synced.
+    pub(crate) fn abandon(self) {
+        self.log.abandon();
+    }
+
+    /// How many records have been read from the log since open (replay excluded).
+    pub(crate) fn records_read(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+}

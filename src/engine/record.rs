@@ -10,11 +10,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::types::{Attempt, DlqMetadata, FailureInfo, MessageId};
 
 /// Dense number of a queue inside one store.
 pub type QueueId = u32;
+
+/// Room a record needs beyond its payload (the record's metadata, or a dead-letter
+/// envelope): a store accepts log records of up to its largest message size plus this.
+pub(crate) const RECORD_OVERHEAD: usize = 64 << 10;
 
 /// Metadata stored with a payload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +99,17 @@ pub struct History {
     pub attempts: Vec<Attempt>,
     /// Attempts dropped from the front to respect the bound.
     pub dropped: u32,
+}
+
+impl History {
+    /// Adds `attempt`, keeping the newest `max` attempts and counting the dropped ones.
+    pub(crate) fn push(&mut self, attempt: Attempt, max: usize) {
+        self.attempts.push(attempt);
+        while self.attempts.len() > max {
+            self.attempts.remove(0);
+            self.dropped += 1;
+        }
+    }
 }
 
 /// Every record other than [`Put`].

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::rng::SimRng;
-use crate::vfs::{LockGuard, MappedView, Vfs, VfsFile};
+use crate::storage::vfs::{LockGuard, MappedView, Vfs, VfsFile};
 
 /// Sector size used to split pending writes at a power cut.
 pub const SECTOR: u64 = 512;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::rng::SimRng;
-use crate::vfs::{LockGuard, MappedView, Vfs, VfsFile};
+use crate::storage::vfs::{LockGuard, MappedView, Vfs, VfsFile};
 
 /// ENOSPC on Linux.
 const ENOSPC: i32 = 28;

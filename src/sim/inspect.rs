@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::api::store::Store;
+use crate::api::types::MessageId;
+use crate::engine::record::{self, Decoded};
+use crate::engine::state::{DeadStatus, Place};
 use crate::error::{Error, Result};
-use crate::record::{self, Decoded};
-use crate::state::{DeadStatus, Place};
-use crate::store::Store;
-use crate::types::MessageId;
 
 /// Where a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,7 +45,7 @@ pub struct Entry {
 /// [`Error::InvalidState`] with a message id (0 for a counter mismatch).
 pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
     let (msgs, names, dead, dlq_orders, counters) = {
-        let st = store.lock_state();
+        let st = store.engine().lock();
         let msgs: Vec<_> = st.msgs.iter().map(|(id, m)| (id, *m)).collect();
         let names: Vec<String> = st.queues.iter().map(|q| q.name.clone()).collect();
         let dead: BTreeMap<MessageId, DeadStatus> =
@@ -95,10 +95,10 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
                 Some(at),
             )
         } else {
-            let rec = store.read_record(m.payload_pos)?;
+            let rec = store.engine().read_record(m.payload_pos)?;
             match record::decode(&rec) {
                 Ok(Decoded::Put(put)) => (put.payload.to_vec(), None, None),
-                _ => return Err(store.bad_content(m.payload_pos)),
+                _ => return Err(store.engine().bad_content(m.payload_pos)),
             }
         };
         out.insert(

@@ -1,6 +1,6 @@
 //! Test tools for fault injection and power-loss simulation. Not part of the stable API.
 //!
-//! - [`SimDisk`]: an in-memory [`crate::vfs::Vfs`] with a volatile and a durable image of
+//! - [`SimDisk`]: an in-memory [`crate::storage::vfs::Vfs`] with a volatile and a durable image of
 //!   every file and directory, and [`SimDisk::power_cut`], which keeps, drops, tears or
 //!   garbles each unsynced write per 512-byte sector and undoes directory operations that
 //!   no directory sync made durable.

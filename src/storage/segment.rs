@@ -17,8 +17,10 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
-use crate::format::{self, FrameError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
-use crate::vfs::{MappedView, Vfs, VfsFile};
+use crate::storage::format::{
+    self, FrameError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
+use crate::storage::vfs::{MappedView, Vfs, VfsFile};
 
 /// File name suffix of a segment.
 pub const SEGMENT_SUFFIX: &str = ".seg";

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::alert::DlqAlert;
+use crate::api::store::Store;
+use crate::api::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
+use crate::engine::op_entry;
+use crate::engine::record::{self, Decoded, ImportedEntry, Op, Put, PutCause, PutMeta, QueueId};
+use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
 use crate::error::{Error, Result};
-use crate::record::{self, Decoded, ImportedEntry, Op, Put, PutCause, PutMeta, QueueId};
-use crate::state::{DeadInfo, DeadStatus, Msg, State};
-use crate::store::{op_entry, DlqAlert, Store};
-use crate::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
 
 /// Which entries an operation applies to. Empty fields match everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -334,7 +336,7 @@ impl Dlq {
 
     /// Entries in the DLQ.
     pub fn len(&self) -> u64 {
-        self.store.lock_state().queues[self.queue as usize]
+        self.store.engine().lock().queues[self.queue as usize]
             .dlq_order
             .len() as u64
     }
@@ -347,10 +349,10 @@ impl Dlq {
     /// Counts, from counters kept incrementally: the cost does not grow with the DLQ.
     pub fn stats(&self) -> DlqStats {
         let now = self.store.now();
-        let st = self.store.lock_state();
+        let st = self.store.engine().lock();
         let qs = &st.queues[self.queue as usize];
         let d = &qs.dlq;
-        let names = |m: &crate::state::IdMap<u32, u64>| {
+        let names = |m: &crate::engine::state::IdMap<u32, u64>| {
             m.iter()
                 .map(|(k, v)| (st.strings.name(*k).to_string(), *v))
                 .collect::<BTreeMap<_, _>>()
@@ -390,7 +392,7 @@ impl Dlq {
     /// One entry by id.
     pub fn get(&self, id: MessageId) -> Result<DeadLetter> {
         let r = {
-            let st = self.store.lock_state();
+            let st = self.store.engine().lock();
             self.entry_ref(&st, id)?
         };
         self.load(r)
@@ -404,7 +406,7 @@ impl Dlq {
             return Ok(ids);
         }
         if !filter.needs_envelope() {
-            let st = self.store.lock_state();
+            let st = self.store.engine().lock();
             for &(_, id) in &st.queues[self.queue as usize].dlq_order {
                 if let Some(r) = self.index_match(&st, filter, id) {
                     ids.push(r.id);
@@ -433,13 +435,13 @@ impl Dlq {
         const CHUNK: usize = 256;
         let mut cursor: Option<(u64, MessageId)> = None;
         if let Some(id) = after {
-            let st = self.store.lock_state();
+            let st = self.store.engine().lock();
             let info = st.dead.get(&id).ok_or(Error::NotFound(id))?;
             cursor = Some((info.dead_at, id));
         }
         loop {
             let chunk: Vec<EntryRef> = {
-                let st = self.store.lock_state();
+                let st = self.store.engine().lock();
                 let order = &st.queues[self.queue as usize].dlq_order;
                 let range = match cursor {
                     Some(c) => {
@@ -497,14 +499,14 @@ impl Dlq {
             PutCause::Imported(entry) if r.info.envelope_pos == r.msg.payload_pos => {
                 (entry.failure, entry.dlq, entry.first_received_at)
             }
-            _ => match self.store.decode_at(r.info.envelope_pos)? {
+            _ => match self.store.engine().read_op(r.info.envelope_pos)? {
                 Op::DeadLetter {
                     failure,
                     dlq,
                     first_received_at,
                     ..
                 } => (failure, dlq, first_received_at),
-                _ => return Err(self.store.bad_content(r.info.envelope_pos)),
+                _ => return Err(self.store.engine().bad_content(r.info.envelope_pos)),
             },
         };
         Ok(DeadLetter {
@@ -532,7 +534,7 @@ impl Dlq {
     }
 
     fn load_put(&self, pos: u64) -> Result<(PutMeta, Vec<u8>, Option<Vec<u8>>)> {
-        let rec = self.store.read_record(pos)?;
+        let rec = self.store.engine().read_record(pos)?;
         match record::decode(&rec) {
             Ok(Decoded::Put(put)) => {
                 let replaced = match &put.meta.cause {
@@ -544,7 +546,7 @@ impl Dlq {
                 };
                 Ok((put.meta, put.payload.to_vec(), replaced))
             }
-            _ => Err(self.store.bad_content(pos)),
+            _ => Err(self.store.engine().bad_content(pos)),
         }
     }
 
@@ -653,7 +655,7 @@ impl Dlq {
     }
 
     fn replay_refusal(&self, id: MessageId, options: &ReplayOptions) -> Error {
-        let st = self.store.lock_state();
+        let st = self.store.engine().lock();
         match self.entry_ref(&st, id) {
             Err(e) => e,
             Ok(r) if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force => {
@@ -678,7 +680,7 @@ impl Dlq {
             dry_run: options.dry_run,
             ..ReplayReport::default()
         };
-        let mut st = self.store.lock_state();
+        let mut st = self.store.engine().lock();
         let mut batch = Vec::new();
         for &id in ids {
             let r = match self.entry_ref(&st, id) {
@@ -711,7 +713,7 @@ impl Dlq {
         if options.dry_run || batch.is_empty() {
             return Ok(report);
         }
-        let effects = self.store.write_locked(&mut st, batch)?;
+        let effects = self.store.engine().write_locked(&mut st, batch)?;
         drop(st);
         self.store.finish(effects)?;
         Ok(report)
@@ -853,7 +855,7 @@ impl Dlq {
             .now()
             .saturating_sub(older_than.as_millis() as u64);
         let ids: Vec<MessageId> = {
-            let st = self.store.lock_state();
+            let st = self.store.engine().lock();
             st.queues[self.queue as usize]
                 .dlq_order
                 .range(..(cutoff, 0))
@@ -878,7 +880,7 @@ impl Dlq {
 
     pub(crate) fn expire_retention_at(&self, now: u64) -> Result<u64> {
         let ids: Vec<MessageId> = {
-            let st = self.store.lock_state();
+            let st = self.store.engine().lock();
             st.queues[self.queue as usize]
                 .dlq_order
                 .iter()
@@ -902,6 +904,7 @@ impl Dlq {
         callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
     ) -> Result<()> {
         self.store
-            .add_alert(self.queue, threshold.max(1), Arc::new(callback))
+            .add_alert(self.queue, threshold.max(1), Arc::new(callback));
+        Ok(())
     }
 }

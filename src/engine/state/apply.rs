@@ -6,8 +6,8 @@ use std::cmp::Reverse;
 use super::{
     DeadInfo, DeadStatus, Effects, Extra, IdMap, Msg, Place, QueueState, State, EXPIRED_KIND,
 };
-use crate::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
-use crate::types::{DlqMetadata, FailureInfo, MessageId};
+use crate::engine::envelope::{DlqMetadata, FailureInfo, MessageId};
+use crate::engine::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
 
 impl State {
     /// Applies one decoded record found at log position `pos`.

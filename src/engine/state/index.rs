@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 
 use super::{IdMap, Msg, Place};
-use crate::types::MessageId;
+use crate::engine::envelope::MessageId;
 
 const PAGE_BITS: u32 = 10;
 /// Ids per page.

@@ -2,7 +2,7 @@
 //! still does.
 
 use super::State;
-use crate::types::MessageId;
+use crate::engine::envelope::MessageId;
 
 impl State {
     /// Every log record the index points to, with what points to it: the records

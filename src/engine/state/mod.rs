@@ -25,8 +25,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::QueueId;
-use crate::types::MessageId;
+use crate::engine::envelope::MessageId;
+use crate::engine::record::QueueId;
 
 pub use index::MsgIndex;
 pub use intern::{IdHasher, IdMap, Interner};
@@ -220,7 +220,8 @@ pub struct State {
     pub suspects: BTreeSet<MessageId>,
 }
 
-impl State {    /// An estimate of the heap memory the index holds, in bytes: hash tables, ready lists,
+impl State {
+    /// An estimate of the heap memory the index holds, in bytes: hash tables, ready lists,
     /// heaps and ordered sets at their allocated capacity (interned strings, queue names and
     /// idempotency keys are not counted). Payloads and envelopes are in the log, not here.
     pub fn index_bytes(&self) -> u64 {

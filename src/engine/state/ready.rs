@@ -9,8 +9,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::{Msg, Place, State};
-use crate::record::QueueId;
-use crate::types::MessageId;
+use crate::engine::envelope::MessageId;
+use crate::engine::record::QueueId;
 
 impl State {
     /// Releases every lease as a reopen does: the process that held them is gone. Called

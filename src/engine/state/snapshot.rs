@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{DeadInfo, DlqCounters, Extra, Interner, Msg, Place, QueueCounters, State};
-use crate::record::QueueId;
-use crate::types::MessageId;
+use crate::engine::envelope::MessageId;
+use crate::engine::record::QueueId;
 
 /// One queue in a snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,8 +9,8 @@ use std::thread::JoinHandle;
 
 use super::{Durability, Inner, Log, Writer};
 use crate::error::{Error, Result};
-use crate::format::{self, SEGMENT_HEADER_LEN};
-use crate::segment::{self, Segment};
+use crate::storage::format::{self, SEGMENT_HEADER_LEN};
+use crate::storage::segment::{self, Segment};
 
 /// Messages to the spare-preparing thread.
 pub(super) enum PrepMsg {

@@ -1,6 +1,6 @@
 //! The segmented log: append, group commit, roll, read by position, iterate, delete.
 //!
-//! One log per store directory. Records are opaque byte strings framed by [`crate::format`];
+//! One log per store directory. Records are opaque byte strings framed by [`crate::storage::format`];
 //! a record's *position* is its byte position in the log's infinite address space, stable for
 //! its whole life. Invariants:
 //! - positions are assigned in append order and never reused;
@@ -32,11 +32,11 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{CorruptionKind, Error, Result};
-use crate::segment::{self, Segment};
-use crate::vfs::{LockGuard, RealFs, Vfs, VfsFile};
+use crate::storage::segment::{self, Segment};
+use crate::storage::vfs::{LockGuard, RealFs, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
-pub use options::{Durability, LogOptions, RecoveryMode};
+pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE};
 pub use read::{LogIter, Record};
 use recovery::recover;
 pub use recovery::{QuarantinedRange, RecoveryReport, TornTail};

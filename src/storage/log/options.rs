@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::format::{self, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+
+/// The default size of a segment file, header included.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 
 /// When appends are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +57,7 @@ pub struct LogOptions {
 impl Default for LogOptions {
     fn default() -> Self {
         LogOptions {
-            segment_size: 64 << 20,
+            segment_size: DEFAULT_SEGMENT_SIZE,
             max_record_size: 16 << 20,
             durability: Durability::Always,
             preallocate: true,

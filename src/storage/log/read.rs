@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::Log;
 use crate::error::{CorruptionKind, Error, Result};
-use crate::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
-use crate::segment::Segment;
-use crate::vfs::MappedView;
+use crate::storage::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::segment::Segment;
+use crate::storage::vfs::MappedView;
 
 /// A record read from the log: its body, borrowed from the segment's memory map.
 #[derive(Clone)]

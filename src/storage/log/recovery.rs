@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::format::{self, SEGMENT_HEADER_LEN};
-use crate::segment::{self, Segment};
-use crate::vfs::Vfs;
+use crate::storage::format::{self, SEGMENT_HEADER_LEN};
+use crate::storage::segment::{self, Segment};
+use crate::storage::vfs::Vfs;
 
 /// A torn write found and removed at open.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,98 @@
+//! DLQ alert hooks: a callback per DLQ that fires when the DLQ's size reaches a threshold,
+//! and again when it falls back under.
+//!
+//! Hooks are checked after every write that changed a DLQ's size, outside the state lock's
+//! write section (the callbacks run with no lock held), so a callback may use the store.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::engine::record::QueueId;
+use crate::engine::state::State;
+
+/// An alert about a DLQ's size crossing its threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DlqAlert {
+    /// The DLQ's name.
+    pub dlq: String,
+    /// Its size now.
+    pub size: u64,
+    /// The threshold.
+    pub threshold: u64,
+    /// True when the size rose to the threshold or above; false when it fell back under.
+    pub above: bool,
+}
+
+/// An alert callback.
+pub(crate) type AlertFn = Arc<dyn Fn(&DlqAlert) + Send + Sync>;
+
+struct Hook {
+    queue: QueueId,
+    threshold: u64,
+    above: bool,
+    callback: AlertFn,
+}
+
+/// The registered hooks of a store.
+#[derive(Default)]
+pub(crate) struct Alerts {
+    hooks: Mutex<Vec<Hook>>,
+}
+
+impl Alerts {
+    /// Registers a hook on the DLQ of `queue`.
+    pub(crate) fn add(&self, queue: QueueId, threshold: u64, callback: AlertFn) {
+        self.hooks.lock().push(Hook {
+            queue,
+            threshold,
+            above: false,
+            callback,
+        });
+    }
+
+    /// Fires the hooks whose DLQ crossed its threshold since the last check. `state` locks
+    /// the index (taken only when a hook exists); `dlq_name` names the DLQ of a queue.
+    pub(crate) fn check<'s>(
+        &self,
+        state: impl FnOnce() -> parking_lot::MutexGuard<'s, State>,
+        dlq_name: impl Fn(&str) -> String,
+    ) {
+        let mut fired = Vec::new();
+        {
+            let mut hooks = self.hooks.lock();
+            if hooks.is_empty() {
+                return;
+            }
+            let st = state();
+            for hook in hooks.iter_mut() {
+                let size = st
+                    .queues
+                    .get(hook.queue as usize)
+                    .map(|q| q.dlq_order.len() as u64)
+                    .unwrap_or(0);
+                let above = size >= hook.threshold;
+                if above != hook.above {
+                    hook.above = above;
+                    let name = st
+                        .queues
+                        .get(hook.queue as usize)
+                        .map(|q| dlq_name(&q.name))
+                        .unwrap_or_default();
+                    fired.push((
+                        Arc::clone(&hook.callback),
+                        DlqAlert {
+                            dlq: name,
+                            size,
+                            threshold: hook.threshold,
+                            above,
+                        },
+                    ));
+                }
+            }
+        }
+        for (callback, alert) in fired {
+            callback(&alert);
+        }
+    }
+}

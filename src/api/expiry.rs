@@ -1,0 +1,165 @@
+//! Expiry, the first step of a compaction run: messages past their time to live go to
+//! their DLQ with kind [`EXPIRED_KIND`](crate::engine::state::EXPIRED_KIND) (or are deleted, per queue setting), and DLQ entries
+//! past their retention are deleted. Every removal is one record, counted in the queue's
+//! and the DLQ's stats; the engine's part of the run (relocation, checkpoint, reclaim)
+//! follows, see [`Engine::compact`](crate::engine::Engine::compact).
+//!
+//! The work is done a bounded batch at a time ([`CompactionOptions::batch`](crate::CompactionOptions::batch) records, or 16
+//! times as many index entries scanned) per hold of the store's lock, so expiring a large
+//! backlog never stalls producers and consumers for long.
+//!
+//! Time: expiry uses [`Store::expiry_now`], which never goes backwards and follows a forward
+//! jump of the wall clock by at most [`CompactionOptions::max_forward_jump`](crate::CompactionOptions::max_forward_jump) per run, so a
+//! clock set wrongly far ahead cannot expire everything at once, and one set back cannot
+//! resurrect what already expired.
+
+use std::ops::Bound::{Excluded, Unbounded};
+use std::time::Instant;
+
+use crate::api::store::Store;
+use crate::engine::compaction::{note_hold, CompactionReport};
+use crate::engine::envelope::MessageId;
+use crate::engine::op_entry;
+use crate::engine::record::{Op, QueueId};
+use crate::error::Result;
+
+/// Moves (or deletes, per queue setting) the ready messages whose TTL passed, a batch per
+/// record.
+pub(crate) fn expire_ttl(store: &Store, now: u64, report: &mut CompactionReport) -> Result<()> {
+    let batch_size = store.config().compaction.batch.max(1);
+    let scan_step = batch_size.saturating_mul(16);
+    // The TTL set in expiry order from a cursor, a bounded number of entries per lock hold:
+    // leased messages past their TTL are skipped (their lease decides first), without
+    // being scanned again by every batch.
+    let mut after: Option<(u64, MessageId)> = None;
+    loop {
+        let started = Instant::now();
+        let done = store.commit_with(|st| {
+            let range = match after {
+                None => st.ttl.range(..(now + 1, 0)),
+                Some(key) => st.ttl.range((Excluded(key), Excluded((now + 1, 0)))),
+            };
+            let mut due = Vec::new();
+            let mut seen = 0;
+            for &(at, id) in range {
+                if seen == scan_step || due.len() == batch_size {
+                    break;
+                }
+                seen += 1;
+                after = Some((at, id));
+                if st.msgs.get(&id).is_some_and(|m| m.place.is_ready()) {
+                    due.push(id);
+                }
+            }
+            let finished = seen < scan_step && due.len() < batch_size;
+            let mut batch = Vec::with_capacity(due.len());
+            let (mut to_dlq, mut dropped) = (0, 0);
+            for id in &due {
+                let Some(m) = st.msgs.get(id).copied() else {
+                    continue;
+                };
+                let queue = store.queue_handle(m.queue, st);
+                let options = store.queue_options(m.queue);
+                if options.expired_to_dlq {
+                    to_dlq += 1;
+                } else {
+                    dropped += 1;
+                }
+                batch.push(op_entry(queue.expire_op(st, *id, m, now, &options)?)?);
+            }
+            Ok((batch, (to_dlq, dropped, finished)))
+        })?;
+        note_hold(report, started);
+        report.expired_to_dlq += done.0;
+        report.expired_dropped += done.1;
+        if done.2 {
+            return Ok(());
+        }
+    }
+}
+
+/// Deletes the DLQ entries whose retention passed. Each DLQ is scanned in its browse order a
+/// bounded number of entries per lock hold, and the due entries are deleted a batch per
+/// record, so a large DLQ never holds the lock for a whole scan or one huge record.
+pub(crate) fn expire_retention(
+    store: &Store,
+    now: u64,
+    report: &mut CompactionReport,
+) -> Result<()> {
+    let batch_size = store.config().compaction.batch.max(1);
+    let scan_step = batch_size.saturating_mul(16);
+    let queues = store.engine().lock().queues.len() as QueueId;
+    for q in 0..queues {
+        let mut after: Option<(u64, MessageId)> = None;
+        let mut due: Vec<MessageId> = Vec::new();
+        loop {
+            let started = Instant::now();
+            let finished = {
+                let st = store.engine().lock();
+                let order = &st.queues[q as usize].dlq_order;
+                let range = match after {
+                    None => order.range(..),
+                    Some(key) => order.range((Excluded(key), Unbounded)),
+                };
+                let mut seen = 0;
+                for &(at, id) in range.take(scan_step) {
+                    seen += 1;
+                    after = Some((at, id));
+                    if st
+                        .dead
+                        .get(&id)
+                        .and_then(|d| d.expires_at)
+                        .is_some_and(|t| t <= now)
+                    {
+                        due.push(id);
+                    }
+                }
+                seen < scan_step
+            };
+            note_hold(report, started);
+            while due.len() >= batch_size || (finished && !due.is_empty()) {
+                let n = due.len().min(batch_size);
+                let chunk: Vec<MessageId> = due.drain(..n).collect();
+                report.retention_removed += delete_expired_entries(store, now, chunk, report)?;
+            }
+            if finished {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the DLQ entries of `ids` that are still in a DLQ and past their retention (one
+/// record); returns how many.
+fn delete_expired_entries(
+    store: &Store,
+    now: u64,
+    ids: Vec<MessageId>,
+    report: &mut CompactionReport,
+) -> Result<u64> {
+    let started = Instant::now();
+    let removed = store.commit_with(|st| {
+        let ids: Vec<MessageId> = ids
+            .into_iter()
+            .filter(|id| {
+                st.dead
+                    .get(id)
+                    .and_then(|d| d.expires_at)
+                    .is_some_and(|t| t <= now)
+            })
+            .collect();
+        if ids.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let n = ids.len() as u64;
+        let op = Op::Delete {
+            at: now,
+            ids,
+            expired: true,
+        };
+        Ok((vec![op_entry(op)?], n))
+    })?;
+    note_hold(report, started);
+    Ok(removed)
+}

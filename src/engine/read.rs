@@ -1,0 +1,69 @@
+//! Reading records back: a message's payload record, a failure history, a dead-letter
+//! envelope. Every read is counted (tests use the count to show which calls read nothing),
+//! and a record whose content does not decode is reported as corruption at its position.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use super::record::{self, Decoded, History, Op, PutCause};
+use super::Engine;
+use crate::error::{CorruptionKind, Error, Result};
+use crate::storage::log::Record;
+
+/// The error for a record at `pos` whose checksum passed but whose content does not decode.
+pub(crate) fn bad_content(dir: &Path, pos: u64) -> Error {
+    Error::Corruption {
+        kind: CorruptionKind::BadContent,
+        path: dir.to_path_buf(),
+        offset: pos,
+    }
+}
+
+impl Engine {
+    /// Reads the record at `pos`, counting the read.
+    pub(crate) fn read_record(&self, pos: u64) -> Result<Record> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.log.read(pos)
+    }
+
+    /// Reads and decodes the non-payload record at `pos`.
+    pub(crate) fn read_op(&self, pos: u64) -> Result<Op> {
+        let rec = self.read_record(pos)?;
+        match record::decode(&rec) {
+            Ok(Decoded::Op(op)) => Ok(op),
+            _ => Err(self.bad_content(pos)),
+        }
+    }
+
+    /// Reads the failure history a retry record, or a dead-letter envelope (a dead-letter
+    /// record, or the payload record of an imported entry), holds.
+    pub(crate) fn read_history(&self, pos: Option<u64>) -> Result<History> {
+        let Some(pos) = pos else {
+            return Ok(History::default());
+        };
+        let rec = self.read_record(pos)?;
+        let (failure, first_received_at) = match record::decode(&rec) {
+            Ok(Decoded::Op(Op::Retry { history, .. })) => return Ok(history),
+            Ok(Decoded::Op(Op::DeadLetter {
+                failure,
+                first_received_at,
+                ..
+            })) => (failure, first_received_at),
+            Ok(Decoded::Put(put)) => match put.meta.cause {
+                PutCause::Imported(entry) => (entry.failure, entry.first_received_at),
+                _ => return Err(self.bad_content(pos)),
+            },
+            _ => return Err(self.bad_content(pos)),
+        };
+        Ok(History {
+            first_received_at,
+            attempts: failure.attempts,
+            dropped: failure.attempts_dropped,
+        })
+    }
+
+    /// The error for a record at `pos` that does not hold what its reader expected.
+    pub(crate) fn bad_content(&self, pos: u64) -> Error {
+        bad_content(&self.dir, pos)
+    }
+}
