@@ -1,0 +1,137 @@
+//! Changing a DLQ other than by replay: importing an exported entry, marking an entry
+//! reprocessed, deleting, purging, and retention. Each change is one record.
+
+use std::time::Duration;
+
+use super::{Dlq, Filter};
+use crate::api::types::{DeadLetter, MessageId};
+use crate::engine::op_entry;
+use crate::engine::record::{self, Decoded, ImportedEntry, Op, Put, PutCause, PutMeta};
+use crate::engine::state::DeadStatus;
+use crate::error::{Error, Result};
+
+impl Dlq {
+    /// Imports an exported entry into this DLQ (one record): payload, history and metadata
+    /// are kept; the entry gets a new id in this store, which is returned. Its status is
+    /// pending again.
+    pub fn import(&self, entry: &DeadLetter) -> Result<MessageId> {
+        let max = self.store.config().max_message_size;
+        if entry.payload.len() > max {
+            return Err(Error::TooLarge {
+                size: entry.payload.len(),
+                max,
+            });
+        }
+        self.store.commit_with(|st| {
+            let id = st.next_id;
+            let meta = PutMeta {
+                id,
+                queue: self.queue,
+                enqueued_at: entry.metadata.enqueued_at_ms,
+                visible_at: 0,
+                expires_at: None,
+                attributes: entry.metadata.attributes.clone(),
+                idempotency_key: None,
+                cause: PutCause::Imported(Box::new(ImportedEntry {
+                    failure: entry.failure.clone(),
+                    dlq: entry.dlq.clone(),
+                    first_received_at: entry.metadata.first_received_at_ms,
+                    attempts: entry.metadata.delivery_count,
+                    generation: entry.generation,
+                    replaced_payload: entry.replaced_payload.clone(),
+                    original_id: entry.metadata.id,
+                })),
+            };
+            let mut body = Vec::with_capacity(entry.payload.len() + 256);
+            record::encode_put(&mut body, &meta, &entry.payload)?;
+            let payload = entry.payload.as_slice();
+            Ok((vec![(body, Decoded::Put(Put { meta, payload }))], id))
+        })
+    }
+
+    /// Records that an entry was reprocessed outside the queue, with its outcome. The entry
+    /// stays in the DLQ (no longer pending) until deleted or purged.
+    pub fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()> {
+        let at = self.store.now();
+        self.store.commit_with(|st| {
+            self.entry_ref(st, id)?;
+            let op = Op::MarkReprocessed { id, success, at };
+            Ok((vec![op_entry(op)?], ()))
+        })
+    }
+
+    /// Deletes one entry for good.
+    pub fn delete(&self, id: MessageId) -> Result<()> {
+        self.delete_ids(&[id], false).map(|_| ())
+    }
+
+    /// Deletes the entries matching `filter`; returns how many.
+    pub fn delete_matching(&self, filter: &Filter) -> Result<u64> {
+        let ids = self.ids(filter, None)?;
+        self.delete_ids(&ids, false)
+    }
+
+    fn delete_ids(&self, ids: &[MessageId], expired: bool) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let at = self.store.now();
+        self.store.commit_with(|st| {
+            for &id in ids {
+                self.entry_ref(st, id)?;
+            }
+            let ids = ids.to_vec();
+            let count = ids.len() as u64;
+            Ok((vec![op_entry(Op::Delete { at, ids, expired })?], count))
+        })
+    }
+
+    /// Deletes entries dead-lettered more than `older_than` ago. Pending entries are kept
+    /// unless `include_pending`. Returns how many were deleted.
+    pub fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
+        let cutoff = self
+            .store
+            .now()
+            .saturating_sub(older_than.as_millis() as u64);
+        let ids: Vec<MessageId> = {
+            let st = self.store.engine().lock();
+            st.queues[self.queue as usize]
+                .dlq_order
+                .range(..(cutoff, 0))
+                .filter(|(_, id)| {
+                    include_pending
+                        || st
+                            .dead
+                            .get(id)
+                            .is_some_and(|d| d.status != DeadStatus::Pending)
+                })
+                .map(|&(_, id)| id)
+                .collect()
+        };
+        self.delete_ids(&ids, false)
+    }
+
+    /// Removes entries whose retention passed; returns how many. Compaction does this on
+    /// its own; this is for tools and tests.
+    pub fn expire_retention(&self) -> Result<u64> {
+        self.expire_retention_at(self.store.expiry_now())
+    }
+
+    pub(crate) fn expire_retention_at(&self, now: u64) -> Result<u64> {
+        let ids: Vec<MessageId> = {
+            let st = self.store.engine().lock();
+            st.queues[self.queue as usize]
+                .dlq_order
+                .iter()
+                .filter(|(_, id)| {
+                    st.dead
+                        .get(id)
+                        .and_then(|d| d.expires_at)
+                        .is_some_and(|t| t <= now)
+                })
+                .map(|&(_, id)| id)
+                .collect()
+        };
+        self.delete_ids(&ids, true)
+    }
+}

@@ -1,0 +1,153 @@
+//! Which entries an operation applies to ([`Filter`]) and which page of a listing
+//! ([`Page`]). A filter is checked against the index first (kind, worker, time, attempts,
+//! status) and reads an entry's envelope only for what only the envelope holds (message
+//! text, tags, attributes).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::types::{DeadLetter, MessageId};
+use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
+
+/// Which entries an operation applies to. Empty fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filter {
+    /// Error kind, exactly.
+    pub error_kind: Option<String>,
+    /// A substring of the error message.
+    pub message_contains: Option<String>,
+    /// Dead-lettered at or after this time (ms).
+    pub since_ms: Option<u64>,
+    /// Dead-lettered before this time (ms).
+    pub until_ms: Option<u64>,
+    /// At least this many deliveries.
+    pub min_attempts: Option<u32>,
+    /// At most this many deliveries.
+    pub max_attempts: Option<u32>,
+    /// Worker name, exactly.
+    pub worker: Option<String>,
+    /// Tags that must all be present with these values.
+    pub tags: BTreeMap<String, String>,
+    /// Attributes that must all be present with these values.
+    pub attributes: BTreeMap<String, String>,
+    /// Only pending entries (true) or only reprocessed ones (false).
+    pub pending: Option<bool>,
+}
+
+impl Filter {
+    /// Matches every entry.
+    pub fn all() -> Self {
+        Self::default()
+    }
+    /// Matches one error kind.
+    pub fn error_kind(kind: impl Into<String>) -> Self {
+        Filter {
+            error_kind: Some(kind.into()),
+            ..Self::default()
+        }
+    }
+    /// Also requires a substring of the error message.
+    pub fn message_contains(mut self, s: impl Into<String>) -> Self {
+        self.message_contains = Some(s.into());
+        self
+    }
+    /// Also requires dead-lettering in `[since, until)`.
+    pub fn between(mut self, since_ms: Option<u64>, until_ms: Option<u64>) -> Self {
+        self.since_ms = since_ms;
+        self.until_ms = until_ms;
+        self
+    }
+    /// Also requires a number of deliveries in `[min, max]`.
+    pub fn attempts(mut self, min: Option<u32>, max: Option<u32>) -> Self {
+        self.min_attempts = min;
+        self.max_attempts = max;
+        self
+    }
+    /// Also requires a tag.
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+    /// Also requires an attribute.
+    pub fn attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.attributes.insert(key.into(), value.into());
+        self
+    }
+    /// Only pending entries.
+    pub fn pending_only(mut self) -> Self {
+        self.pending = Some(true);
+        self
+    }
+
+    pub(super) fn needs_envelope(&self) -> bool {
+        self.message_contains.is_some() || !self.tags.is_empty() || !self.attributes.is_empty()
+    }
+
+    /// The checks answered by the index alone.
+    pub(super) fn matches_index(&self, st: &State, m: &Msg, d: &DeadInfo) -> bool {
+        if let Some(kind) = &self.error_kind {
+            if st.strings.get(kind) != Some(d.kind) {
+                return false;
+            }
+        }
+        if let Some(worker) = &self.worker {
+            if st.strings.get(worker) != Some(d.worker) || d.worker == 0 {
+                return false;
+            }
+        }
+        if self.since_ms.is_some_and(|t| d.dead_at < t)
+            || self.until_ms.is_some_and(|t| d.dead_at >= t)
+        {
+            return false;
+        }
+        if self.min_attempts.is_some_and(|n| m.attempts < n)
+            || self.max_attempts.is_some_and(|n| m.attempts > n)
+        {
+            return false;
+        }
+        if let Some(p) = self.pending {
+            if p != (d.status == DeadStatus::Pending) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The checks that need the envelope.
+    pub(super) fn matches_envelope(&self, e: &DeadLetter) -> bool {
+        if let Some(s) = &self.message_contains {
+            if !e.failure.error_message.contains(s.as_str()) {
+                return false;
+            }
+        }
+        self.tags.iter().all(|(k, v)| e.dlq.tags.get(k) == Some(v))
+            && self
+                .attributes
+                .iter()
+                .all(|(k, v)| e.metadata.attributes.get(k) == Some(v))
+    }
+}
+
+/// A page of a listing: entries after a cursor (the last id of the previous page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Start after this entry (`None`: from the oldest).
+    pub after: Option<MessageId>,
+    /// At most this many entries.
+    pub limit: usize,
+}
+
+impl Page {
+    /// The first `limit` entries.
+    pub fn first(limit: usize) -> Self {
+        Page { after: None, limit }
+    }
+    /// `limit` entries after `id`.
+    pub fn after(id: MessageId, limit: usize) -> Self {
+        Page {
+            after: Some(id),
+            limit,
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Replaying DLQ entries back to a queue: one, several, by filter, or one with a corrected
+//! payload. Each replay is one record, so an entry is in the DLQ or back in a queue, never
+//! both.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use super::Dlq;
+use super::Filter;
+use crate::api::types::MessageId;
+use crate::engine::op_entry;
+use crate::engine::record::{self, Decoded, Op, Put, PutCause, PutMeta};
+use crate::engine::state::DeadStatus;
+use crate::error::{Error, Result};
+
+/// How to replay.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// Target queue (`None`: the queue the entry failed in).
+    pub target: Option<String>,
+    /// Start counting attempts from zero again.
+    pub reset_attempts: bool,
+    /// Replay entries already marked reprocessed too.
+    pub force: bool,
+    /// Replay at most this many entries.
+    pub limit: Option<usize>,
+    /// Visible after this delay.
+    pub delay: Duration,
+    /// Report what would be replayed without changing anything.
+    pub dry_run: bool,
+}
+
+impl ReplayOptions {
+    /// Back to the original queue, keeping the attempt count.
+    pub fn to_origin() -> Self {
+        Self::default()
+    }
+    /// To another queue.
+    pub fn to_queue(name: impl Into<String>) -> Self {
+        ReplayOptions {
+            target: Some(name.into()),
+            ..Self::default()
+        }
+    }
+    /// Resets the attempt count.
+    pub fn reset_attempts(mut self) -> Self {
+        self.reset_attempts = true;
+        self
+    }
+    /// Replays entries already reprocessed too.
+    pub fn force(mut self) -> Self {
+        self.force = true;
+        self
+    }
+    /// At most `n` entries.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+    /// Only report.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Entries replayed (or, for a dry run, that would be).
+    pub replayed: Vec<MessageId>,
+    /// Entries refused, with the reason.
+    pub failed: Vec<(MessageId, String)>,
+    /// True for a dry run.
+    pub dry_run: bool,
+}
+
+impl Dlq {
+    /// Replays the entries matching `filter` (up to `options.limit`).
+    pub fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
+        let ids = self.ids(filter, options.limit)?;
+        self.replay_ids(&ids, options)
+    }
+
+    /// Replays one entry.
+    pub fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()> {
+        let report = self.replay_ids(&[id], options)?;
+        match report.failed.into_iter().next() {
+            None => Ok(()),
+            Some(_) => Err(self.replay_refusal(id, options)),
+        }
+    }
+
+    fn replay_refusal(&self, id: MessageId, options: &ReplayOptions) -> Error {
+        let st = self.store.engine().lock();
+        match self.entry_ref(&st, id) {
+            Err(e) => e,
+            Ok(r) if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force => {
+                Error::AlreadyReprocessed(id)
+            }
+            Ok(_) => Error::InvalidState {
+                id,
+                expected: "a DLQ entry",
+            },
+        }
+    }
+
+    /// Replays the given entries, one record each, in one batch sharing one fsync.
+    pub fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
+        let target = match &options.target {
+            Some(name) => Some(self.store.declare(name)?),
+            None => None,
+        };
+        let now = self.store.now();
+        let visible_at = now + options.delay.as_millis() as u64;
+        let mut report = ReplayReport {
+            dry_run: options.dry_run,
+            ..ReplayReport::default()
+        };
+        let mut st = self.store.engine().lock();
+        let mut batch = Vec::new();
+        for &id in ids {
+            let r = match self.entry_ref(&st, id) {
+                Ok(r) => r,
+                Err(e) => {
+                    report.failed.push((id, e.to_string()));
+                    continue;
+                }
+            };
+            if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
+                report
+                    .failed
+                    .push((id, Error::AlreadyReprocessed(id).to_string()));
+                continue;
+            }
+            report.replayed.push(id);
+            batch.push(op_entry(Op::Replay {
+                id,
+                queue: target.unwrap_or(r.msg.queue),
+                at: now,
+                visible_at,
+                attempts: if options.reset_attempts {
+                    0
+                } else {
+                    r.msg.attempts
+                },
+                generation: r.generation + 1,
+            })?);
+        }
+        if options.dry_run || batch.is_empty() {
+            return Ok(report);
+        }
+        let effects = self.store.engine().write_locked(&mut st, batch)?;
+        drop(st);
+        self.store.finish(effects)?;
+        Ok(report)
+    }
+
+    /// Replays one entry with a corrected payload (the failed bytes stay in its history as
+    /// [`DeadLetter::replaced_payload`] if it fails again).
+    pub fn replay_corrected(
+        &self,
+        id: MessageId,
+        payload: impl AsRef<[u8]>,
+        options: &ReplayOptions,
+    ) -> Result<()> {
+        let payload = payload.as_ref();
+        let max = self.store.config().max_message_size;
+        if payload.len() > max {
+            return Err(Error::TooLarge {
+                size: payload.len(),
+                max,
+            });
+        }
+        let target = match &options.target {
+            Some(name) => Some(self.store.declare(name)?),
+            None => None,
+        };
+        let now = self.store.now();
+        self.store.commit_with(|st| {
+            let r = self.entry_ref(st, id)?;
+            if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
+                return Err(Error::AlreadyReprocessed(id));
+            }
+            let (old_meta, old_payload, _) = self.load_put(r.msg.payload_pos)?;
+            let attempts = if options.reset_attempts {
+                0
+            } else {
+                r.msg.attempts
+            };
+            let meta = PutMeta {
+                id,
+                queue: target.unwrap_or(r.msg.queue),
+                enqueued_at: old_meta.enqueued_at,
+                visible_at: now + options.delay.as_millis() as u64,
+                expires_at: None,
+                attributes: old_meta.attributes,
+                idempotency_key: None,
+                cause: PutCause::CorrectedReplay {
+                    previous_payload: old_payload,
+                    attempts,
+                    generation: r.generation + 1,
+                    from_dlq: self.queue,
+                },
+            };
+            let mut body = Vec::with_capacity(payload.len() + 64);
+            record::encode_put(&mut body, &meta, payload)?;
+            Ok((vec![(body, Decoded::Put(Put { meta, payload }))], ()))
+        })
+    }
+}

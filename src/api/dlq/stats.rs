@@ -1,0 +1,200 @@
+//! Counting and analysing a DLQ: [`Dlq::stats`] reads counters kept as records are
+//! applied (its cost does not grow with the DLQ); [`Dlq::analyze`] reads the matching
+//! envelopes and groups them into failure patterns.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Dlq, Filter};
+
+use crate::engine::state::IdMap;
+use crate::error::Result;
+
+/// Counts of a DLQ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqStats {
+    /// The DLQ's name.
+    pub name: String,
+    /// Entries in the DLQ.
+    pub total: u64,
+    /// Entries not dealt with yet.
+    pub pending: u64,
+    /// Entries marked reprocessed and still kept.
+    pub reprocessed: u64,
+    /// Reprocessing that succeeded (replayed then acked, or marked ok).
+    pub reprocessed_ok: u64,
+    /// Reprocessing that failed (replayed then dead-lettered again, or marked failed).
+    pub reprocessed_failed: u64,
+    /// Entries replayed to a queue.
+    pub replayed: u64,
+    /// Entries deleted or purged.
+    pub deleted: u64,
+    /// Entries removed by retention.
+    pub expired: u64,
+    /// Age of the oldest entry.
+    pub oldest_age_ms: Option<u64>,
+    /// Age of the newest entry.
+    pub newest_age_ms: Option<u64>,
+    /// Entries per error kind.
+    pub by_error_kind: BTreeMap<String, u64>,
+    /// Entries per worker (`""` when unknown).
+    pub by_worker: BTreeMap<String, u64>,
+}
+
+/// A group of at least three failures of the same kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailurePattern {
+    /// The error kind.
+    pub error_kind: String,
+    /// Entries in the group.
+    pub count: u64,
+    /// Earliest dead-lettering.
+    pub first_ms: u64,
+    /// Latest dead-lettering.
+    pub last_ms: u64,
+    /// Workers involved.
+    pub workers: BTreeSet<String>,
+    /// The most frequent error messages with their counts (up to 3).
+    pub common_messages: Vec<(String, u64)>,
+    /// The most frequent context and attribute values `key=value` with counts (up to 5).
+    pub common_context: Vec<(String, u64)>,
+}
+
+/// What [`Dlq::analyze`] finds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    /// Entries analysed.
+    pub total: u64,
+    /// Entries per error kind.
+    pub by_error_kind: BTreeMap<String, u64>,
+    /// Entries per worker.
+    pub by_worker: BTreeMap<String, u64>,
+    /// Entries per hour of day (UTC) of dead-lettering.
+    pub by_hour_of_day: [u64; 24],
+    /// Mean deliveries per entry.
+    pub average_attempts: f64,
+    /// Earliest and latest dead-lettering.
+    pub time_range: Option<(u64, u64)>,
+    /// Groups of at least 3 entries by error kind, largest first.
+    pub patterns: Vec<FailurePattern>,
+}
+
+impl Dlq {
+    /// Counts, from counters kept incrementally: the cost does not grow with the DLQ.
+    pub fn stats(&self) -> DlqStats {
+        let now = self.store.now();
+        let st = self.store.engine().lock();
+        let qs = &st.queues[self.queue as usize];
+        let d = &qs.dlq;
+        let names = |m: &IdMap<u32, u64>| {
+            m.iter()
+                .map(|(k, v)| (st.strings.name(*k).to_string(), *v))
+                .collect::<BTreeMap<_, _>>()
+        };
+        DlqStats {
+            name: self.name(),
+            total: qs.dlq_order.len() as u64,
+            pending: d.pending,
+            reprocessed: d.reprocessed_kept,
+            reprocessed_ok: d.reprocessed_ok,
+            reprocessed_failed: d.reprocessed_failed,
+            replayed: d.replayed,
+            deleted: d.deleted,
+            expired: d.expired,
+            oldest_age_ms: qs.dlq_order.first().map(|(t, _)| now.saturating_sub(*t)),
+            newest_age_ms: qs.dlq_order.last().map(|(t, _)| now.saturating_sub(*t)),
+            by_error_kind: names(&d.by_kind),
+            by_worker: names(&d.by_worker),
+        }
+    }
+
+    /// Failure distributions and the common patterns of the entries matching `filter`.
+    pub fn analyze(&self, filter: &Filter) -> Result<Analysis> {
+        let mut a = Analysis {
+            total: 0,
+            by_error_kind: BTreeMap::new(),
+            by_worker: BTreeMap::new(),
+            by_hour_of_day: [0; 24],
+            average_attempts: 0.0,
+            time_range: None,
+            patterns: Vec::new(),
+        };
+        let mut attempts_sum = 0u64;
+        struct Group {
+            count: u64,
+            first: u64,
+            last: u64,
+            workers: BTreeSet<String>,
+            messages: HashMap<String, u64>,
+            context: HashMap<String, u64>,
+        }
+        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+        self.scan(filter, None, |e| {
+            let at = e.dlq.dead_lettered_at_ms;
+            a.total += 1;
+            attempts_sum += e.metadata.delivery_count as u64;
+            *a.by_error_kind
+                .entry(e.failure.error_kind.clone())
+                .or_default() += 1;
+            let worker = e.dlq.worker.clone().unwrap_or_default();
+            *a.by_worker.entry(worker.clone()).or_default() += 1;
+            a.by_hour_of_day[((at / 3_600_000) % 24) as usize] += 1;
+            a.time_range = Some(match a.time_range {
+                None => (at, at),
+                Some((lo, hi)) => (lo.min(at), hi.max(at)),
+            });
+            let g = groups
+                .entry(e.failure.error_kind.clone())
+                .or_insert_with(|| Group {
+                    count: 0,
+                    first: at,
+                    last: at,
+                    workers: BTreeSet::new(),
+                    messages: HashMap::new(),
+                    context: HashMap::new(),
+                });
+            g.count += 1;
+            g.first = g.first.min(at);
+            g.last = g.last.max(at);
+            if !worker.is_empty() {
+                g.workers.insert(worker);
+            }
+            *g.messages
+                .entry(e.failure.error_message.clone())
+                .or_default() += 1;
+            for (k, v) in e.failure.context.iter().chain(e.metadata.attributes.iter()) {
+                *g.context.entry(format!("{k}={v}")).or_default() += 1;
+            }
+            true
+        })?;
+        if a.total > 0 {
+            a.average_attempts = attempts_sum as f64 / a.total as f64;
+        }
+        let top = |m: HashMap<String, u64>, n: usize| {
+            let mut v: Vec<(String, u64)> = m.into_iter().collect();
+            v.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+            v.truncate(n);
+            v
+        };
+        a.patterns = groups
+            .into_iter()
+            .filter(|(_, g)| g.count >= 3)
+            .map(|(kind, g)| FailurePattern {
+                error_kind: kind,
+                count: g.count,
+                first_ms: g.first,
+                last_ms: g.last,
+                workers: g.workers,
+                common_messages: top(g.messages, 3),
+                common_context: top(g.context, 5),
+            })
+            .collect();
+        a.patterns.sort_by(|x, y| {
+            y.count
+                .cmp(&x.count)
+                .then_with(|| x.error_kind.cmp(&y.error_kind))
+        });
+        Ok(a)
+    }
+}

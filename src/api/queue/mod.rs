@@ -1,0 +1,235 @@
+//! A queue handle: produce, consume, and report outcomes.
+//!
+//! Delivery follows the lease model: [`Queue::lease`] counts the delivery in the log before it
+//! hands the message out (so a process that dies in a handler still used up an attempt), and
+//! the consumer then reports [`Queue::ack`], [`Queue::retry`] or [`Queue::dead_letter`]. A
+//! lease not reported before its deadline makes the message visible again. Visible messages
+//! are served in (visible-at, enqueue order); a message waiting out a backoff is not visible,
+//! so it never blocks the ones behind it.
+//!
+//! The handle is split by job: `message` (what is sent and delivered), `lease`
+//! (delivery), `outcome` (ack, retry, dead-letter); this file holds the handle, enqueue
+//! and the counts.
+
+mod lease;
+mod message;
+mod outcome;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::api::config::QueueOptions;
+use crate::api::dlq::Dlq;
+use crate::api::store::Store;
+use crate::api::types::MessageId;
+use crate::engine::record::{self, Decoded, Put, PutCause, PutMeta, QueueId};
+use crate::engine::state::State;
+use crate::engine::Batch;
+use crate::error::{Error, Result};
+
+pub use message::{EnqueueOptions, Message};
+pub use outcome::{FailureOutcome, FailureReport};
+
+/// Counts of a queue and its DLQ.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QueueStats {
+    /// Queue name.
+    pub name: String,
+    /// DLQ name.
+    pub dlq_name: String,
+    /// Messages waiting (visible now or later).
+    pub ready: u64,
+    /// Messages leased.
+    pub in_flight: u64,
+    /// Enqueued (since the oldest record in the log).
+    pub enqueued: u64,
+    /// Acked.
+    pub acked: u64,
+    /// Failed deliveries retried.
+    pub retried: u64,
+    /// Moved to the DLQ.
+    pub dead_lettered: u64,
+    /// Expired by TTL.
+    pub expired: u64,
+    /// Deleted.
+    pub deleted: u64,
+    /// Entries in the DLQ.
+    pub dlq_size: u64,
+    /// Enqueue time of the oldest waiting message.
+    pub oldest_ready_at_ms: Option<u64>,
+}
+
+/// A handle on one queue. Cheap to clone; usable from any number of threads.
+#[derive(Clone)]
+pub struct Queue {
+    store: Store,
+    id: QueueId,
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").field("name", &self.name).finish()
+    }
+}
+
+impl Queue {
+    pub(crate) fn new(store: Store, id: QueueId, name: String) -> Self {
+        Queue {
+            store,
+            id,
+            name: name.into(),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The options in force for this queue: those it was opened with (see
+    /// [`Store::queue_with`]), or the store's defaults.
+    pub fn options(&self) -> QueueOptions {
+        self.store.queue_options(self.id)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// This queue's DLQ.
+    pub fn dlq(&self) -> Dlq {
+        Dlq::new(self.store.clone(), self.id, self.name.to_string())
+    }
+
+    /// Enqueues one message; returns its id.
+    pub fn enqueue(&self, payload: impl AsRef<[u8]>) -> Result<MessageId> {
+        self.enqueue_with(payload, &EnqueueOptions::default())
+    }
+
+    /// Enqueues one message with options.
+    pub fn enqueue_with(
+        &self,
+        payload: impl AsRef<[u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<MessageId> {
+        let ids = self.enqueue_many(std::iter::once(payload.as_ref()), options)?;
+        Ok(ids[0])
+    }
+
+    /// Enqueues a batch with one write and one fsync; returns the ids in order.
+    pub fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>> {
+        self.enqueue_many(
+            payloads.iter().map(|p| p.as_ref()),
+            &EnqueueOptions::default(),
+        )
+    }
+
+    /// Enqueues a serde value, encoded with bincode; read it back with [`Message::decode`].
+    pub fn enqueue_typed<T: Serialize>(&self, value: &T) -> Result<MessageId> {
+        let bytes = bincode::serde::encode_to_vec(value, bincode::config::standard())
+            .map_err(|e| Error::Codec(e.to_string()))?;
+        self.enqueue(bytes)
+    }
+
+    fn enqueue_many<'p>(
+        &self,
+        payloads: impl Iterator<Item = &'p [u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<Vec<MessageId>> {
+        let max = self.store.config().max_message_size;
+        let now = self.store.now();
+        let defaults = self.store.queue_options(self.id);
+        let ttl = options.ttl.or(defaults.default_ttl);
+        let visible_at = now + options.delay.map(|d| d.as_millis() as u64).unwrap_or(0);
+        let key = options
+            .idempotency_key
+            .as_ref()
+            .map(|k| format!("{}:{k}", self.id));
+        let mut st = self.store.engine().lock();
+        if let Some(k) = &key {
+            let window = self.store.config().idempotency_window.as_millis() as u64;
+            st.expire_idempotency(now.saturating_sub(window));
+            if let Some(&(id, _)) = st.idempotency.get(k) {
+                return Ok(vec![id]);
+            }
+        }
+        let hint = payloads.size_hint().0;
+        let mut batch: Batch<'p> = Vec::with_capacity(hint);
+        let mut ids = Vec::with_capacity(hint);
+        // Room for the record header and metadata, so that encoding does not reallocate.
+        let meta_room = 64
+            + key.as_ref().map_or(0, |k| k.len())
+            + options
+                .attributes
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>();
+        for (next, payload) in (st.next_id..).zip(payloads) {
+            if payload.len() > max {
+                return Err(Error::TooLarge {
+                    size: payload.len(),
+                    max,
+                });
+            }
+            let meta = PutMeta {
+                id: next,
+                queue: self.id,
+                enqueued_at: now,
+                visible_at,
+                expires_at: ttl.map(|t| now + t.as_millis() as u64),
+                attributes: options.attributes.clone(),
+                idempotency_key: key.clone(),
+                cause: PutCause::Enqueue,
+            };
+            let mut body = Vec::with_capacity(payload.len() + meta_room);
+            record::encode_put(&mut body, &meta, payload)?;
+            batch.push((body, Decoded::Put(Put { meta, payload })));
+            ids.push(next);
+        }
+        let effects = self.store.engine().write_locked(&mut st, batch)?;
+        drop(st);
+        self.store.finish(effects)?;
+        Ok(ids)
+    }
+
+    /// Counts of the queue and its DLQ, read from counters (no scan).
+    pub fn stats(&self) -> QueueStats {
+        let st = self.store.engine().lock();
+        let qs = &st.queues[self.id as usize];
+        let c = qs.counters;
+        QueueStats {
+            name: self.name.to_string(),
+            dlq_name: self.store.dlq_name(&self.name),
+            ready: c.ready,
+            in_flight: c.in_flight,
+            enqueued: c.enqueued,
+            acked: c.acked,
+            retried: c.retried,
+            dead_lettered: c.dead_lettered,
+            expired: c.expired,
+            deleted: c.deleted,
+            dlq_size: qs.dlq_order.len() as u64,
+            oldest_ready_at_ms: st.next_visible_at(self.id).filter(|_| c.ready > 0),
+        }
+    }
+
+    /// Messages waiting in the queue (visible now or later).
+    pub fn len(&self) -> u64 {
+        self.store.engine().lock().queues[self.id as usize]
+            .counters
+            .ready
+    }
+
+    /// True when no message waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The replay generation of message `id`.
+fn generation_of(st: &State, id: MessageId) -> u32 {
+    st.extras.get(&id).map_or(0, |e| e.generation)
+}
