@@ -36,6 +36,7 @@
 
 mod api;
 mod engine;
+mod rng;
 mod storage;
 
 pub mod error;

@@ -3,9 +3,15 @@
 //! A policy only computes delays; the worker pool writes the resulting time into the log as
 //! the message's visible-at, so nothing sleeps out a backoff and a restart resumes the
 //! schedule where it was.
+//!
+//! Jitter draws from a seedable generator: a pool whose policy has a
+//! [`Retry::jitter_seed`] gives each worker a generator derived from that seed, so its
+//! delays can be reproduced; [`Retry::delay_with`] takes any source of random bits.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::time::Duration;
+
+use crate::rng::{scale, SplitMix64};
 
 /// The shape of the delay between attempts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +35,7 @@ pub enum Jitter {
 }
 
 /// A retry policy. The default: 5 attempts, exponential from 100 ms, capped at 5 minutes,
-/// full jitter.
+/// full jitter from an unseeded generator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
     /// The delay shape.
@@ -40,6 +46,8 @@ pub struct Retry {
     pub jitter: Jitter,
     /// Deliveries before a message goes to the DLQ.
     pub max_attempts: u32,
+    /// The seed of the jitter's generator (`None`: seeded from the clock).
+    pub jitter_seed: Option<u64>,
 }
 
 impl Default for Retry {
@@ -55,6 +63,7 @@ impl Retry {
             cap: Duration::from_secs(300),
             jitter: Jitter::Full,
             max_attempts: 5,
+            jitter_seed: None,
         }
     }
 
@@ -106,42 +115,48 @@ impl Retry {
         d.min(self.cap)
     }
 
-    /// The delay after failed attempt `attempt`, with jitter applied.
+    /// Seeds the jitter, so that delays can be reproduced: a worker pool gives each of
+    /// its workers a generator derived from `seed` and the worker's index.
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// The delay after failed attempt `attempt`, with jitter drawn from this thread's
+    /// generator (seeded from the clock when the thread first draws).
     pub fn delay(&self, attempt: u32) -> Duration {
+        thread_local! {
+            static RNG: RefCell<SplitMix64> = RefCell::new(SplitMix64::from_time());
+        }
+        RNG.with(|rng| self.delay_with(attempt, || rng.borrow_mut().next_u64()))
+    }
+
+    /// The delay after failed attempt `attempt`, with jitter drawn from `random`, a source
+    /// of uniformly random 64-bit numbers (called at most once).
+    pub fn delay_with(&self, attempt: u32, mut random: impl FnMut() -> u64) -> Duration {
         let d = self.base_delay(attempt);
         match self.jitter {
             Jitter::None => d,
             Jitter::Full => {
                 let ms = d.as_millis() as u64;
-                Duration::from_millis(if ms == 0 { 0 } else { random_u64() % (ms + 1) })
+                if ms == 0 {
+                    return Duration::ZERO;
+                }
+                Duration::from_millis(scale(random(), ms + 1))
             }
         }
     }
-}
 
-thread_local! {
-    static RNG: Cell<u64> = Cell::new(seed());
-}
-
-fn seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x2545_F491_4F6C_DD1D);
-    let local = 0u8;
-    t ^ (&local as *const u8 as u64).rotate_left(32) | 1
-}
-
-/// xorshift64*: fast, per thread, good enough to spread retries.
-fn random_u64() -> u64 {
-    RNG.with(|r| {
-        let mut x = r.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        r.set(x);
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    })
+    /// The generator of worker `index` of a pool with this policy: derived from
+    /// [`Retry::jitter_seed`] when set, from the clock otherwise.
+    pub(crate) fn worker_rng(&self, index: usize) -> SplitMix64 {
+        match self.jitter_seed {
+            Some(seed) => {
+                SplitMix64::new(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            }
+            None => SplitMix64::from_time(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -176,5 +191,25 @@ mod tests {
             seen_small |= d < Duration::from_millis(200);
         }
         assert!(seen_small, "jitter never went below half the delay");
+    }
+
+    #[test]
+    fn a_seeded_generator_gives_the_same_delays_again() {
+        let r = Retry::exponential(Duration::from_millis(1000)).jitter_seed(42);
+        let draw = |index| {
+            let mut rng = r.worker_rng(index);
+            (1..=5)
+                .map(|a| r.delay_with(a, || rng.next_u64()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(0), draw(0));
+        assert_ne!(draw(0), draw(1), "workers draw different delays");
+        for (a, d) in (1..=5).zip(draw(3)) {
+            assert!(d <= r.base_delay(a));
+        }
+        let mut zero = || 0;
+        assert_eq!(r.delay_with(4, &mut zero), Duration::ZERO);
+        let mut top = || u64::MAX;
+        assert!(r.delay_with(1, &mut top) >= Duration::from_millis(999));
     }
 }

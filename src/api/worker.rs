@@ -28,6 +28,7 @@ use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::api::types::{Failure, MessageId};
 use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
 
 /// A message handler. Any `Fn(&Message) -> Result<(), Failure>` is one.
 pub trait Handler: Send + Sync + 'static {
@@ -177,9 +178,10 @@ impl WorkerPool {
             let handler = Arc::clone(&handler);
             let name = format!("{}-{i}", self.name);
             let poll = self.idle_poll;
+            let rng = self.retry.worker_rng(i);
             let t = std::thread::Builder::new()
                 .name(name.clone())
-                .spawn(move || worker_loop(&shared, handler.as_ref(), &name, poll))
+                .spawn(move || worker_loop(&shared, handler.as_ref(), &name, poll, rng))
                 .map_err(|e| Error::io("spawn worker", "", e))?;
             threads.push(t);
         }
@@ -293,7 +295,13 @@ impl Drop for RunningPool {
     }
 }
 
-fn worker_loop(shared: &Shared, handler: &dyn Handler, name: &str, poll: Duration) {
+fn worker_loop(
+    shared: &Shared,
+    handler: &dyn Handler,
+    name: &str,
+    poll: Duration,
+    mut rng: SplitMix64,
+) {
     // The message leased together with the last ack, if any.
     let mut next: Option<Message> = None;
     while !shared.stop.load(Ordering::Acquire) || next.is_some() {
@@ -310,7 +318,7 @@ fn worker_loop(shared: &Shared, handler: &dyn Handler, name: &str, poll: Duratio
                 }
             },
         };
-        match handle_one(shared, handler, name, msg) {
+        match handle_one(shared, handler, name, msg, &mut rng) {
             Ok(n) => next = n,
             Err(e) => {
                 stop_with(shared, e);
@@ -343,6 +351,7 @@ fn handle_one(
     handler: &dyn Handler,
     name: &str,
     msg: Message,
+    rng: &mut SplitMix64,
 ) -> Result<Option<Message>> {
     let c = &shared.counters;
     c.in_flight.fetch_add(1, Ordering::AcqRel);
@@ -368,11 +377,11 @@ fn handle_one(
             };
             acked.map(|()| c.processed.fetch_add(1, Ordering::Relaxed))
         }
-        Ok(Err(failure)) => report_failure(shared, &msg, &failure, duration, name),
+        Ok(Err(failure)) => report_failure(shared, &msg, &failure, duration, name, rng),
         Err(panic) => {
             c.panics.fetch_add(1, Ordering::Relaxed);
             let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
-            report_failure(shared, &msg, &failure, duration, name)
+            report_failure(shared, &msg, &failure, duration, name, rng)
         }
     };
     c.in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -394,6 +403,7 @@ fn report_failure(
     failure: &Failure,
     duration: Duration,
     worker: &str,
+    rng: &mut SplitMix64,
 ) -> Result<u64> {
     let c = &shared.counters;
     let report = FailureReport::new(failure)
@@ -403,7 +413,7 @@ fn report_failure(
         shared.queue.dead_letter(msg, &report)?;
         return Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed));
     }
-    let delay = shared.retry.delay(msg.attempt());
+    let delay = shared.retry.delay_with(msg.attempt(), || rng.next_u64());
     let retry_at = shared.queue.store().now() + delay.as_millis() as u64;
     match shared.queue.retry(msg, &report, retry_at)? {
         FailureOutcome::Retried { .. } => Ok(c.retried.fetch_add(1, Ordering::Relaxed)),

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::rng::SimRng;
+use super::SimRng;
 use crate::storage::vfs::{LockGuard, MappedView, Vfs, VfsFile};
 
 /// Sector size used to split pending writes at a power cut.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::rng::SimRng;
+use super::SimRng;
 use crate::storage::vfs::{LockGuard, MappedView, Vfs, VfsFile};
 
 /// ENOSPC on Linux.

@@ -6,7 +6,8 @@
 //!   no directory sync made durable.
 //! - [`FaultyFs`]: wraps any `Vfs` and fails chosen operations with ENOSPC, EIO, a short
 //!   write or a failed sync; models a full disk.
-//! - [`SimRng`]: the seeded generator both use.
+//! - [`SimRng`]: the seeded generator both use (the crate's one generator, which the
+//!   worker pool's retry jitter uses too).
 //! - [`inspect::census`]: every message of a store with its payload read back, for checking
 //!   a store against a model.
 //!
@@ -16,8 +17,7 @@
 pub mod disk;
 pub mod faulty;
 pub mod inspect;
-pub mod rng;
 
+pub use crate::rng::SplitMix64 as SimRng;
 pub use disk::{DiskStats, PowerCutOptions, SimDisk};
 pub use faulty::{Fault, FaultPlan, FaultyFs, OpKinds, Trigger};
-pub use rng::SimRng;

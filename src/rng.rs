@@ -1,18 +1,41 @@
-//! A tiny seeded random number generator (SplitMix64), so that every simulated fault is
-//! reproducible from one `u64` seed without a dependency on the `rand` crate.
+//! The crate's one random number generator: SplitMix64, seeded by one `u64`.
+//!
+//! Two things need random numbers: the worker pool's retry jitter, and the test machinery
+//! of the `sim` feature (which faults to inject, where a power cut tears a write). Both
+//! need a generator they can seed, so that a run can be reproduced from its seed, and
+//! neither needs cryptographic quality. SplitMix64 is ten lines, fast, and has good enough
+//! statistics for spreading delays and choosing faults, so it is written here rather than
+//! taken from `rand`: the core library then needs no dependency for it.
+
+/// Maps 64 random bits `r` to a number in `0..n` (0 when `n` is 0) by multiply-shift:
+/// unbiased enough for jitter and simulation, and it never divides.
+pub(crate) fn scale(r: u64, n: u64) -> u64 {
+    ((r as u128 * n as u128) >> 64) as u64
+}
 
 /// SplitMix64: fast, 64 bits of state, good enough statistical quality for choosing faults.
 #[derive(Debug, Clone)]
-pub struct SimRng {
+pub struct SplitMix64 {
     state: u64,
 }
 
-impl SimRng {
+impl SplitMix64 {
     /// A generator for `seed`. Equal seeds give equal sequences on every platform.
     pub fn new(seed: u64) -> Self {
-        SimRng {
+        SplitMix64 {
             state: seed ^ 0x5DEE_CE66_D1CE_4E5B,
         }
+    }
+
+    /// A generator seeded from the clock and the address of a local variable: differs
+    /// between processes and threads, for when no seed was given.
+    pub fn from_time() -> Self {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x2545_F491_4F6C_DD1D);
+        let local = 0u8;
+        SplitMix64::new(t ^ (&local as *const u8 as u64).rotate_left(32))
     }
 
     /// The next 64 random bits.
@@ -26,13 +49,19 @@ impl SimRng {
 
     /// A number in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        // Multiply-shift: unbiased enough for simulation and never divides.
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+        scale(self.next_u64(), n)
     }
 
+    /// An independent generator derived from this one (for a sub-system that must not
+    /// shift the parent's sequence when it draws more or fewer numbers).
+    pub fn fork(&mut self) -> SplitMix64 {
+        SplitMix64::new(self.next_u64())
+    }
+}
+
+/// Helpers for the test machinery (`sim`): ranges, probabilities, bytes, choices.
+#[allow(dead_code)] // Until the test machinery moves behind the `sim` feature.
+impl SplitMix64 {
     /// A number in `lo..hi` (`lo` when the range is empty).
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.below(hi.saturating_sub(lo))
@@ -77,12 +106,6 @@ impl SimRng {
             Some(&items[self.index(items.len())])
         }
     }
-
-    /// An independent generator derived from this one (for a sub-system that must not
-    /// shift the parent's sequence when it draws more or fewer numbers).
-    pub fn fork(&mut self) -> SimRng {
-        SimRng::new(self.next_u64())
-    }
 }
 
 #[cfg(test)]
@@ -91,15 +114,15 @@ mod tests {
 
     #[test]
     fn deterministic_and_in_range() {
-        let mut a = SimRng::new(42);
-        let mut b = SimRng::new(42);
+        let mut a = SplitMix64::new(42);
+        let mut b = SplitMix64::new(42);
         for _ in 0..1000 {
             assert_eq!(a.next_u64(), b.next_u64());
             assert!(a.below(7) < 7);
             b.below(7);
         }
-        assert_eq!(SimRng::new(1).below(0), 0);
-        let mut c = SimRng::new(3);
+        assert_eq!(SplitMix64::new(1).below(0), 0);
+        let mut c = SplitMix64::new(3);
         let hits = (0..10_000).filter(|_| c.chance(0.25)).count();
         assert!((2000..3000).contains(&hits), "{hits}");
     }
