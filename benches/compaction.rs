@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use deadletter::{CompactionOptions, Config, Durability, Log, LogOptions, Store};
+use deadletter::sim::{Log, LogOptions};
+use deadletter::{CompactionOptions, Config, Durability, Store};
 
 const LIVE: u64 = 1_000_000;
 const TAIL: u64 = 10_000;
@@ -35,16 +36,11 @@ fn data_root() -> PathBuf {
 }
 
 fn config(segment_size: u64) -> Config {
-    Config {
-        durability: Durability::Never,
-        preallocate: false,
-        segment_size,
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        ..Config::fast()
-    }
+    Config::fast()
+        .durability(Durability::Never)
+        .preallocate(false)
+        .segment_size(segment_size)
+        .compaction(CompactionOptions::default().interval(None))
 }
 
 fn payloads(n: u64) -> Vec<Vec<u8>> {
@@ -227,7 +223,7 @@ fn pause_round(round: usize) -> [Duration; 5] {
         q.ack_all(&acks).unwrap();
     }
     store.sync().unwrap();
-    let segments = store.log().segments().len();
+    let segments = store.storage_stats().segments.len();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "round {round}: {} live of {} enqueued, {segments} segments of 8 MiB, built in {:.1?}; load average {}",

@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use deadletter::{Durability, Log, LogOptions};
+use deadletter::sim::{Log, LogOptions};
+use deadletter::Durability;
 
 const SIZES: [usize; 3] = [100, 1024, 64 << 10];
 

@@ -24,14 +24,9 @@ fn data_dir(name: &str) -> PathBuf {
 fn run(durability: Durability, workers: usize, messages: usize) -> Duration {
     let name = format!("{durability:?}-{workers}").replace(['(', ')', ' '], "");
     let dir = data_dir(&name);
-    let config = Config {
-        durability,
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    };
+    let config = Config::default()
+        .durability(durability)
+        .compaction(CompactionOptions::default().interval(None));
     let store = Store::open(&dir, config).expect("open");
     let queue = store.queue("bench").expect("queue");
     let payload = vec![7u8; 100];

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{black_box, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use deadletter::sim::StoreHooks;
 use deadletter::{
     Config, Dlq, Failure, FailureReport, Filter, Page, Queue, QueueOptions, ReplayOptions, Store,
 };
@@ -159,11 +160,9 @@ impl Fixture {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::open(&dir, Config::fast()).unwrap();
-        let options = QueueOptions {
-            max_attempts: u32::MAX,
-            visibility_timeout: Duration::from_secs(3600),
-            ..QueueOptions::default()
-        };
+        let options = QueueOptions::default()
+            .max_attempts(u32::MAX)
+            .visibility_timeout(Duration::from_secs(3600));
         self.queue = Some(store.queue_with("bench", options).unwrap());
         self.store = Some(store);
         self.written = 0;

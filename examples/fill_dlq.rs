@@ -89,10 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let now = SystemClock.now_ms();
     let clock = ManualClock::new((now / HOUR - 6) * HOUR + 5 * 60_000);
     let store = Store::open(&dir, Config::default().clock(clock.clone()))?;
-    let options = QueueOptions {
-        max_attempts: 3,
-        ..QueueOptions::default()
-    };
+    let options = QueueOptions::default().max_attempts(3);
     let orders = store.queue_with("orders", options.clone())?;
     let emails = store.queue_with("emails", options)?;
 

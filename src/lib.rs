@@ -16,50 +16,74 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers, bottom up (see `docs/ARCHITECTURE.md`):
-//! - [`vfs`]: the storage seam, every file operation behind one trait;
-//! - [`format`]: the byte layout of segment headers and record frames;
-//! - [`segment`]: one segment file and its recovery scan;
-//! - [`log`]: the segmented log with group commit and crash recovery;
-//! - [`record`]: the queue records stored in the log;
-//! - [`checkpoint`], [`compaction`]: index snapshots, expiry and disk reclaim;
-//! - [`state`]: the state machine that applies records to the in-memory index;
-//! - [`store`], [`queue`], [`dlq`]: the API;
-//! - [`retry`], [`worker`]: retry policies and the worker pool;
-//! - [`metrics`], [`verify`]: counters for monitoring, and a read-only check of a store's
-//!   files.
+//! # What is here
+//!
+//! - [`Store`], opened with a [`Config`]: one directory, one log, any number of queues;
+//! - [`Queue`]: enqueue ([`EnqueueOptions`]), lease a [`Message`], then ack, retry or
+//!   dead-letter it ([`FailureReport`], [`FailureOutcome`]); [`QueueOptions`] per queue;
+//! - [`Dlq`]: browse ([`Filter`], [`Page`]), count ([`DlqStats`]), analyse ([`Analysis`]),
+//!   replay ([`ReplayOptions`], [`ReplayReport`]), delete and purge [`DeadLetter`] entries;
+//!   [`DlqAlert`] hooks on its size;
+//! - [`WorkerPool`]: threads that run a handler and report each outcome, with a [`Retry`]
+//!   policy ([`Backoff`], [`Jitter`]) and a [`Failure`] saying transient or permanent;
+//! - compaction ([`CompactionOptions`], [`CompactionReport`]), recovery
+//!   ([`RecoveryMode`], [`RecoveryReport`]), durability ([`Durability`]), storage numbers
+//!   ([`StorageStats`]), metrics ([`Metrics`]), and [`verify`], a read-only check of a
+//!   store's files;
+//! - one error type, [`Error`], and an injectable [`Clock`].
+//!
+//! The layers below (the segmented log, the records, the state machine) are private:
+//! nothing public can write a raw record. `docs/ARCHITECTURE.md` describes them.
+//!
+//! ```compile_fail,E0599
+//! # fn main() -> deadletter::Result<()> {
+//! // A store never hands out its log: raw records cannot be appended from outside.
+//! let store = deadletter::Store::open("./data", deadletter::Config::default())?;
+//! store.log().append(b"not a record")?;
+//! # Ok(()) }
+//! ```
 //!
 //! The front ends are packages of their own: `deadletter-cli` (the `deadletter` command)
 //! and `deadletter-dashboard` (the HTTP dashboard and `/metrics`, embeddable in a program).
+//!
+//! # Features
+//!
+//! - `sim`: test machinery, off by default and not a stable API: the simulated disk, the
+//!   fault injector, failpoints, debug hooks, and a narrow door to the storage layer for
+//!   log-level tests, benches and fuzz targets (see `sim`).
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 mod api;
 mod engine;
+mod error;
 mod rng;
 mod storage;
 
-pub mod error;
-#[doc(hidden)]
+#[cfg(feature = "sim")]
 pub mod sim;
 
-pub use api::{alert, clock, config, dlq, metrics, queue, retry, store, types, verify, worker};
-pub use engine::{checkpoint, compaction, record, state};
-pub use storage::{format, log, segment, vfs};
-
-pub use alert::DlqAlert;
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use compaction::CompactionReport;
-pub use config::{CompactionOptions, Config, QueueOptions};
-pub use dlq::{Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport};
-pub use error::{CorruptionKind, Error, Result};
-pub use log::{Durability, Log, LogOptions, RecoveryMode, RecoveryReport};
-pub use metrics::{Metrics, QueueMetrics};
-pub use queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
-pub use retry::{Backoff, Jitter, Retry};
-pub use store::Store;
-pub use types::{
-    Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureClass, FailureInfo, MessageId,
-    OriginalMetadata,
+pub use api::alert::DlqAlert;
+pub use api::clock::{Clock, ManualClock, SystemClock};
+pub use api::config::{CompactionOptions, Config, QueueOptions};
+pub use api::dlq::{
+    Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport,
 };
-pub use worker::{Handler, PoolCounters, RunningPool, ShutdownReport, WorkerPool};
+pub use api::metrics::{Metrics, QueueMetrics};
+pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
+pub use api::retry::{Backoff, Jitter, Retry};
+pub use api::store::{StorageStats, Store};
+pub use api::types::{DeadLetter, EntryStatus, Failure, FailureClass, OriginalMetadata};
+pub use api::verify::{
+    verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
+    SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,
+};
+pub use api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport, WorkerPool};
+pub use engine::compaction::CompactionReport;
+pub use engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
+pub use engine::state::EXPIRED_KIND;
+pub use error::{CorruptionKind, Error, Result};
+pub use storage::log::{
+    Durability, QuarantinedRange, RecoveryMode, RecoveryReport, SegmentInfo, TornTail,
+};

@@ -46,7 +46,12 @@ impl SplitMix64 {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+}
 
+/// Helpers for the test machinery (`sim`): ranges, probabilities, bytes, choices.
+#[cfg(any(test, feature = "sim"))]
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
+impl SplitMix64 {
     /// A number in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
         scale(self.next_u64(), n)
@@ -57,11 +62,7 @@ impl SplitMix64 {
     pub fn fork(&mut self) -> SplitMix64 {
         SplitMix64::new(self.next_u64())
     }
-}
 
-/// Helpers for the test machinery (`sim`): ranges, probabilities, bytes, choices.
-#[allow(dead_code)] // Until the test machinery moves behind the `sim` feature.
-impl SplitMix64 {
     /// A number in `lo..hi` (`lo` when the range is empty).
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.below(hi.saturating_sub(lo))

@@ -12,10 +12,10 @@ fn acks_and_leases_in_one_write_and_refuses_a_lost_lease() {
     let q = store.queue("q").unwrap();
     q.enqueue_batch(&["a", "b", "c"]).unwrap();
     let a = q.lease(1).unwrap().remove(0);
-    let fsyncs = store.log().stats().fsyncs;
+    let fsyncs = store.storage_stats().fsyncs;
     let next = q.ack_and_lease(&a, 2).unwrap();
     assert_eq!(
-        store.log().stats().fsyncs,
+        store.storage_stats().fsyncs,
         fsyncs + 1,
         "one fsync for ack and lease"
     );

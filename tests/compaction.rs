@@ -11,17 +11,12 @@ use deadletter::{
 const T0: u64 = 1_700_000_000_000;
 
 fn config(clock: &ManualClock) -> Config {
-    Config {
-        durability: Durability::Never,
-        segment_size: 256 << 10,
-        max_message_size: 4 << 10,
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    }
-    .clock(clock.clone())
+    Config::default()
+        .durability(Durability::Never)
+        .segment_size(256 << 10)
+        .max_message_size(4 << 10)
+        .compaction(CompactionOptions::default().interval(None))
+        .clock(clock.clone())
 }
 
 fn disk_bytes(dir: &std::path::Path) -> u64 {
@@ -66,9 +61,9 @@ fn reclaim_keeps_every_live_message_across_reopens() {
         }
         store.compact_now().unwrap();
     }
-    let before = store.log().segments().len();
+    let before = store.storage_stats().segments.len();
     let report = store.compact_now().unwrap();
-    let after = store.log().segments().len();
+    let after = store.storage_stats().segments.len();
     assert!(
         after < 10,
         "segments left: {after} (before {before}), {report:?}"
@@ -108,13 +103,7 @@ fn ttl_expiry_to_the_dlq_or_dropped() {
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let to_dlq = store.queue("to-dlq").unwrap();
     let dropped = store
-        .queue_with(
-            "dropped",
-            QueueOptions {
-                expired_to_dlq: false,
-                ..QueueOptions::default()
-            },
-        )
+        .queue_with("dropped", QueueOptions::default().expired_to_dlq(false))
         .unwrap();
     let ttl = EnqueueOptions::new().ttl(Duration::from_secs(60));
     let a = to_dlq.enqueue_with("a", &ttl).unwrap();
@@ -227,16 +216,12 @@ fn reopen_from_a_checkpoint_replays_only_the_tail() {
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use deadletter::checkpoint::{self, SlotState};
-use deadletter::vfs::{LockGuard, RealFs, Vfs, VfsFile};
+use deadletter::sim::{checkpoint_positions, LockGuard, RealFs, StoreHooks, Vfs, VfsFile};
 use deadletter::{CorruptionKind, Error, RecoveryMode};
 
 /// The position each checkpoint slot covers (`None`: missing or damaged).
 fn slot_positions(dir: &Path) -> [Option<u64>; 2] {
-    [0, 1].map(|slot| match checkpoint::read(&RealFs, dir, slot).unwrap() {
-        SlotState::Valid(pos, _) => Some(pos),
-        _ => None,
-    })
+    checkpoint_positions(dir).unwrap()
 }
 
 fn damage(path: &Path) {
@@ -281,15 +266,15 @@ fn a_crash_between_checkpoint_and_reclaim_reads_the_slots_back() {
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let q = store.queue("q").unwrap();
     assert_eq!(q.stats().ready, 1);
-    let first_before = store.log().first_position();
+    let first_before = store.storage_stats().first_position;
     // The next checkpoint replaces the older slot (slot 0), never the newer one.
     let r = store.compact_now().unwrap();
     let p3 = r.checkpoint_position.unwrap();
     assert!(p3 > p2);
     assert_eq!(slot_positions(dir.path()), [Some(p3), Some(p2)]);
     // Reclaim stays below the older checkpoint and the kept message's payload.
-    assert!(store.log().first_position() <= p2);
-    assert!(store.log().first_position() >= first_before);
+    assert!(store.storage_stats().first_position <= p2);
+    assert!(store.storage_stats().first_position >= first_before);
     let m = q.lease(10).unwrap();
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].id(), keep);
@@ -342,7 +327,10 @@ fn a_compacted_log_without_a_good_checkpoint_is_a_typed_error() {
         store.compact_now().unwrap();
     }
     q.enqueue("live").unwrap();
-    assert!(store.log().first_position() > 0, "the log was compacted");
+    assert!(
+        store.storage_stats().first_position > 0,
+        "the log was compacted"
+    );
     drop(q);
     store.close().unwrap();
     let expect_bad_checkpoint = |what: &str| match Store::open(dir.path(), config(&clock)) {
@@ -413,10 +401,9 @@ fn reclaim_keeps_what_a_crash_could_bring_back() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let hook: Hook = Arc::new(Mutex::new(None));
-    let mut cfg = config(&clock);
-    cfg.fs = Arc::new(HookFs {
+    let cfg = config(&clock).vfs(Arc::new(HookFs {
         hook: Arc::clone(&hook),
-    });
+    }));
     let store = Store::open(dir.path(), cfg.clone()).unwrap();
     let q = store.queue("q").unwrap();
     // A dense first segment of messages that stay leased.
@@ -547,7 +534,10 @@ fn a_relocated_imported_entry_keeps_its_envelope() {
     assert_eq!(target.dlq().get(id).unwrap(), expected);
     churn(&store, 400);
     store.compact_now().unwrap();
-    assert!(store.log().first_position() > 0, "the original is gone");
+    assert!(
+        store.storage_stats().first_position > 0,
+        "the original is gone"
+    );
     assert_eq!(target.dlq().get(id).unwrap(), expected);
     drop((source, target));
     store.close().unwrap();
@@ -578,7 +568,7 @@ fn relocated_messages_keep_their_ttl() {
         if !full_replay {
             churn(&store, 400);
             store.compact_now().unwrap();
-            assert!(store.log().first_position() > 0);
+            assert!(store.storage_stats().first_position > 0);
         }
         drop((q, filler));
         store.close().unwrap();
@@ -606,7 +596,7 @@ fn store_first_segment(dir: &Path) -> u64 {
         .unwrap()
         .filter_map(|e| {
             let name = e.unwrap().file_name().into_string().unwrap();
-            deadletter::segment::parse_segment_name(&name)
+            deadletter::sim::parse_segment_name(&name)
         })
         .min()
         .unwrap()

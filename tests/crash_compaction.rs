@@ -40,28 +40,16 @@ const FAILPOINTS: [&str; 5] = [
 const MARK: &str = "@@ ";
 
 fn config() -> Config {
-    Config {
-        durability: Durability::Always,
-        // Small segments, so that every second or so segments are sealed, relocated and
-        // deleted.
-        segment_size: 128 << 10,
-        max_message_size: 4 << 10,
-        retention: None,
-        compaction: CompactionOptions {
-            interval: None,
-            batch: 64,
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    }
+    Config::default()
+        .durability(Durability::Always)
+        .segment_size(128 << 10)
+        .max_message_size(4 << 10)
+        .retention(None)
+        .compaction(CompactionOptions::default().interval(None).batch(64))
 }
 
 fn queue_options() -> QueueOptions {
-    QueueOptions {
-        // Never dead-letter by attempt count: every move to the DLQ is the child's own.
-        max_attempts: 1_000_000,
-        ..QueueOptions::default()
-    }
+    QueueOptions::default().max_attempts(1_000_000)
 }
 
 /// The payload of message number `seq`: `m<seq>:` then 1 to 1,500 bytes of any value.
@@ -685,7 +673,7 @@ fn sigkill_and_failpoints_during_compaction_lose_and_duplicate_nothing() {
             .unwrap()
             .filter(|e| {
                 let name = e.as_ref().unwrap().file_name().into_string().unwrap();
-                deadletter::segment::parse_segment_name(&name).is_some()
+                deadletter::sim::parse_segment_name(&name).is_some()
             })
             .count();
         println!(

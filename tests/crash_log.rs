@@ -14,7 +14,8 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use deadletter::sim::SimRng as Rng;
-use deadletter::{Durability, Log, LogOptions}; // seeded and deterministic, shared by the tests
+use deadletter::sim::{Log, LogOptions};
+use deadletter::Durability;
 
 const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_CHILD_DIR";
 const CHILD_START_ENV: &str = "DEADLETTER_CRASH_CHILD_START";

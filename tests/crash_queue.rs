@@ -25,7 +25,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadletter::sim::SimRng as Rng;
-use deadletter::state::Place;
+use deadletter::sim::{Place, StoreHooks};
 use deadletter::{
     Clock, CompactionOptions, Config, Durability, Error, Failure, FailureOutcome, FailureReport,
     Message, QueueOptions, Store, SystemClock,
@@ -39,26 +39,18 @@ const MAX_ATTEMPTS: u32 = 3;
 const DEFAULT_KILLS: usize = 100;
 
 fn config() -> Config {
-    Config {
-        durability: Durability::Always,
-        // Small segments, so that kills also land during rolls and compaction reclaims.
-        segment_size: 68 << 10,
-        max_message_size: 1024,
-        preallocate: false,
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    }
+    Config::default()
+        .durability(Durability::Always)
+        .segment_size(68 << 10)
+        .max_message_size(1024)
+        .preallocate(false)
+        .compaction(CompactionOptions::default().interval(None))
 }
 
 fn queue_options() -> QueueOptions {
-    QueueOptions {
-        max_attempts: MAX_ATTEMPTS,
-        visibility_timeout: Duration::from_millis(200),
-        ..QueueOptions::default()
-    }
+    QueueOptions::default()
+        .max_attempts(MAX_ATTEMPTS)
+        .visibility_timeout(Duration::from_millis(200))
 }
 
 /// The payload of enqueue `n` of child `round`: a text header naming it, then bytes derived

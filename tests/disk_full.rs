@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use deadletter::sim::inspect::census;
+use deadletter::sim::Vfs;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk};
-use deadletter::vfs::Vfs;
 use deadletter::{
     CompactionOptions, Config, Error, Failure, FailureReport, Filter, ManualClock, MessageId, Page,
     Queue, Store,
@@ -35,17 +35,12 @@ fn setup() -> (SimDisk, FaultyFs) {
 }
 
 fn config(fs: &FaultyFs) -> Config {
-    Config {
-        segment_size: SEGMENT,
-        max_message_size: 8 << 10,
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        fs: Arc::new(fs.clone()),
-        ..Config::default()
-    }
-    .clock(ManualClock::new(1_700_000_000_000))
+    Config::default()
+        .segment_size(SEGMENT)
+        .max_message_size(8 << 10)
+        .compaction(CompactionOptions::default().interval(None))
+        .vfs(Arc::new(fs.clone()))
+        .clock(ManualClock::new(1_700_000_000_000))
 }
 
 /// Enqueues `size`-byte messages until one fails; returns the ids of those that succeeded.
@@ -83,11 +78,11 @@ fn enqueue_fails_clearly_consumers_go_on_and_writes_resume_without_reopen() {
     }
     assert!(err.to_string().contains("disk full"), "{err}");
     assert!(
-        !store.log().is_poisoned(),
+        !store.storage_stats().poisoned,
         "ENOSPC creating a segment does not poison"
     );
     assert_eq!(
-        store.log().segments().len(),
+        store.storage_stats().segments.len(),
         1,
         "no half-made segment is left in the log"
     );
@@ -116,7 +111,7 @@ fn enqueue_fails_clearly_consumers_go_on_and_writes_resume_without_reopen() {
     let (more, _) = fill_n(&q, 4000, 40);
     acked.extend(more);
     assert!(
-        store.log().segments().len() > 1,
+        store.storage_stats().segments.len() > 1,
         "the log rolled once space returned"
     );
     assert_all_present(&store, &acked);
@@ -147,7 +142,7 @@ fn enospc_on_a_segment_write_poisons_until_reopen() {
     fs.fail_nth(0, OpKinds::WRITE, Fault::Enospc);
     let err = q.enqueue(b"no room for this").unwrap_err();
     assert!(matches!(err, Error::DiskFull { .. }), "{err:?}");
-    assert!(store.log().is_poisoned());
+    assert!(store.storage_stats().poisoned);
     assert!(matches!(q.enqueue(b"later"), Err(Error::Poisoned)));
     // Still readable: counts and the DLQ; the one record that never reached the file is
     // in the index until the reopen, and reading it says why it cannot be read.
@@ -199,7 +194,7 @@ fn a_full_store_opens_and_serves_consumers() {
     q.ack(&leased[0]).unwrap();
     // Compaction needs space for a checkpoint: it fails cleanly and changes nothing.
     assert!(matches!(store.compact_now(), Err(Error::DiskFull { .. })));
-    assert!(!store.log().is_poisoned());
+    assert!(!store.storage_stats().poisoned);
     fs.set_disk_full(false);
     store.compact_now().unwrap();
     q.enqueue(b"space is back").unwrap();
@@ -212,7 +207,7 @@ fn a_spare_segment_made_before_the_disk_filled_gives_one_more_segment() {
     let store = Store::open(DIR, config(&fs)).unwrap();
     let q = store.queue("q").unwrap();
     // Past half of the first segment, the next one is prepared (zero-filled) in advance.
-    while store.log().segments()[0].end * 2 < SEGMENT {
+    while store.storage_stats().segments[0].end * 2 < SEGMENT {
         q.enqueue([7u8; 2000]).unwrap();
     }
     q.enqueue([7u8; 2000]).unwrap();
@@ -220,11 +215,11 @@ fn a_spare_segment_made_before_the_disk_filled_gives_one_more_segment() {
     let (_, err) = fill(&q, 4000);
     assert!(matches!(err, Error::DiskFull { .. }));
     assert_eq!(
-        store.log().segments().len(),
+        store.storage_stats().segments.len(),
         2,
         "the prepared spare became the second segment; the third could not be made"
     );
-    assert!(!store.log().is_poisoned());
+    assert!(!store.storage_stats().poisoned);
     fs.set_disk_full(false);
     q.enqueue(b"space is back").unwrap();
     assert!(fs.list(Path::new(DIR)).unwrap().len() >= 3);

@@ -8,9 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use deadletter::log::{LogStats, RecoveryReport};
-use deadletter::vfs::{LockGuard, MappedView, RealFs, Vfs, VfsFile};
-use deadletter::{CorruptionKind, Durability, Error, Log, LogOptions, RecoveryMode};
+use deadletter::sim::{LockGuard, Log, LogOptions, LogStats, MappedView, RealFs, Vfs, VfsFile};
+use deadletter::{CorruptionKind, Durability, Error, RecoveryMode, RecoveryReport};
 
 const HEADER: u64 = 32;
 const FRAME: u64 = 16;

@@ -9,7 +9,8 @@
 //! relocation makes rolls come in bursts; with 16 KiB segments and no fix, the first or
 //! second round fails.
 
-use deadletter::{Durability, Log, LogOptions};
+use deadletter::sim::{Log, LogOptions};
+use deadletter::Durability;
 
 #[test]
 fn fast_rolls_never_damage_a_segment_header() {

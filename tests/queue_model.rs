@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use deadletter::state::Place;
+use deadletter::sim::{Place, StoreHooks};
 use deadletter::{
     CompactionOptions, Config, DeadLetter, Durability, EnqueueOptions, EntryStatus, Error, Failure,
     FailureOutcome, FailureReport, Filter, ManualClock, Message, Queue, QueueOptions,
@@ -800,32 +800,28 @@ fn temp_dir() -> tempfile::TempDir {
 }
 
 fn config(clock: &ManualClock) -> Config {
-    Config {
-        durability: Durability::Always,
-        segment_size: 68 << 10,
-        max_message_size: MAX_SIZE,
-        retention: Some(Duration::from_millis(RETENTION_MS)),
-        idempotency_window: Duration::from_millis(IDEMPOTENCY_MS),
-        max_history: MAX_HISTORY,
-        preallocate: false,
-        queue_defaults: queue_options(0),
-        compaction: CompactionOptions {
-            interval: None,
-            max_forward_jump: Duration::from_secs(365 * 24 * 3600),
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    }
-    .clock(clock.clone())
+    Config::default()
+        .durability(Durability::Always)
+        .segment_size(68 << 10)
+        .max_message_size(MAX_SIZE)
+        .retention(Some(Duration::from_millis(RETENTION_MS)))
+        .idempotency_window(Duration::from_millis(IDEMPOTENCY_MS))
+        .max_history(MAX_HISTORY)
+        .preallocate(false)
+        .queue_defaults(queue_options(0))
+        .compaction(
+            CompactionOptions::default()
+                .interval(None)
+                .max_forward_jump(Duration::from_secs(365 * 24 * 3600)),
+        )
+        .clock(clock.clone())
 }
 
 fn queue_options(q: usize) -> QueueOptions {
-    QueueOptions {
-        max_attempts: MAX_ATTEMPTS,
-        visibility_timeout: Duration::from_millis(1000),
-        default_ttl: None,
-        expired_to_dlq: EXPIRED_TO_DLQ[q],
-    }
+    QueueOptions::default()
+        .max_attempts(MAX_ATTEMPTS)
+        .visibility_timeout(Duration::from_millis(1000))
+        .expired_to_dlq(EXPIRED_TO_DLQ[q])
 }
 
 fn other(q: usize) -> usize {

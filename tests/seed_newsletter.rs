@@ -142,10 +142,7 @@ fn run_pipeline(queue: &Queue, clock: &ManualClock, times_out: impl Fn(&str, u32
 
 fn open(dir: &std::path::Path, config: &Config) -> (Store, Queue) {
     let store = Store::open(dir, config.clone()).unwrap();
-    let options = QueueOptions {
-        max_attempts: 2,
-        ..QueueOptions::default()
-    };
+    let options = QueueOptions::default().max_attempts(2);
     let queue = store.queue_with("newsletter", options).unwrap();
     (store, queue)
 }

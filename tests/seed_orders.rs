@@ -36,10 +36,7 @@ fn order_events_scenario() {
         .durability(Durability::Always)
         .clock(clock.clone());
     let store = Store::open(dir.path(), config.clone()).unwrap();
-    let options = QueueOptions {
-        max_attempts: 3,
-        ..QueueOptions::default()
-    };
+    let options = QueueOptions::default().max_attempts(3);
     let queue = store.queue_with("order-events", options.clone()).unwrap();
     let payloads = [
         r#"{"orderId":"ORD-1"}"#,

@@ -1,4 +1,5 @@
-use deadletter::{Durability, Log, LogOptions};
+use deadletter::sim::{Log, LogOptions};
+use deadletter::Durability;
 
 #[test]
 fn append_read_reopen_roll() {

@@ -95,18 +95,13 @@ fn checkpoint_bytes(dir: &Path) -> u64 {
 }
 
 fn config(clock: &ManualClock) -> Config {
-    Config {
-        durability: Durability::Never,
-        segment_size: SEGMENT,
-        max_message_size: 4 << 10,
-        retention: Some(Duration::from_millis(RETENTION_MS)),
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    }
-    .clock(clock.clone())
+    Config::default()
+        .durability(Durability::Never)
+        .segment_size(SEGMENT)
+        .max_message_size(4 << 10)
+        .retention(Some(Duration::from_millis(RETENTION_MS)))
+        .compaction(CompactionOptions::default().interval(None))
+        .clock(clock.clone())
 }
 
 struct Sample {
@@ -193,13 +188,13 @@ fn disk_use_stays_bounded_under_a_steady_load() {
                     disk,
                     live,
                     checkpoint_bytes(dir.path()),
-                    store.log().segments().len(),
+                    store.storage_stats().segments.len(),
                 );
             }
             assert!(
                 disk <= bound,
                 "step {step}: disk {disk} B over the bound {bound} B (live {live} B, {} segments)",
-                store.log().segments().len()
+                store.storage_stats().segments.len()
             );
             if sampling {
                 // The DLQ holds exactly what the test expects (read back in full).
@@ -210,7 +205,7 @@ fn disk_use_stays_bounded_under_a_steady_load() {
                     disk,
                     live,
                     dlq: dlq.len(),
-                    segments: store.log().segments().len(),
+                    segments: store.storage_stats().segments.len(),
                 });
             }
             let report = store.compact_now().unwrap();

@@ -1,6 +1,6 @@
 //! Decodes arbitrary bytes as record frames, as a segment (header + recovery scan), and as a
 //! segment file that a `Log` opens in both recovery modes. Nothing may panic, and every record
-//! that comes back must pass a checksum computed here, independently of `deadletter::format`.
+//! that comes back must pass a checksum computed here, independently of the library's frame codec.
 //!
 //! Each input is used twice: as raw bytes, and as the recipe for a well-formed segment (chunks
 //! of `length byte, body`) that is then damaged at places the input's last bytes choose, so
@@ -12,10 +12,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use deadletter::format::{self, SEGMENT_HEADER_LEN};
-use deadletter::segment;
-use deadletter::vfs::{LockGuard, MappedView, RealFs, Vfs, VfsFile};
-use deadletter::{Log, LogOptions, RecoveryMode};
+use deadletter::sim::{self, LockGuard, Log, LogOptions, MappedView, RealFs, Vfs, VfsFile};
+use deadletter::sim::SEGMENT_HEADER_LEN;
+use deadletter::RecoveryMode;
 use libfuzzer_sys::fuzz_target;
 
 const MAX_BODY: usize = 4096;
@@ -53,7 +52,7 @@ fn fuzz_frames(data: &[u8]) {
         } else {
             pos
         };
-        if let Ok(frame) = format::decode_frame(&data[off..], pos, MAX_BODY) {
+        if let Ok(frame) = sim::decode_frame(&data[off..], pos, MAX_BODY) {
             check_frame_bytes(&data[off..], pos, frame.body);
         }
     }
@@ -61,14 +60,14 @@ fn fuzz_frames(data: &[u8]) {
 
 /// Scans `data` as a segment; every record the scan counts must check out independently.
 fn fuzz_scan(data: &[u8]) {
-    let Ok(header) = format::decode_segment_header(data) else {
+    let Ok(header) = sim::decode_segment_header(data) else {
         return;
     };
     let stored = u32::from_le_bytes(data[28..32].try_into().unwrap());
     assert_eq!(crc32fast::hash(&data[0..28]), stored);
     let body = &data[SEGMENT_HEADER_LEN..];
     for sealed in [false, true] {
-        let r = segment::scan(body, header.base, MAX_BODY, sealed);
+        let r = sim::scan(body, header.base, MAX_BODY, sealed);
         assert!(r.end as usize <= body.len());
         let mut d = 0usize;
         let mut counted = 0u64;
@@ -77,7 +76,7 @@ fn fuzz_scan(data: &[u8]) {
                 d = e as usize;
                 continue;
             }
-            let frame = format::decode_frame(&body[d..], header.base + d as u64, MAX_BODY)
+            let frame = sim::decode_frame(&body[d..], header.base + d as u64, MAX_BODY)
                 .expect("scan counted a record that does not decode");
             check_frame_bytes(&body[d..], header.base + d as u64, frame.body);
             counted += 1;
@@ -164,14 +163,14 @@ fn fuzz_log(data: &[u8]) {
     if data.len() > 64 << 10 {
         return;
     }
-    let base = format::decode_segment_header(data)
+    let base = sim::decode_segment_header(data)
         .map(|h| h.base)
         .unwrap_or(0)
         // Keep a little room below u64::MAX so position arithmetic cannot overflow.
         .min(u64::MAX / 2);
     for recovery in [RecoveryMode::Strict, RecoveryMode::Quarantine] {
         let dir = tempfile::tempdir_in(temp_root()).expect("tempdir");
-        let path = dir.path().join(segment::segment_name(base));
+        let path = dir.path().join(sim::segment_name(base));
         std::fs::write(&path, data).expect("write segment");
         let opts = LogOptions {
             segment_size: 64 << 10,
@@ -201,7 +200,7 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
     }
     let (recipe, tail) = data.split_at(data.len() - 4);
     let base = 4096u64;
-    let mut seg = format::encode_segment_header(&format::SegmentHeader { base }).to_vec();
+    let mut seg = sim::encode_segment_header(&sim::SegmentHeader { base }).to_vec();
     let mut i = 0;
     while i < recipe.len() {
         let len = (recipe[i] as usize % 64) + 1;
@@ -214,7 +213,7 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
         i += 1 + len;
         let pos = base + (seg.len() - SEGMENT_HEADER_LEN) as u64;
         let mut frame = Vec::new();
-        format::encode_frame(&mut frame, pos, &body, pos);
+        sim::encode_frame(&mut frame, pos, &body, pos);
         seg.extend_from_slice(&frame);
     }
     seg.resize(seg.len() + 64, 0);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use deadletter::sim::inspect::census;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk, SimRng};
-use deadletter::vfs::Vfs;
+use deadletter::sim::Vfs;
 use deadletter::{
     CompactionOptions, Config, Durability, Failure, FailureReport, Filter, ManualClock,
     MessageId, QueueOptions, ReplayOptions, Store,
@@ -27,22 +27,8 @@ use libfuzzer_sys::fuzz_target;
 const DIR: &str = "/sim/store";
 
 fn config(fs: &FaultyFs, clock: &ManualClock) -> Config {
-    Config {
-        durability: Durability::Always,
-        segment_size: 80 << 10,
-        max_message_size: 8 << 10,
-        queue_defaults: QueueOptions {
-            max_attempts: 2,
-            ..QueueOptions::default()
-        },
-        compaction: CompactionOptions {
-            interval: None,
-            relocate_below: 0.9,
-            ..CompactionOptions::default()
-        },
-        fs: Arc::new(fs.clone()),
-        ..Config::default()
-    }
+    Config::default().durability(Durability::Always).segment_size(80 << 10).max_message_size(8 << 10).queue_defaults(QueueOptions::default().max_attempts(2)).compaction(CompactionOptions::default().interval(None).relocate_below(0.9))
+    .vfs(Arc::new(fs.clone()))
     .clock(clock.clone())
 }
 
@@ -69,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
             fs.fail_from(crash_at as u64, OpKinds::MUTATING, Fault::Eio);
         }
         for &op in ops.iter().take(200) {
-            if fs.injected() > 0 || store.log().is_poisoned() {
+            if fs.injected() > 0 || store.storage_stats().poisoned {
                 break; // the process died here
             }
             let q = &queues[(op >> 7) as usize];

@@ -5,7 +5,7 @@
 //! valid store built by the library and then damaged (mode 1: bit flips, truncations, removed
 //! and duplicated files, garbage files). The image is written into a `SimDisk`, then opened
 //! as a `Log` and as a `Store` under both recovery modes. Nothing may panic, and every record
-//! the log returns must pass a CRC computed here, independently of `deadletter::format`, over
+//! the log returns must pass a CRC computed here, independently of the library's frame codec, over
 //! the bytes of the file it came from.
 
 #![no_main]
@@ -15,11 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadletter::sim::inspect::census;
-use deadletter::sim::{SimDisk, SimRng};
-use deadletter::vfs::Vfs;
-use deadletter::{
-    CompactionOptions, Config, Durability, Log, LogOptions, ManualClock, RecoveryMode, Store,
-};
+use deadletter::sim::{Log, LogOptions, SimDisk, SimRng, Vfs};
+use deadletter::{CompactionOptions, Config, Durability, ManualClock, RecoveryMode, Store};
 use libfuzzer_sys::fuzz_target;
 
 const DIR: &str = "/store";
@@ -69,11 +66,11 @@ impl Input<'_> {
 
 fn name_for(kind: u8, input: &mut Input) -> String {
     match kind % 8 {
-        0..=2 => deadletter::segment::segment_name(input.u64() % (1 << 40)),
-        3 => deadletter::segment::temp_name(input.u64() % (1 << 40)),
+        0..=2 => deadletter::sim::segment_name(input.u64() % (1 << 40)),
+        3 => deadletter::sim::temp_name(input.u64() % (1 << 40)),
         4 => "checkpoint-0".into(),
         5 => "checkpoint-1".into(),
-        6 => deadletter::segment::SPARE_NAME.into(),
+        6 => deadletter::sim::SPARE_NAME.into(),
         _ => "notes.txt".into(),
     }
 }
@@ -86,7 +83,7 @@ fn raw_image(disk: &SimDisk, input: &mut Input) {
         let len = input.u16() as usize;
         let name = if kind & 0x80 != 0 {
             // A segment that continues the previous one, so the sequence checks pass.
-            let n = deadletter::segment::segment_name(base);
+            let n = deadletter::sim::segment_name(base);
             base += len.saturating_sub(32) as u64;
             n
         } else {
@@ -98,18 +95,8 @@ fn raw_image(disk: &SimDisk, input: &mut Input) {
 }
 
 fn config(disk: &SimDisk, recovery: RecoveryMode) -> Config {
-    Config {
-        durability: Durability::Always,
-        segment_size: SEGMENT,
-        max_message_size: 8 << 10,
-        recovery,
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        fs: Arc::new(disk.clone()),
-        ..Config::default()
-    }
+    Config::default().durability(Durability::Always).segment_size(SEGMENT).max_message_size(8 << 10).recovery(recovery).compaction(CompactionOptions::default().interval(None))
+    .vfs(Arc::new(disk.clone()))
     .clock(ManualClock::new(1_700_000_000_000))
 }
 

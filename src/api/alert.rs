@@ -13,6 +13,7 @@ use crate::engine::state::State;
 
 /// An alert about a DLQ's size crossing its threshold.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DlqAlert {
     /// The DLQ's name.
     pub dlq: String,

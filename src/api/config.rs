@@ -1,19 +1,41 @@
 //! Settings: of a store ([`Config`]), of each queue ([`QueueOptions`]) and of compaction
 //! ([`CompactionOptions`]).
+//!
+//! Each is built from its `Default` with chained setters named after its fields, such as
+//! `Config::default().durability(Durability::Never).segment_size(8 << 20)`; the fields are
+//! public to read. The structs are `#[non_exhaustive]`, so adding a setting is not a
+//! breaking change.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::clock::{Clock, SystemClock};
+use crate::engine::record::RECORD_OVERHEAD;
 use crate::error::{Error, Result};
+use crate::storage::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::storage::log::{Durability, RecoveryMode, DEFAULT_SEGMENT_SIZE};
-use crate::storage::vfs::{RealFs, Vfs};
+use crate::storage::segment;
+use crate::storage::vfs::Vfs;
 
 /// The largest payload a store accepts by default.
 pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
 
-/// Settings of one queue.
+/// Settings of one queue (see [`crate::Store::queue_with`]). The default: 5 attempts, a
+/// 30 s visibility timeout, no time to live, expired messages to the DLQ.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::QueueOptions;
+///
+/// let options = QueueOptions::default()
+///     .max_attempts(3)
+///     .visibility_timeout(Duration::from_secs(5))
+///     .default_ttl(Duration::from_secs(3600));
+/// assert_eq!(options.max_attempts, 3);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueOptions {
     /// Deliveries before a message goes to the DLQ (the seed design's default: 5).
     pub max_attempts: u32,
@@ -36,8 +58,49 @@ impl Default for QueueOptions {
     }
 }
 
-/// Store settings. `Config::default()` is durable (`Always`).
+impl QueueOptions {
+    /// Sets the deliveries before a message goes to the DLQ (at least 1).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Sets how long a lease lasts before the message is visible again.
+    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = timeout;
+        self
+    }
+
+    /// Gives messages enqueued without a time to live this one.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = Some(ttl);
+        self
+    }
+
+    /// Sends expired messages to the DLQ (true, the default) or drops them (false).
+    pub fn expired_to_dlq(mut self, to_dlq: bool) -> Self {
+        self.expired_to_dlq = to_dlq;
+        self
+    }
+}
+
+/// Store settings. `Config::default()` is durable ([`Durability::Always`]);
+/// [`Config::fast`] does not fsync.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::{Config, Durability, ManualClock, QueueOptions};
+///
+/// let config = Config::default()
+///     .durability(Durability::Interval(Duration::from_millis(50)))
+///     .environment("staging")
+///     .retention(Some(Duration::from_secs(7 * 24 * 3600)))
+///     .queue_defaults(QueueOptions::default().max_attempts(3))
+///     .clock(ManualClock::new(1_700_000_000_000));
+/// assert_eq!(config.environment.as_deref(), Some("staging"));
+/// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// When writes become durable.
     pub durability: Durability,
@@ -67,8 +130,9 @@ pub struct Config {
     pub preallocate: bool,
     /// The clock.
     pub clock: Arc<dyn Clock>,
-    /// The file system.
-    pub fs: Arc<dyn Vfs>,
+    /// The file system (the real one when `None`); only tests set another.
+    #[cfg(feature = "sim")]
+    fs: Option<Arc<dyn Vfs>>,
     /// Compaction: expiry, retention, checkpoints, disk reclaim.
     pub compaction: CompactionOptions,
 }
@@ -102,7 +166,8 @@ impl Default for Config {
             recovery: RecoveryMode::Strict,
             preallocate: true,
             clock: Arc::new(SystemClock),
-            fs: Arc::new(RealFs),
+            #[cfg(feature = "sim")]
+            fs: None,
             compaction: CompactionOptions::default(),
         }
     }
@@ -115,16 +180,114 @@ impl Config {
     /// append has no block allocation to write, and without fsyncs it would only write every
     /// segment twice (zeros, then data). Segment files are still sized up front (sparse).
     pub fn fast() -> Self {
-        Config {
-            durability: Durability::Never,
-            preallocate: false,
-            ..Config::default()
-        }
+        Config::default()
+            .durability(Durability::Never)
+            .preallocate(false)
     }
 
-    /// Sets the durability.
+    /// The defaults, with the segment size the segment files in `dir` show (and the
+    /// largest message size lowered if such a segment could not hold one). A store's
+    /// settings are not stored in it, and a store opened with another segment size would
+    /// grow its active segment to that size: tools that open an existing store they did
+    /// not create start from this. Nothing is read but the directory listing; a directory
+    /// without segment files gives the defaults.
+    pub fn for_existing_store(dir: impl AsRef<Path>) -> Config {
+        let mut config = Config::default();
+        let largest = std::fs::read_dir(dir.as_ref())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| segment::parse_segment_name(&e.file_name().to_string_lossy()).is_some())
+            .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+            .max();
+        let overhead = RECORD_OVERHEAD as u64;
+        let header = (SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64;
+        if let Some(len) = largest {
+            // Too small a file cannot tell a size (a cut file): keep the defaults then.
+            if len > 2 * overhead + header && len != config.segment_size {
+                config.segment_size = len;
+                let room = len - overhead - header;
+                config.max_message_size = config.max_message_size.min(room as usize);
+            }
+        }
+        config
+    }
+
+    /// Sets when writes become durable.
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
+        self
+    }
+
+    /// Sets the size of a log segment file.
+    pub fn segment_size(mut self, bytes: u64) -> Self {
+        self.segment_size = bytes;
+        self
+    }
+
+    /// Sets the largest payload accepted.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// Sets the DLQ naming pattern (`{queue_name}` and `{environment}` are replaced).
+    pub fn dlq_name_pattern(mut self, pattern: impl Into<String>) -> Self {
+        self.dlq_name_pattern = pattern.into();
+        self
+    }
+
+    /// Sets the environment name recorded with failures.
+    pub fn environment(mut self, name: impl Into<String>) -> Self {
+        self.environment = Some(name.into());
+        self
+    }
+
+    /// Sets the code version recorded with failures.
+    pub fn code_version(mut self, version: impl Into<String>) -> Self {
+        self.code_version = Some(version.into());
+        self
+    }
+
+    /// Sets how long DLQ entries are kept (`None`: until deleted).
+    pub fn retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Sets how long an idempotency key makes a repeated enqueue a no-op.
+    pub fn idempotency_window(mut self, window: Duration) -> Self {
+        self.idempotency_window = window;
+        self
+    }
+
+    /// Sets how many failed attempts are kept per message.
+    pub fn max_history(mut self, attempts: usize) -> Self {
+        self.max_history = attempts;
+        self
+    }
+
+    /// Keeps (or not) the stack traces of failures.
+    pub fn include_stack_traces(mut self, include: bool) -> Self {
+        self.include_stack_traces = include;
+        self
+    }
+
+    /// Sets the options of queues opened with [`crate::Store::queue`].
+    pub fn queue_defaults(mut self, options: QueueOptions) -> Self {
+        self.queue_defaults = options;
+        self
+    }
+
+    /// Sets what to do with damaged committed data at open.
+    pub fn recovery(mut self, mode: RecoveryMode) -> Self {
+        self.recovery = mode;
+        self
+    }
+
+    /// Preallocates (or not) segment files with zeros.
+    pub fn preallocate(mut self, preallocate: bool) -> Self {
+        self.preallocate = preallocate;
         self
     }
 
@@ -132,6 +295,29 @@ impl Config {
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
         self
+    }
+
+    /// Sets the compaction options.
+    pub fn compaction(mut self, options: CompactionOptions) -> Self {
+        self.compaction = options;
+        self
+    }
+
+    /// Runs the store on another file system: the simulated disk or the fault injector of
+    /// [`crate::sim`]. With the `sim` feature only.
+    #[cfg(feature = "sim")]
+    pub fn vfs(mut self, fs: Arc<dyn Vfs>) -> Self {
+        self.fs = Some(fs);
+        self
+    }
+
+    /// The file system to open the store on: the one set with `vfs`, or `real`.
+    pub(crate) fn vfs_or(&self, real: impl FnOnce() -> Arc<dyn Vfs>) -> Arc<dyn Vfs> {
+        #[cfg(feature = "sim")]
+        if let Some(fs) = &self.fs {
+            return Arc::clone(fs);
+        }
+        real()
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -162,8 +348,18 @@ impl Config {
     }
 }
 
-/// Compaction settings.
+/// Compaction settings. The default: a run every minute, relocation below half live,
+/// at most an hour of clock jump followed per run, batches of 256 records.
+///
+/// ```
+/// use deadletter::{CompactionOptions, Config};
+///
+/// // No background thread: compaction runs only when `Store::compact_now` is called.
+/// let config = Config::default().compaction(CompactionOptions::default().interval(None));
+/// assert_eq!(config.compaction.interval, None);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CompactionOptions {
     /// How often the background thread runs (`None`: only [`crate::Store::compact_now`]).
     pub interval: Option<Duration>,
@@ -186,5 +382,33 @@ impl Default for CompactionOptions {
             max_forward_jump: Duration::from_secs(3600),
             batch: 256,
         }
+    }
+}
+
+impl CompactionOptions {
+    /// Sets how often the background thread runs (`None`: no thread; only
+    /// [`crate::Store::compact_now`]).
+    pub fn interval(mut self, every: Option<Duration>) -> Self {
+        self.interval = every;
+        self
+    }
+
+    /// Sets the live fraction under which the oldest sealed segments are relocated (0
+    /// disables relocation).
+    pub fn relocate_below(mut self, fraction: f64) -> Self {
+        self.relocate_below = fraction;
+        self
+    }
+
+    /// Sets the furthest the expiry clock follows a forward jump of the wall clock per run.
+    pub fn max_forward_jump(mut self, jump: Duration) -> Self {
+        self.max_forward_jump = jump;
+        self
+    }
+
+    /// Sets the records per write batch.
+    pub fn batch(mut self, records: usize) -> Self {
+        self.batch = records;
+        self
     }
 }

@@ -34,6 +34,7 @@ use crate::api::store::Store;
 
 /// The numbers of one queue and its DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct QueueMetrics {
     /// The queue's name.
     pub queue: String,
@@ -70,6 +71,7 @@ pub struct QueueMetrics {
 
 /// A snapshot of every queue of a store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Metrics {
     /// When the snapshot was taken (ms since the epoch, by the store's clock).
     pub at_ms: u64,

@@ -37,6 +37,7 @@ pub enum Jitter {
 /// A retry policy. The default: 5 attempts, exponential from 100 ms, capped at 5 minutes,
 /// full jitter from an unseeded generator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retry {
     /// The delay shape.
     pub backoff: Backoff,

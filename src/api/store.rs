@@ -23,11 +23,13 @@ use crate::api::dlq::Dlq;
 use crate::api::expiry;
 use crate::api::queue::Queue;
 use crate::engine::compaction::CompactionReport;
-use crate::engine::record::{self, Op, QueueId, RECORD_OVERHEAD};
+use crate::engine::record::{Op, QueueId, RECORD_OVERHEAD};
 use crate::engine::state::{Effects, IdMap, State};
 use crate::engine::{op_entry, Batch, Engine, EngineOptions};
 use crate::error::{Error, Result};
-use crate::storage::log::{Durability, Log, LogOptions, RecoveryReport};
+use crate::storage::log::{Durability, LogOptions, RecoveryReport, SegmentInfo};
+use crate::storage::segment;
+use crate::storage::vfs::RealFs;
 
 pub(crate) struct StoreInner {
     engine: Engine,
@@ -120,7 +122,7 @@ impl Store {
         let engine = Engine::open(
             dir.as_ref(),
             EngineOptions {
-                fs: Arc::clone(&config.fs),
+                fs: config.vfs_or(|| Arc::new(RealFs)),
                 log,
                 wait_for_sync,
                 relocate_below: config.compaction.relocate_below,
@@ -146,6 +148,19 @@ impl Store {
             *store.inner.compactor.lock() = Compactor(Some(handle));
         }
         Ok(store)
+    }
+
+    /// True when `dir` holds a store: at least one segment file. Only the directory
+    /// listing is read; no lock is taken. An error is the listing's (no such directory,
+    /// not a directory, no permission).
+    pub fn exists(dir: impl AsRef<Path>) -> std::io::Result<bool> {
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            if segment::parse_segment_name(&name.to_string_lossy()).is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Runs one compaction now: TTL expiry, DLQ retention, relocation of live records out
@@ -220,9 +235,21 @@ impl Store {
         self.inner.engine.recovery_report()
     }
 
-    /// The log (for tools: verification, segment listing).
-    pub fn log(&self) -> &Log {
-        self.inner.engine.log()
+    /// The log's segment files and positions, and what it has done since open: disk use,
+    /// fsyncs, and whether a failed write stopped it. Nothing is read from disk.
+    pub fn storage_stats(&self) -> StorageStats {
+        let log = self.inner.engine.log();
+        let stats = log.stats();
+        StorageStats {
+            segments: log.segments(),
+            first_position: log.first_position(),
+            end_position: log.end_position(),
+            durable_position: log.durable_position(),
+            fsyncs: stats.fsyncs,
+            appends: stats.appends,
+            writes: stats.writes,
+            poisoned: log.is_poisoned(),
+        }
     }
 
     /// Opens queue `name` with the configured defaults, creating it if new.
@@ -287,9 +314,10 @@ impl Store {
         self.inner.engine.close()
     }
 
-    /// Drops the store as a crash would: nothing buffered is written, nothing synced.
-    #[doc(hidden)]
-    pub fn abandon(self) {
+    /// Drops the store as a crash would: nothing buffered is written, nothing synced (see
+    /// `sim::StoreHooks::abandon`).
+    #[cfg(feature = "sim")]
+    pub(crate) fn abandon_inner(self) {
         if let Ok(inner) = Arc::try_unwrap(self.inner) {
             inner.engine.abandon();
         }
@@ -366,63 +394,6 @@ impl Store {
         }
     }
 
-    /// An estimate of the memory the in-memory index holds, in bytes; payloads are not in
-    /// it, they stay in the log.
-    pub fn index_bytes(&self) -> u64 {
-        self.inner.engine.lock().index_bytes()
-    }
-
-    /// How many records the store has read from its log since open (replay excluded).
-    pub fn records_read(&self) -> u64 {
-        self.inner.engine.records_read()
-    }
-
-    /// Every message the index holds, by id, as the index sees it (no record is read). A
-    /// test and debugging hook: model-based tests compare it with their model.
-    #[doc(hidden)]
-    pub fn debug_messages(&self) -> Vec<DebugMessage> {
-        let st = self.inner.engine.lock();
-        let mut out: Vec<DebugMessage> = st
-            .msgs
-            .iter()
-            .map(|(id, m)| {
-                let extra = st.extras.get(&id);
-                DebugMessage {
-                    id,
-                    queue: st
-                        .queues
-                        .get(m.queue as usize)
-                        .map(|q| q.name.clone())
-                        .unwrap_or_default(),
-                    place: m.place,
-                    attempts: m.attempts,
-                    visible_at_ms: m.visible_at,
-                    generation: extra.map_or(0, |e| e.generation),
-                    suspect: st.suspects.contains(&id),
-                }
-            })
-            .collect();
-        out.sort_by_key(|m| m.id);
-        out
-    }
-
-    /// The payload of message `id` (in a queue or a DLQ), read from the log. A test and
-    /// debugging hook.
-    #[doc(hidden)]
-    pub fn debug_payload(&self, id: crate::engine::envelope::MessageId) -> Result<Vec<u8>> {
-        let pos = self
-            .inner
-            .engine
-            .lock()
-            .msgs
-            .get(&id)
-            .map(|m| m.payload_pos)
-            .ok_or(Error::NotFound(id))?;
-        let rec = self.inner.engine.read_record(pos)?;
-        let range = record::put_payload(&rec)?;
-        Ok(rec[range].to_vec())
-    }
-
     /// Registers an alert hook; fires at once if the DLQ is already at the threshold.
     pub(crate) fn add_alert(&self, queue: QueueId, threshold: u64, callback: AlertFn) {
         self.inner.alerts.add(queue, threshold, callback);
@@ -436,8 +407,8 @@ impl Store {
     }
 }
 
-/// One message as the index sees it (see [`Store::debug_messages`]).
-#[doc(hidden)]
+/// One message as the index sees it (see `sim::StoreHooks::debug_messages`).
+#[cfg(feature = "sim")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DebugMessage {
     /// Its id.
@@ -454,6 +425,30 @@ pub struct DebugMessage {
     pub generation: u32,
     /// True while it is a suspect (leased when the process died, no outcome since).
     pub suspect: bool,
+}
+
+/// The log's segment files and positions, and what the log has done since the store was
+/// opened (see [`Store::storage_stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StorageStats {
+    /// The segment files, oldest first; the last one is being appended to.
+    pub segments: Vec<SegmentInfo>,
+    /// Log position of the oldest record still kept (compaction moves it forward).
+    pub first_position: u64,
+    /// Log position just past the newest record.
+    pub end_position: u64,
+    /// Log position up to which the log is known durable.
+    pub durable_position: u64,
+    /// fsync calls on segment data since open.
+    pub fsyncs: u64,
+    /// Records appended since open.
+    pub appends: u64,
+    /// `write` calls since open (appends are buffered and written together).
+    pub writes: u64,
+    /// True after a write or an fsync failed: the store refuses writes
+    /// ([`Error::Poisoned`]) until it is reopened.
+    pub poisoned: bool,
 }
 
 /// Queue names: 1 to 200 bytes, no control characters.

@@ -32,10 +32,19 @@ use crate::storage::segment;
 
 /// Settings of a verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyOptions {
     /// Largest record body to accept, as the store's log does: the store's
     /// `max_message_size` plus 64 KiB of metadata room.
     pub max_record_size: usize,
+}
+
+impl VerifyOptions {
+    /// Sets the largest record body accepted (a store's `max_message_size` plus 64 KiB).
+    pub fn max_record_size(mut self, bytes: usize) -> Self {
+        self.max_record_size = bytes;
+        self
+    }
 }
 
 impl Default for VerifyOptions {
@@ -49,6 +58,7 @@ impl Default for VerifyOptions {
 /// The state of a segment's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HeaderStatus {
     /// Valid, and its base matches the file name.
     Ok,
@@ -66,6 +76,7 @@ pub enum HeaderStatus {
 
 /// A torn tail: bytes after the last valid record that do not form a record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TornTailReport {
     /// Byte offset in the file where the bad bytes start.
     pub file_offset: u64,
@@ -77,6 +88,7 @@ pub struct TornTailReport {
 
 /// A damaged range: bytes that fail their checksum, followed by valid records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DamagedRange {
     /// Byte offset in the file where the damage starts.
     pub file_offset: u64,
@@ -88,6 +100,7 @@ pub struct DamagedRange {
 
 /// What verification found in one segment file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SegmentReport {
     /// The file's name.
     pub file: String,
@@ -126,6 +139,7 @@ impl SegmentReport {
 /// What is wrong at the boundary between two consecutive segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum BoundaryKind {
     /// The earlier segment's records end cleanly before the next one begins: a segment
     /// between them is missing.
@@ -140,6 +154,7 @@ pub enum BoundaryKind {
 
 /// A boundary problem between `file` and the segment after it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Boundary {
     /// The earlier segment's file.
     pub file: String,
@@ -155,6 +170,7 @@ pub struct Boundary {
 
 /// What verification found in one checkpoint file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CheckpointReport {
     /// The file's name.
     pub file: String,
@@ -166,6 +182,7 @@ pub struct CheckpointReport {
 
 /// What [`verify`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// The directory verified.
     pub dir: PathBuf,
@@ -226,6 +243,7 @@ impl VerifyReport {
 
 /// Progress of a verification, passed to the callback of [`verify_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyProgress {
     /// Segment files verified so far.
     pub segments_done: usize,

@@ -47,6 +47,7 @@ where
 
 /// Counters of a running pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolCounters {
     /// Messages handled successfully and acked.
     pub processed: u64,
@@ -64,6 +65,7 @@ pub struct PoolCounters {
 
 /// What a shutdown found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// Counters at the end.
     pub counters: PoolCounters,

@@ -179,10 +179,10 @@ pub(crate) fn load_newest(
     let mut candidates = Vec::new();
     let mut damage = None;
     let (first, end) = (log.first_position(), log.end_position());
-    for slot in 0..2 {
+    for (slot, name) in SLOTS.iter().enumerate() {
         match read(fs, dir, slot)? {
             SlotState::Valid(pos, _) if pos > end => {
-                let path = dir.join(SLOTS[slot]);
+                let path = dir.join(name);
                 let err = Error::Corruption {
                     kind: CorruptionKind::BadCheckpoint,
                     path: path.clone(),

@@ -64,6 +64,7 @@ use crate::storage::format::FRAME_HEADER_LEN;
 
 /// What one compaction run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompactionReport {
     /// Messages past their TTL moved to their DLQ.
     pub expired_to_dlq: u64,

@@ -26,7 +26,7 @@ pub mod record;
 pub mod state;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -157,12 +157,14 @@ impl Engine {
     }
 
     /// Drops the engine as a crash would: nothing buffered is written, nothing synced.
+    #[cfg(feature = "sim")]
     pub(crate) fn abandon(self) {
         self.log.abandon();
     }
 
     /// How many records have been read from the log since open (replay excluded).
+    #[cfg(feature = "sim")]
     pub(crate) fn records_read(&self) -> u64 {
-        self.reads.load(Ordering::Relaxed)
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -2,5 +2,7 @@
 
 pub mod format;
 pub mod log;
+#[allow(unsafe_code)]
+mod mmap;
 pub mod segment;
 pub mod vfs;

@@ -26,6 +26,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::mmap::MappedFile;
+
 /// A read-only view of a file's bytes.
 pub trait MappedView: Send + Sync {
     /// The bytes of the view.
@@ -47,7 +49,8 @@ pub trait VfsFile: Send + Sync {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// The file's current length.
     fn len(&self) -> io::Result<u64>;
-    /// True when the file's length is zero.
+    /// True when the file's length is zero (with `sim`, where the trait is exported).
+    #[cfg(feature = "sim")]
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -84,25 +87,13 @@ pub trait Vfs: Send + Sync {
     }
 }
 
-/// The real file system: positioned writes, fdatasync, and memory-mapped reads.
+/// The real file system: positioned writes, fdatasync, and memory-mapped reads (the map
+/// itself is made in [`super::mmap`], the crate's one module with `unsafe` code).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealFs;
 
 struct RealFile {
     file: File,
-}
-
-struct RealMap {
-    map: memmap2::Mmap,
-}
-
-impl MappedView for RealMap {
-    fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-    fn is_live(&self) -> bool {
-        true
-    }
 }
 
 struct EmptyView;
@@ -136,14 +127,7 @@ impl VfsFile for RealFile {
         if self.len()? == 0 {
             return Ok(Arc::new(EmptyView));
         }
-        // SAFETY: the map is read-only and the file belongs to a store directory that this
-        // process holds an exclusive lock on, so no other process truncates it underneath us.
-        // Within the process the log never shrinks a mapped file below the bytes a reader may
-        // touch: readers only look below the log's written end, and truncation happens during
-        // recovery (before any map exists) or on files that are being deleted, whose views
-        // keep the pages alive until dropped.
-        let map = unsafe { memmap2::Mmap::map(&self.file)? };
-        Ok(Arc::new(RealMap { map }))
+        Ok(Arc::new(MappedFile::map(&self.file)?))
     }
 }
 

@@ -97,10 +97,8 @@ pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
     let mut entries: Vec<DeadLetter> = Vec::new();
     for (i, dlq) in dlqs.iter().enumerate().skip(start) {
         let want = limit + 1 - entries.len();
-        let page = Page {
-            after: if i == start { args.after } else { None },
-            limit: want,
-        };
+        let mut page = Page::first(want);
+        page.after = if i == start { args.after } else { None };
         entries.extend(dlq.list(&filter, page)?);
         if entries.len() > limit {
             break;

@@ -74,14 +74,12 @@ pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
             .to
             .clone()
             .unwrap_or_else(|| dlq.queue_name().to_string());
-        let options = ReplayOptions {
-            // A dry run must not declare a new target queue: leave the target out.
-            target: if args.dry_run { None } else { args.to.clone() },
-            reset_attempts: args.reset_attempts,
-            force: args.force,
-            dry_run: args.dry_run,
-            ..ReplayOptions::default()
-        };
+        let mut options = ReplayOptions::to_origin();
+        // A dry run must not declare a new target queue: leave the target out.
+        options.target = if args.dry_run { None } else { args.to.clone() };
+        options.reset_attempts = args.reset_attempts;
+        options.force = args.force;
+        options.dry_run = args.dry_run;
         for chunk in ids.chunks(BATCH) {
             let report = dlq.replay_ids(chunk, &options)?;
             for id in report.replayed {

@@ -3,7 +3,7 @@
 //! damage; a torn tail in the last segment is reported but is not damage (the next open
 //! truncates it, as after any crash during a write).
 
-use deadletter::verify::{self, HeaderStatus, SegmentReport, VerifyOptions};
+use deadletter::{verify_with, HeaderStatus, SegmentReport, VerifyOptions};
 
 use crate::cli::VerifyArgs;
 use crate::error::CliError;
@@ -25,6 +25,7 @@ fn segment_status(s: &SegmentReport) -> String {
         HeaderStatus::BaseMismatch => {
             parts.push("header: names another position than the file".to_string())
         }
+        other => parts.push(format!("header: {other:?}")),
     }
     if s.empty {
         parts.push("empty (never written)".into());
@@ -56,7 +57,7 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
     // Refuse a mistyped path rather than report "no problems" on an empty directory.
     store_access::check_is_store(&args.dir)?;
     let mut progress: Option<Progress> = None;
-    let report = verify::verify_with(&args.dir, &VerifyOptions::default(), |p| {
+    let report = verify_with(&args.dir, &VerifyOptions::default(), |p| {
         let bar =
             progress.get_or_insert_with(|| Progress::new("verifying", p.bytes_total, Unit::Bytes));
         bar.set(p.bytes_done);

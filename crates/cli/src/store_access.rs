@@ -22,57 +22,26 @@ pub enum Open {
 
 /// Checks that `dir` holds a store (at least one segment file).
 pub fn check_is_store(dir: &Path) -> Result<(), CliError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
+    match Store::exists(dir) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(CliError::NotAStore(
+            dir.to_path_buf(),
+            "it holds no segment file (*.seg)",
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(CliError::NotAStore(dir.to_path_buf(), "no such directory"));
+            Err(CliError::NotAStore(dir.to_path_buf(), "no such directory"))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-            return Err(CliError::NotAStore(dir.to_path_buf(), "not a directory"));
+            Err(CliError::NotAStore(dir.to_path_buf(), "not a directory"))
         }
-        Err(e) => return Err(CliError::io(format!("read {}", dir.display()), e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| CliError::io(format!("read {}", dir.display()), e))?;
-        let name = entry.file_name();
-        if deadletter::segment::parse_segment_name(&name.to_string_lossy()).is_some() {
-            return Ok(());
-        }
+        Err(e) => Err(CliError::io(format!("read {}", dir.display()), e)),
     }
-    Err(CliError::NotAStore(
-        dir.to_path_buf(),
-        "it holds no segment file (*.seg)",
-    ))
 }
 
-/// Room a record needs beyond its payload, as the store reserves it (see `Store::open`).
-const RECORD_OVERHEAD: u64 = 64 << 10;
-
 /// The configuration to open `dir` with: the defaults, except that the segment size is the
-/// one the store's files show. A store's settings are not stored in it; without this, an
-/// open with another segment size would grow the active segment to the default size.
+/// one the store's files show (see `Config::for_existing_store`).
 pub fn config_for(dir: &Path) -> Config {
-    let mut config = Config::default();
-    let largest = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            deadletter::segment::parse_segment_name(&e.file_name().to_string_lossy()).is_some()
-        })
-        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
-        .max();
-    let header =
-        deadletter::format::SEGMENT_HEADER_LEN as u64 + deadletter::format::FRAME_HEADER_LEN as u64;
-    if let Some(len) = largest {
-        // Too small a file cannot tell a size (a cut file): keep the defaults then.
-        if len > 2 * RECORD_OVERHEAD + header && len != config.segment_size {
-            config.segment_size = len;
-            let room = len - RECORD_OVERHEAD - header;
-            config.max_message_size = config.max_message_size.min(room as usize);
-        }
-    }
-    config
+    Config::for_existing_store(dir)
 }
 
 /// Opens the store in `dir`.

@@ -16,6 +16,10 @@ use deadletter_dashboard::time::format_utc;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_deadletter");
+
+/// Bytes before a segment's first record: the header docs/FORMAT.md documents (the tests
+/// damage segment files at known places, as a user's disk could).
+const SEGMENT_HEADER_LEN: usize = 32;
 const MIN: u64 = 60_000;
 
 /// Tests run one at a time: a child spawned by one test inherits, until it calls exec, the
@@ -147,11 +151,9 @@ impl Fixture {
 /// 1 MiB segments: the tool opens a store with the segment size its files show, so each
 /// open of the debug-built binary scans 1 MiB, not the default 64 MiB.
 fn small_config() -> Config {
-    Config {
-        segment_size: 1 << 20,
-        max_message_size: 256 << 10,
-        ..Config::default()
-    }
+    Config::default()
+        .segment_size(1 << 20)
+        .max_message_size(256 << 10)
 }
 
 /// Creates an empty store with small segments.
@@ -166,10 +168,7 @@ fn fixture() -> Fixture {
     let clock = ManualClock::new(start);
     let config = small_config();
     let store = Store::open(dir.path(), config.clock(clock.clone())).unwrap();
-    let opts = QueueOptions {
-        max_attempts: 2,
-        ..QueueOptions::default()
-    };
+    let opts = QueueOptions::default().max_attempts(2);
     let orders = store.queue_with("orders", opts.clone()).unwrap();
     let emails = store.queue_with("emails", opts).unwrap();
     let mut payloads: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
@@ -709,10 +708,7 @@ fn enqueue_from_argument_and_stdin() {
         "--json",
     ]);
     assert_eq!(v["id"], 0);
-    assert_eq!(
-        deadletter::verify::verify(&fresh).unwrap().segments.len(),
-        1
-    );
+    assert_eq!(deadletter::verify(&fresh).unwrap().segments.len(), 1);
     // ... and adds to an existing one.
     let store_dir = dir.path().join("store");
     empty_store(&store_dir);
@@ -758,7 +754,7 @@ fn verify_reports_without_changing_anything() {
     let v = json(&["verify", f.path(), "--json"]);
     assert_eq!(v["clean"], true);
     assert_eq!(v["problems"], 0);
-    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
+    let lib = deadletter::verify(f.dir.path()).unwrap();
     assert_eq!(v["records"].as_u64(), Some(lib.records));
     assert!(lib.records > 10);
     assert!(ok(&["verify", f.path()]).contains("no damage found"));
@@ -766,7 +762,7 @@ fn verify_reports_without_changing_anything() {
     // Flip one byte inside an early record: damage, reported with its place, exit 1.
     let seg = f.dir.path().join(&lib.segments[0].file);
     let mut bytes = std::fs::read(&seg).unwrap();
-    let at = deadletter::format::SEGMENT_HEADER_LEN + 40;
+    let at = SEGMENT_HEADER_LEN + 40;
     bytes[at] ^= 0x5a;
     std::fs::write(&seg, &bytes).unwrap();
     let snapshot = dir_snapshot(f.dir.path());
@@ -791,9 +787,9 @@ fn verify_reports_without_changing_anything() {
 fn verify_reports_a_torn_tail_as_recoverable() {
     let _serial = serial();
     let f = fixture();
-    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
+    let lib = deadletter::verify(f.dir.path()).unwrap();
     let seg = f.dir.path().join(&lib.segments[0].file);
-    let end = lib.segments[0].end as usize + deadletter::format::SEGMENT_HEADER_LEN;
+    let end = lib.segments[0].end as usize + SEGMENT_HEADER_LEN;
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[end..end + 7].copy_from_slice(b"garbage");
     std::fs::write(&seg, &bytes).unwrap();

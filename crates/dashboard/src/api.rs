@@ -255,10 +255,8 @@ fn list(store: &Store, name: &str, query: &str) -> Reply {
         Ok(d) => d,
         Err(e) => return lib_error(&e),
     };
-    let page = Page {
-        after,
-        limit: limit + 1,
-    };
+    let mut page = Page::first(limit + 1);
+    page.after = after;
     let mut entries = match dlq.list(&filter, page) {
         Ok(v) => v,
         Err(e) => return lib_error(&e),
@@ -404,13 +402,11 @@ pub(crate) fn mutate(store: &Store, action: Action, body: &[u8]) -> (Reply, Stri
     let dlq_name = dlq.name();
     match action {
         Action::Replay => {
-            let options = ReplayOptions {
-                target: req.to.clone().filter(|t| !t.is_empty()),
-                reset_attempts: req.reset_attempts,
-                force: req.force,
-                dry_run: req.dry_run,
-                ..ReplayOptions::default()
-            };
+            let mut options = ReplayOptions::to_origin();
+            options.target = req.to.clone().filter(|t| !t.is_empty());
+            options.reset_attempts = req.reset_attempts;
+            options.force = req.force;
+            options.dry_run = req.dry_run;
             match dlq.replay_ids(&ids, &options) {
                 Ok(report) => {
                     let summary = format!(

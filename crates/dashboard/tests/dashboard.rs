@@ -34,13 +34,7 @@ fn setup() -> (tempfile::TempDir, Store, Dashboard, Vec<u64>) {
     let dir = tempfile::tempdir().unwrap();
     let (store, clock) = small_store(dir.path(), T0);
     let q = store
-        .queue_with(
-            "orders",
-            QueueOptions {
-                max_attempts: 1,
-                ..QueueOptions::default()
-            },
-        )
+        .queue_with("orders", QueueOptions::default().max_attempts(1))
         .unwrap();
     q.enqueue(b"not json").unwrap();
     q.enqueue([0xffu8, 0x00, 0x80]).unwrap();

@@ -263,10 +263,7 @@ fn check_against(exp: &Exposition, m: &Metrics) {
 fn metrics_parse_and_match_the_library() {
     let dir = tempfile::tempdir().unwrap();
     let (store, clock) = small_store(dir.path(), T0);
-    let opts = QueueOptions {
-        max_attempts: 2,
-        ..QueueOptions::default()
-    };
+    let opts = QueueOptions::default().max_attempts(2);
     let orders = store.queue_with("orders", opts.clone()).unwrap();
     // A name that needs escaping in a label value.
     let odd = store.queue_with(r#"odd "name" \ here"#, opts).unwrap();

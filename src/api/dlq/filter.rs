@@ -12,6 +12,7 @@ use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
 
 /// Which entries an operation applies to. Empty fields match everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Filter {
     /// Error kind, exactly.
     pub error_kind: Option<String>,
@@ -62,6 +63,11 @@ impl Filter {
     pub fn attempts(mut self, min: Option<u32>, max: Option<u32>) -> Self {
         self.min_attempts = min;
         self.max_attempts = max;
+        self
+    }
+    /// Also requires the final failure to be reported by `worker`.
+    pub fn worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = Some(worker.into());
         self
     }
     /// Also requires a tag.
@@ -131,6 +137,7 @@ impl Filter {
 
 /// A page of a listing: entries after a cursor (the last id of the previous page).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Page {
     /// Start after this entry (`None`: from the oldest).
     pub after: Option<MessageId>,

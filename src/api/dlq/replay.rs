@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 /// How to replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReplayOptions {
     /// Target queue (`None`: the queue the entry failed in).
     pub target: Option<String>,
@@ -62,10 +63,16 @@ impl ReplayOptions {
         self.dry_run = true;
         self
     }
+    /// Visible only after `delay`.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
 }
 
 /// What a replay did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ReplayReport {
     /// Entries replayed (or, for a dry run, that would be).
     pub replayed: Vec<MessageId>,

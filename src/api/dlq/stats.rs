@@ -13,6 +13,7 @@ use crate::error::Result;
 
 /// Counts of a DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DlqStats {
     /// The DLQ's name.
     pub name: String,
@@ -44,6 +45,7 @@ pub struct DlqStats {
 
 /// A group of at least three failures of the same kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FailurePattern {
     /// The error kind.
     pub error_kind: String,
@@ -63,6 +65,7 @@ pub struct FailurePattern {
 
 /// What [`Dlq::analyze`] finds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Analysis {
     /// Entries analysed.
     pub total: u64,

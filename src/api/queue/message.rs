@@ -13,6 +13,7 @@ use crate::storage::log::Record;
 
 /// Options of one enqueue.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EnqueueOptions {
     /// Caller's attributes, kept with the message and in its DLQ envelope.
     pub attributes: BTreeMap<String, String>,

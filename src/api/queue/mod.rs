@@ -33,6 +33,7 @@ pub use outcome::{FailureOutcome, FailureReport};
 
 /// Counts of a queue and its DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct QueueStats {
     /// Queue name.
     pub name: String,

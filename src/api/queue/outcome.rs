@@ -26,6 +26,7 @@ pub enum FailureOutcome {
 
 /// A failure report: what failed, how long the handler ran, and who ran it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FailureReport<'a> {
     /// The failure.
     pub failure: &'a Failure,
@@ -55,6 +56,11 @@ impl<'a> FailureReport<'a> {
     /// Sets the worker.
     pub fn worker(mut self, w: &'a str) -> Self {
         self.worker = Some(w);
+        self
+    }
+    /// Adds a tag to the DLQ entry, if the message is dead-lettered.
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
         self
     }
 }

@@ -592,3 +592,62 @@ fn record_time(rec: &Decoded<'_>) -> Option<u64> {
         Decoded::Relocated(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::record::PutMeta;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// Bug 7 (seed 123375): under quarantine a damaged range can hold a message's
+    /// dead-lettering; the corrected replay after it then met a leased message and moved
+    /// it to ready without uncounting its lease (in-flight 1, no message leased).
+    /// [`State::apply`] now ignores a corrected replay of a message that is not in its DLQ,
+    /// as it does a plain replay.
+    #[test]
+    fn a_corrected_replay_of_a_message_not_in_the_dlq_changes_nothing() {
+        let mut st = State::default();
+        st.apply(
+            &Decoded::Op(Op::DeclareQueue {
+                queue: 0,
+                name: "q".into(),
+            }),
+            0,
+        );
+        let meta = |cause| PutMeta {
+            id: 0,
+            queue: 0,
+            enqueued_at: T0,
+            visible_at: T0,
+            expires_at: None,
+            attributes: Default::default(),
+            idempotency_key: None,
+            cause,
+        };
+        let enqueue = Put {
+            meta: meta(PutCause::Enqueue),
+            payload: b"old",
+        };
+        st.apply(&Decoded::Put(enqueue), 10);
+        let lease = Op::Lease {
+            at: T0,
+            deadline: T0 + 1000,
+            ids: vec![0],
+        };
+        st.apply(&Decoded::Op(lease), 20);
+        let corrected = Put {
+            meta: meta(PutCause::CorrectedReplay {
+                previous_payload: b"old".to_vec(),
+                attempts: 0,
+                generation: 1,
+                from_dlq: 0,
+            }),
+            payload: b"new",
+        };
+        st.apply(&Decoded::Put(corrected), 30);
+        let c = st.queues[0].counters;
+        assert_eq!((c.ready, c.in_flight), (0, 1));
+        assert_eq!(st.msgs.get(&0).unwrap().payload_pos, 10);
+    }
+}

@@ -83,19 +83,9 @@ impl std::fmt::Debug for MsgIndex {
 }
 
 impl MsgIndex {
-    /// An empty index.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Entries.
     pub fn len(&self) -> usize {
         self.paged + self.sparse.len()
-    }
-
-    /// True when there is no entry.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn page(&self, p: u64) -> Option<&Page> {
@@ -197,6 +187,7 @@ impl MsgIndex {
     }
 
     /// An estimate of the heap memory held, in bytes.
+    #[cfg(any(test, feature = "sim"))]
     pub fn heap_bytes(&self) -> u64 {
         let buckets = match self.sparse.capacity() {
             0 => 0,
@@ -324,7 +315,7 @@ mod tests {
     /// Random operations against a plain map.
     #[test]
     fn agrees_with_a_hash_map() {
-        let mut index = MsgIndex::new();
+        let mut index = MsgIndex::default();
         let mut model: HashMap<MessageId, Msg> = HashMap::new();
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut rand = move || {
@@ -404,7 +395,7 @@ mod tests {
 
     #[test]
     fn thinned_out_pages_move_to_the_map() {
-        let mut index = MsgIndex::new();
+        let mut index = MsgIndex::default();
         let n = 64 * PAGE as u64;
         for id in 0..n {
             index.insert(id, msg(id, Place::Ready));
@@ -435,7 +426,7 @@ mod tests {
 
     #[test]
     fn a_dense_backlog_costs_one_slot_per_message() {
-        let mut index = MsgIndex::new();
+        let mut index = MsgIndex::default();
         let n = 100 * PAGE as u64;
         for id in 0..n {
             index.insert(id, msg(id, Place::Ready));
@@ -446,7 +437,7 @@ mod tests {
         for id in 0..n {
             index.remove(&id).unwrap();
         }
-        assert!(index.is_empty());
+        assert_eq!(index.len(), 0);
         assert!(index.open_pages <= 1);
     }
 }

@@ -29,9 +29,9 @@ use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
 pub use index::MsgIndex;
-pub use intern::{IdHasher, IdMap, Interner};
-pub use live::{LiveRef, RefKind};
-pub use snapshot::{QueueSnapshot, Snapshot};
+pub use intern::{IdMap, Interner};
+pub use live::LiveRef;
+pub use snapshot::Snapshot;
 
 /// Error kind of messages dead-lettered because their TTL passed.
 pub const EXPIRED_KIND: &str = "expired";
@@ -224,6 +224,7 @@ impl State {
     /// An estimate of the heap memory the index holds, in bytes: hash tables, ready lists,
     /// heaps and ordered sets at their allocated capacity (interned strings, queue names and
     /// idempotency keys are not counted). Payloads and envelopes are in the log, not here.
+    #[cfg(feature = "sim")]
     pub fn index_bytes(&self) -> u64 {
         fn table<K, V, S>(m: &HashMap<K, V, S>) -> usize {
             // hashbrown keeps capacity * 8 / 7 buckets (a power of two), each an entry plus

@@ -20,6 +20,7 @@ pub(super) enum PrepMsg {
 
 impl Log {
     /// Appends one record; returns its position.
+    #[cfg(feature = "sim")]
     pub fn append(&self, body: &[u8]) -> Result<u64> {
         let mut pos = 0;
         self.append_each(std::iter::once(body), |p| pos = p)?;
@@ -27,6 +28,7 @@ impl Log {
     }
 
     /// Appends records as one batch sharing one write and one fsync; returns their positions.
+    #[cfg(feature = "sim")]
     pub fn append_batch<B: AsRef<[u8]>>(&self, bodies: &[B]) -> Result<Vec<u64>> {
         let mut positions = Vec::with_capacity(bodies.len());
         self.append_each(bodies.iter().map(|b| b.as_ref()), |p| positions.push(p))?;
@@ -34,6 +36,7 @@ impl Log {
     }
 
     /// Appends records as one batch, calling `on_position` with each record's position.
+    #[cfg(feature = "sim")]
     pub fn append_each<'a>(
         &self,
         bodies: impl Iterator<Item = &'a [u8]> + Clone,

@@ -33,11 +33,11 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::segment::{self, Segment};
-use crate::storage::vfs::{LockGuard, RealFs, Vfs, VfsFile};
+use crate::storage::vfs::{LockGuard, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
 pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE};
-pub use read::{LogIter, Record};
+pub use read::Record;
 use recovery::recover;
 pub use recovery::{QuarantinedRange, RecoveryReport, TornTail};
 use sync::spawn_flusher;
@@ -63,6 +63,7 @@ pub struct LogStats {
 
 /// Where a segment is and how much of it is used (for compaction and tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SegmentInfo {
     /// First log position.
     pub base: u64,
@@ -129,8 +130,9 @@ impl std::fmt::Debug for Log {
 
 impl Log {
     /// Opens (creating if needed) the log in `dir` on the real file system.
+    #[cfg(feature = "sim")]
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(Log, RecoveryReport)> {
-        Self::open_with(Arc::new(RealFs), dir, opts)
+        Self::open_with(Arc::new(crate::storage::vfs::RealFs), dir, opts)
     }
 
     /// Opens the log in `dir` through the given file system.
@@ -216,11 +218,13 @@ impl Log {
     }
 
     /// The directory of the log.
+    #[cfg(feature = "sim")]
     pub fn dir(&self) -> &Path {
         &self.inner.dir
     }
 
     /// The options the log was opened with.
+    #[cfg(feature = "sim")]
     pub fn options(&self) -> &LogOptions {
         &self.inner.opts
     }
@@ -310,7 +314,7 @@ impl Log {
 
     /// Drops the log as a crash would: buffered records are discarded, nothing is synced.
     /// The lock is released. For crash-simulation tests.
-    #[doc(hidden)]
+    #[cfg(feature = "sim")]
     pub fn abandon(self) {
         self.inner.writer.lock().buf.clear();
         self.inner.poisoned.store(true, Ordering::Release);

@@ -14,6 +14,7 @@ use crate::storage::vfs::Vfs;
 
 /// A torn write found and removed at open.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TornTail {
     /// The segment it was in.
     pub path: PathBuf,
@@ -25,6 +26,7 @@ pub struct TornTail {
 
 /// A damaged range skipped under [`RecoveryMode::Quarantine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QuarantinedRange {
     /// The segment.
     pub path: PathBuf,
@@ -38,6 +40,7 @@ pub struct QuarantinedRange {
 
 /// What opening the log found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Segments opened.
     pub segments: usize,

@@ -26,26 +26,19 @@ struct Deadletter {
 
 /// Opens the contestant's store in `dir`.
 pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
-    let config = Config {
-        durability: if durable {
+    let config = Config::default()
+        .durability(if durable {
             Durability::Always
         } else {
             Durability::Never
-        },
-        compaction: CompactionOptions {
-            interval: None,
-            ..CompactionOptions::default()
-        },
-        ..Config::default()
-    };
+        })
+        .compaction(CompactionOptions::default().interval(None));
     let store = Store::open(dir, config)?;
     let queue = store.queue_with(
         "bench",
-        QueueOptions {
-            max_attempts: 3,
-            visibility_timeout: Duration::from_secs(3600),
-            ..QueueOptions::default()
-        },
+        QueueOptions::default()
+            .max_attempts(3)
+            .visibility_timeout(Duration::from_secs(3600)),
     )?;
     Ok(Box::new(Deadletter {
         _store: store,

@@ -9,11 +9,9 @@ use deadletter::{Config, ManualClock, Store};
 /// when the test advances it.
 pub fn small_store(dir: &Path, t0: u64) -> (Store, ManualClock) {
     let clock = ManualClock::new(t0);
-    let config = Config {
-        segment_size: 1 << 20,
-        max_message_size: 256 << 10,
-        ..Config::default()
-    }
-    .clock(clock.clone());
+    let config = Config::default()
+        .segment_size(1 << 20)
+        .max_message_size(256 << 10)
+        .clock(clock.clone());
     (Store::open(dir, config).unwrap(), clock)
 }
