@@ -2,7 +2,10 @@
 //!
 //! Every fallible public function returns [`Result<T>`]. Variants name what went wrong and
 //! where, so a caller (or an operator reading a log line) can act on it without guessing:
-//! corruption carries the segment and byte offset, I/O errors carry the operation and path.
+//! corruption carries where the damage is ([`CorruptionLocation`]: a file and byte offset,
+//! or a record's log position), I/O errors carry the operation and path.
+//!
+//! This module is shared by every layer (the storage layer's errors are the store's).
 
 use std::fmt;
 use std::io;
@@ -43,6 +46,34 @@ impl fmt::Display for CorruptionKind {
     }
 }
 
+/// Where damaged data was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CorruptionLocation {
+    /// A byte offset in a file: a segment (its header, or a record frame that fails its
+    /// checksum) or a checkpoint.
+    File {
+        /// The segment or checkpoint file.
+        path: PathBuf,
+        /// Byte offset inside that file.
+        offset: u64,
+    },
+    /// A record's position in the store's log: its frame passed its checksum, but its
+    /// content is not a valid record (or not the record its reader expected).
+    LogPosition(u64),
+}
+
+impl fmt::Display for CorruptionLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CorruptionLocation::File { path, offset } => {
+                write!(f, "{} at byte {offset}", path.display())
+            }
+            CorruptionLocation::LogPosition(pos) => write!(f, "the record at log position {pos}"),
+        }
+    }
+}
+
 /// Every error deadletter returns.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -71,10 +102,8 @@ pub enum Error {
     Corruption {
         /// What is wrong.
         kind: CorruptionKind,
-        /// The segment (or checkpoint) file.
-        path: PathBuf,
-        /// Byte offset inside that file.
-        offset: u64,
+        /// Where: a file and byte offset, or a record's log position.
+        location: CorruptionLocation,
     },
     /// An fsync failed earlier: the page cache may have dropped the data, so the log refuses
     /// writes until the store is reopened (retrying fsync would report success falsely).
@@ -123,6 +152,29 @@ impl Error {
         Error::Io { op, path, source }
     }
 
+    /// Corruption at a byte offset in a file.
+    pub(crate) fn corrupt_file(
+        kind: CorruptionKind,
+        path: impl Into<PathBuf>,
+        offset: u64,
+    ) -> Self {
+        Error::Corruption {
+            kind,
+            location: CorruptionLocation::File {
+                path: path.into(),
+                offset,
+            },
+        }
+    }
+
+    /// Corruption of the record at log position `pos`.
+    pub(crate) fn corrupt_record(kind: CorruptionKind, pos: u64) -> Self {
+        Error::Corruption {
+            kind,
+            location: CorruptionLocation::LogPosition(pos),
+        }
+    }
+
     /// True when the error reports stored data failing verification.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
@@ -149,13 +201,7 @@ impl fmt::Display for Error {
                 "store {} is locked by another handle (another process or an open Store)",
                 path.display()
             ),
-            Error::Corruption { kind, path, offset } => {
-                write!(
-                    f,
-                    "corruption in {} at byte {offset}: {kind}",
-                    path.display()
-                )
-            }
+            Error::Corruption { kind, location } => write!(f, "corruption in {location}: {kind}"),
             Error::Poisoned => f.write_str(
                 "an earlier fsync failed; the log refuses writes until the store is reopened",
             ),

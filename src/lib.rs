@@ -83,7 +83,7 @@ pub use api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport, Worker
 pub use engine::compaction::CompactionReport;
 pub use engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
 pub use engine::state::EXPIRED_KIND;
-pub use error::{CorruptionKind, Error, Result};
+pub use error::{CorruptionKind, CorruptionLocation, Error, Result};
 pub use storage::log::{
     Durability, QuarantinedRange, RecoveryMode, RecoveryReport, SegmentInfo, TornTail,
 };

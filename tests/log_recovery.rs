@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use deadletter::sim::{LockGuard, Log, LogOptions, LogStats, MappedView, RealFs, Vfs, VfsFile};
-use deadletter::{CorruptionKind, Durability, Error, RecoveryMode, RecoveryReport};
+use deadletter::{
+    CorruptionKind, CorruptionLocation, Durability, Error, RecoveryMode, RecoveryReport,
+};
 
 const HEADER: u64 = 32;
 const FRAME: u64 = 16;
@@ -244,7 +246,10 @@ fn every_bit_flip_is_caught_or_harmless() {
             let dir = case_dir(root.path(), n, 0, &bytes);
             n += 1;
             match Log::open(&dir, o.clone()) {
-                Err(Error::Corruption { kind, path, offset }) => {
+                Err(Error::Corruption {
+                    kind,
+                    location: CorruptionLocation::File { path, offset },
+                }) => {
                     strict_errors += 1;
                     assert_eq!(path, seg_path(&dir, 0), "{ctx}");
                     match h {
@@ -362,8 +367,7 @@ fn missing_middle_segment_is_reported() {
     match Log::open(&dir, o.clone()) {
         Err(Error::Corruption {
             kind: CorruptionKind::MissingSegment,
-            path,
-            offset,
+            location: CorruptionLocation::File { path, offset },
         }) => {
             assert_eq!(path, seg_path(&dir, bases[0]));
             assert_eq!(offset, HEADER + (bases[1] - bases[0]));
@@ -404,8 +408,7 @@ fn truncated_sealed_segment_is_reported() {
         match Log::open(&dir, o.clone()) {
             Err(Error::Corruption {
                 kind: CorruptionKind::TruncatedSegment,
-                path,
-                offset,
+                location: CorruptionLocation::File { path, offset },
             }) => {
                 assert_eq!(path, victim);
                 assert_eq!(offset, HEADER + 66 * 3, "ends after the last whole record");
@@ -491,8 +494,7 @@ fn segment_named_file_with_foreign_content_is_a_bad_header() {
     match Log::open(&dir, opts(4096, 100)) {
         Err(Error::Corruption {
             kind: CorruptionKind::BadHeader,
-            path,
-            offset: 0,
+            location: CorruptionLocation::File { path, offset: 0 },
         }) => assert_eq!(path, seg_path(&dir, 0)),
         other => panic!("expected BadHeader, got {other:?}"),
     }
@@ -510,8 +512,7 @@ fn segment_named_file_with_foreign_content_is_a_bad_header() {
     match Log::open(&dir, o.clone()) {
         Err(Error::Corruption {
             kind: CorruptionKind::BadHeader,
-            path,
-            offset: 0,
+            location: CorruptionLocation::File { path, offset: 0 },
         }) => assert_eq!(path, seg_path(&dir, end)),
         other => panic!("expected BadHeader, got {other:?}"),
     }

@@ -37,11 +37,7 @@ const VERSION: u16 = 1;
 const HEADER_LEN: usize = 32;
 
 fn bad(path: &Path, offset: u64) -> Error {
-    Error::Corruption {
-        kind: CorruptionKind::BadCheckpoint,
-        path: path.to_path_buf(),
-        offset,
-    }
+    Error::corrupt_file(CorruptionKind::BadCheckpoint, path, offset)
 }
 
 fn crc(header: &[u8], body: &[u8]) -> u32 {
@@ -183,11 +179,7 @@ pub(crate) fn load_newest(
         match read(fs, dir, slot)? {
             SlotState::Valid(pos, _) if pos > end => {
                 let path = dir.join(name);
-                let err = Error::Corruption {
-                    kind: CorruptionKind::BadCheckpoint,
-                    path: path.clone(),
-                    offset: 16,
-                };
+                let err = Error::corrupt_file(CorruptionKind::BadCheckpoint, &path, 16);
                 if strict {
                     return Err(err);
                 }
@@ -218,9 +210,9 @@ pub(crate) fn load_newest(
     if first == 0 {
         return Ok((State::default(), 0, slots));
     }
-    Err(damage.unwrap_or(Error::Corruption {
-        kind: CorruptionKind::BadCheckpoint,
-        path: dir.join(SLOTS[0]),
-        offset: 0,
-    }))
+    Err(damage.unwrap_or(Error::corrupt_file(
+        CorruptionKind::BadCheckpoint,
+        dir.join(SLOTS[0]),
+        0,
+    )))
 }

@@ -254,7 +254,8 @@ fn relocate(
             }
             copied = Some(r.pos);
             let rec = engine.log.read(r.pos)?;
-            let original = detach(record::decode(&rec)?);
+            let original = record::decode(&rec).map_err(|_| engine.bad_content(r.pos))?;
+            let original = detach(original);
             copies.push((record::encode_relocated(&rec), original, r.pos));
         }
         let started = Instant::now();

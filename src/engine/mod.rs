@@ -91,8 +91,7 @@ impl Engine {
         let (mut state, from, slots) = checkpoint::load_newest(fs.as_ref(), dir, &log, strict)?;
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
-            let decoded =
-                record::decode_for_apply(&rec).map_err(|_| read::bad_content(dir, pos))?;
+            let decoded = record::decode_for_apply(&rec).map_err(|_| read::bad_content(pos))?;
             state.apply(&decoded, pos);
         }
         state.release_all_leases();

@@ -2,7 +2,6 @@
 //! envelope. Every read is counted (tests use the count to show which calls read nothing),
 //! and a record whose content does not decode is reported as corruption at its position.
 
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::record::{self, Decoded, History, Op, PutCause};
@@ -10,13 +9,10 @@ use super::Engine;
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::log::Record;
 
-/// The error for a record at `pos` whose checksum passed but whose content does not decode.
-pub(crate) fn bad_content(dir: &Path, pos: u64) -> Error {
-    Error::Corruption {
-        kind: CorruptionKind::BadContent,
-        path: dir.to_path_buf(),
-        offset: pos,
-    }
+/// The error for a record at `pos` whose checksum passed but whose content does not decode
+/// (or is not the record its reader expected).
+pub(crate) fn bad_content(pos: u64) -> Error {
+    Error::corrupt_record(CorruptionKind::BadContent, pos)
 }
 
 impl Engine {
@@ -64,6 +60,6 @@ impl Engine {
 
     /// The error for a record at `pos` that does not hold what its reader expected.
     pub(crate) fn bad_content(&self, pos: u64) -> Error {
-        bad_content(&self.dir, pos)
+        bad_content(pos)
     }
 }

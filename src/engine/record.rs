@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{Error, Result};
 
 /// Dense number of a queue inside one store.
 pub type QueueId = u32;
@@ -220,12 +220,14 @@ fn config() -> impl bincode::config::Config {
     bincode::config::standard()
 }
 
-fn bad_content() -> Error {
-    Error::Corruption {
-        kind: CorruptionKind::BadContent,
-        path: std::path::PathBuf::new(),
-        offset: 0,
-    }
+/// A record body that does not decode. Its reader reports it as
+/// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
+/// position, which only the reader knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadContent;
+
+fn bad_content() -> BadContent {
+    BadContent
 }
 
 /// A decoded record.
@@ -276,7 +278,7 @@ pub fn encode_relocated(body: &[u8]) -> Vec<u8> {
 /// Decodes a record body as the state machine sees it: a relocated copy decodes as
 /// [`Decoded::Relocated`]. Readers that only want the content use [`decode`], which sees
 /// through relocation.
-pub fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>> {
+pub fn decode_for_apply(body: &[u8]) -> std::result::Result<Decoded<'_>, BadContent> {
     match body.first() {
         Some(&TAG_RELOCATED) => {
             let inner = &body[1..];
@@ -290,9 +292,8 @@ pub fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>> {
 }
 
 /// Decodes a record body (a relocated copy decodes as its original). A body that does not
-/// decode is reported as corruption ([`CorruptionKind::BadContent`]); the caller fills in
-/// the location.
-pub fn decode(body: &[u8]) -> Result<Decoded<'_>> {
+/// decode is [`BadContent`]; the caller reports it at the record's position.
+pub fn decode(body: &[u8]) -> std::result::Result<Decoded<'_>, BadContent> {
     let body = match body.first() {
         Some(&TAG_RELOCATED) if body.get(1) != Some(&TAG_RELOCATED) => &body[1..],
         _ => body,
@@ -314,7 +315,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded<'_>> {
     }
 }
 
-fn split_put(body: &[u8]) -> Result<(PutMeta, &[u8])> {
+fn split_put(body: &[u8]) -> std::result::Result<(PutMeta, &[u8]), BadContent> {
     let len_bytes: [u8; 4] = body
         .get(1..5)
         .and_then(|b| b.try_into().ok())
@@ -331,7 +332,7 @@ fn split_put(body: &[u8]) -> Result<(PutMeta, &[u8])> {
 }
 
 /// The payload of a [`Put`] record body, without decoding its metadata.
-pub fn put_payload(body: &[u8]) -> Result<std::ops::Range<usize>> {
+pub fn put_payload(body: &[u8]) -> std::result::Result<std::ops::Range<usize>, BadContent> {
     if body.first() == Some(&TAG_RELOCATED) {
         let inner = put_payload(body.get(1..).ok_or_else(bad_content)?)?;
         return Ok(inner.start + 1..inner.end + 1);
@@ -418,7 +419,7 @@ mod tests {
         };
         let body = encode_op(&op).unwrap();
         assert_eq!(decode(&body).unwrap(), Decoded::Op(op));
-        assert!(decode(&[9, 1, 2]).unwrap_err().is_corruption());
+        assert_eq!(decode(&[9, 1, 2]), Err(BadContent));
         assert!(decode(&[TAG_PUT, 255, 255, 255, 255]).is_err());
         assert!(decode(&[TAG_OP, 200]).is_err());
     }

@@ -196,11 +196,9 @@ impl Queue {
         leased_at: u64,
     ) -> Result<Message> {
         let record = self.store.engine().read_record(m.payload_pos)?;
-        let (meta, payload) = match record::decode(&record) {
-            Ok(Decoded::Put(put)) => {
-                let range = record::put_payload(&record)?;
-                (put.meta, range)
-            }
+        let decoded = record::decode(&record).map(|d| (d, record::put_payload(&record)));
+        let (meta, payload) = match decoded {
+            Ok((Decoded::Put(put), Ok(range))) => (put.meta, range),
             _ => return Err(self.store.engine().bad_content(m.payload_pos)),
         };
         Ok(Message {

@@ -45,11 +45,7 @@ impl Log {
             .iter()
             .find(|(s, e, _)| pos >= *s && pos < *e)
         {
-            return Err(Error::Corruption {
-                kind: CorruptionKind::BadHeader,
-                path: path.clone(),
-                offset: 0,
-            });
+            return Err(Error::corrupt_file(CorruptionKind::BadHeader, path, 0));
         }
         let seg = inner.segment_for(pos).ok_or(Error::InvalidPosition(pos))?;
         let d = pos - seg.base;
@@ -57,11 +53,11 @@ impl Log {
             return Err(Error::InvalidPosition(pos));
         }
         if seg.quarantine_at(d).is_some() {
-            return Err(Error::Corruption {
-                kind: CorruptionKind::BadRecord,
-                path: seg.path.clone(),
-                offset: SEGMENT_HEADER_LEN as u64 + d,
-            });
+            return Err(Error::corrupt_file(
+                CorruptionKind::BadRecord,
+                &seg.path,
+                SEGMENT_HEADER_LEN as u64 + d,
+            ));
         }
         let view = seg.view()?;
         decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size)
@@ -189,11 +185,11 @@ fn decode_in(
 /// position (a position inside a record, or past the data).
 fn decode_error(seg: &Segment, bytes: &[u8], d: u64) -> Error {
     if is_record_start(seg, bytes, d) {
-        Error::Corruption {
-            kind: CorruptionKind::BadRecord,
-            path: seg.path.clone(),
-            offset: SEGMENT_HEADER_LEN as u64 + d,
-        }
+        Error::corrupt_file(
+            CorruptionKind::BadRecord,
+            &seg.path,
+            SEGMENT_HEADER_LEN as u64 + d,
+        )
     } else {
         Error::InvalidPosition(seg.base + d)
     }

@@ -81,11 +81,7 @@ pub(super) fn recover(
     }
     bases.sort_unstable();
     let strict = opts.recovery == RecoveryMode::Strict;
-    let corrupt = |kind, path: &Path, offset| Error::Corruption {
-        kind,
-        path: path.to_path_buf(),
-        offset,
-    };
+    let corrupt = |kind, path: &Path, offset| Error::corrupt_file(kind, path, offset);
     let header_len = SEGMENT_HEADER_LEN as u64;
     let mut segments = BTreeMap::new();
     // Lowest position a new active segment may start at.
