@@ -111,7 +111,7 @@ fn frame_crc(pos: u64, len_bytes: &[u8], synced_bytes: &[u8], body: &[u8]) -> u3
 /// was written (recovery uses it to tell a torn tail from damaged committed data).
 ///
 /// # Panics
-/// If `body` is empty or longer than [`MAX_FRAME_BODY`]; the log checks both before calling.
+/// If `body` is empty or longer than `MAX_FRAME_BODY` (4 GiB); the log checks both before calling.
 pub fn encode_frame(out: &mut Vec<u8>, pos: u64, body: &[u8], synced_through: u64) {
     assert!(!body.is_empty() && body.len() <= MAX_FRAME_BODY);
     let len_bytes = (body.len() as u32).to_le_bytes();

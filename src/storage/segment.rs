@@ -27,7 +27,7 @@ pub const SEGMENT_SUFFIX: &str = ".seg";
 /// File name suffix of a segment being created.
 pub const TEMP_SUFFIX: &str = ".tmp";
 /// Name of the spare file a background thread fills with zeros ahead of the next roll. It
-/// becomes a segment only by being given a header, synced, and renamed (see [`install_spare`]).
+/// becomes a segment only by being given a header, synced, and renamed (see `install_spare`).
 pub const SPARE_NAME: &str = "next-segment.tmp";
 
 /// The file name of the segment starting at `base`.

@@ -88,7 +88,7 @@ pub trait Vfs: Send + Sync {
 }
 
 /// The real file system: positioned writes, fdatasync, and memory-mapped reads (the map
-/// itself is made in [`super::mmap`], the crate's one module with `unsafe` code).
+/// itself is made in `storage/mmap.rs`, the crate's one module with `unsafe` code).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealFs;
 

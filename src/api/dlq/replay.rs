@@ -164,7 +164,7 @@ impl Dlq {
     }
 
     /// Replays one entry with a corrected payload (the failed bytes stay in its history as
-    /// [`DeadLetter::replaced_payload`] if it fails again).
+    /// [`DeadLetter::replaced_payload`](crate::DeadLetter::replaced_payload) if it fails again).
     pub fn replay_corrected(
         &self,
         id: MessageId,

@@ -101,7 +101,7 @@ impl Message {
     pub fn text(&self) -> Option<&str> {
         std::str::from_utf8(self.payload()).ok()
     }
-    /// Decodes a payload enqueued with [`Queue::enqueue_typed`].
+    /// Decodes a payload enqueued with [`Queue::enqueue_typed`](crate::Queue::enqueue_typed).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
         bincode::serde::decode_from_slice(self.payload(), bincode::config::standard())
             .map(|(v, _)| v)

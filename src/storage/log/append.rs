@@ -46,7 +46,7 @@ impl Log {
     }
 
     /// Like [`Log::append_each`]; unless `may_use_reserve`, the batch does not go into the
-    /// last [`LogOptions::reserve`] bytes of a segment (it rolls first).
+    /// last [`LogOptions::reserve`](super::LogOptions::reserve) bytes of a segment (it rolls first).
     pub fn append_each_with<'a>(
         &self,
         bodies: impl Iterator<Item = &'a [u8]> + Clone,

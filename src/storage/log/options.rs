@@ -9,16 +9,18 @@ use crate::storage::format::{self, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 /// The default size of a segment file, header included.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 
-/// When appends are made durable.
+/// When writes are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// fsync before every append returns; concurrent appends share one fsync.
+    /// fsync before every write returns; concurrent writers share one fsync (group
+    /// commit).
     Always,
     /// Written and fsynced by a background thread at this interval; a crash loses at most
-    /// about one interval of acknowledged appends.
+    /// about one interval of acknowledged writes.
     Interval(Duration),
-    /// Never fsynced except when a segment is sealed; appends are buffered in the process
-    /// until the buffer fills, a read needs them, or [`Log::flush`] / [`Log::sync`] is called.
+    /// Never fsynced except when a segment is sealed (or on an explicit sync, such as
+    /// `Store::sync`); writes are buffered in the process until the buffer fills or a read
+    /// needs them.
     Never,
 }
 
@@ -27,7 +29,8 @@ pub enum Durability {
 pub enum RecoveryMode {
     /// Refuse to open, returning [`Error::Corruption`] with the location.
     Strict,
-    /// Open, skipping damaged ranges, and list them in [`RecoveryReport::quarantined`].
+    /// Open, skipping damaged ranges, and list them in
+    /// [`RecoveryReport::quarantined`](super::RecoveryReport::quarantined).
     Quarantine,
 }
 
@@ -48,7 +51,7 @@ pub struct LogOptions {
     /// Bytes buffered in the process before a write under `Never` or `Interval`.
     pub write_buffer: usize,
     /// Bytes at the end of each segment that only appends allowed to use the reserve (see
-    /// [`Log::append_each_with`]) may fill; others roll to a new segment first. When the
+    /// [`Log::append_each_with`](super::Log::append_each_with)) may fill; others roll to a new segment first. When the
     /// disk is full and a roll fails, those appends (the store's acks, leases, failures:
     /// records that carry no payload) can go on. 0: no reserve.
     pub reserve: u64,

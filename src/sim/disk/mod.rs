@@ -1,11 +1,11 @@
-//! [`SimDisk`]: an in-memory [`Vfs`] that models what survives a power cut.
+//! [`SimDisk`]: an in-memory [`Vfs`](super::Vfs) that models what survives a power cut.
 //!
 //! Every file has a *volatile* image (what reads see: the page cache) and a *durable* image
 //! (what is on the medium). Writes and size changes go to the volatile image and are queued
-//! as pending changes; [`VfsFile::sync`] makes the file's data and size durable. The
+//! as pending changes; [`VfsFile::sync`](super::VfsFile::sync) makes the file's data and size durable. The
 //! namespace (file names, directories) likewise has a volatile and a durable version:
 //! creations, renames and removals are queued per directory and become durable only by
-//! [`Vfs::sync_dir`] of that directory (a file `sync` does not make its name durable).
+//! [`Vfs::sync_dir`](super::Vfs::sync_dir) of that directory (a file `sync` does not make its name durable).
 //!
 //! [`SimDisk::power_cut`] produces the post-crash state from a seed:
 //! - each pending write is split at 512-byte sector boundaries, and each piece is kept,
@@ -23,7 +23,7 @@
 //! size durable; `fsync` of a directory makes its entries durable. Damage to synced data (bit
 //! rot) is not part of a power cut: tests inject it with [`SimDisk::flip_durable_bit`].
 //!
-//! [`VfsFile::map`] returns a snapshot of the volatile image (`is_live() == false`).
+//! [`VfsFile::map`](super::VfsFile::map) returns a snapshot of the volatile image (`is_live() == false`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
@@ -33,8 +33,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+mod files;
+
 use super::SimRng;
-use crate::storage::vfs::{LockGuard, MappedView, Vfs, VfsFile};
 
 /// Sector size used to split pending writes at a power cut.
 pub const SECTOR: u64 = 512;
@@ -482,311 +483,12 @@ impl SimDisk {
         }
         Ok(())
     }
-
-    fn handle(&self, path: &Path, inode: Arc<Mutex<Inode>>, read_only: bool) -> Arc<dyn VfsFile> {
-        Arc::new(SimFile {
-            disk: self.clone(),
-            inode,
-            epoch: self.shared.epoch.load(Ordering::SeqCst),
-            read_only,
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-struct SimFile {
-    disk: SimDisk,
-    inode: Arc<Mutex<Inode>>,
-    epoch: u64,
-    read_only: bool,
-    path: PathBuf,
-}
-
-struct Snapshot(Arc<Vec<u8>>);
-
-impl MappedView for Snapshot {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-    fn is_live(&self) -> bool {
-        false
-    }
-}
-
-impl SimFile {
-    fn writable(&self) -> io::Result<()> {
-        self.disk.check_epoch(self.epoch)?;
-        if self.read_only {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!("{} is open read-only", self.path.display()),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl VfsFile for SimFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.disk.check_epoch(self.epoch)?;
-        let inode = self.inode.lock();
-        let data = &inode.data;
-        if offset >= data.len() as u64 {
-            return Ok(0);
-        }
-        let n = buf.len().min(data.len() - offset as usize);
-        buf[..n].copy_from_slice(&data[offset as usize..offset as usize + n]);
-        Ok(n)
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.writable()?;
-        self.disk.shared.writes.fetch_add(1, Ordering::Relaxed);
-        if buf.is_empty() {
-            return Ok(());
-        }
-        let mut inode = self.inode.lock();
-        let data = Arc::make_mut(&mut inode.data);
-        let end = offset as usize + buf.len();
-        if data.len() < end {
-            data.resize(end, 0);
-        }
-        data[offset as usize..end].copy_from_slice(buf);
-        inode.pending.push(Pending::Write {
-            offset,
-            data: buf.to_vec(),
-        });
-        Ok(())
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        self.disk.check_epoch(self.epoch)?;
-        self.disk.shared.syncs.fetch_add(1, Ordering::Relaxed);
-        let mut inode = self.inode.lock();
-        inode.durable = inode.data.as_ref().clone();
-        inode.pending.clear();
-        Ok(())
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.writable()?;
-        let mut inode = self.inode.lock();
-        Arc::make_mut(&mut inode.data).resize(len as usize, 0);
-        inode.pending.push(Pending::SetLen(len));
-        Ok(())
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        self.disk.check_epoch(self.epoch)?;
-        Ok(self.inode.lock().data.len() as u64)
-    }
-
-    fn map(&self) -> io::Result<Arc<dyn MappedView>> {
-        self.disk.check_epoch(self.epoch)?;
-        Ok(Arc::new(Snapshot(Arc::clone(&self.inode.lock().data))))
-    }
-}
-
-struct SimLock {
-    disk: SimDisk,
-    path: PathBuf,
-    token: u64,
-}
-
-impl LockGuard for SimLock {}
-
-impl Drop for SimLock {
-    fn drop(&mut self) {
-        let mut st = self.disk.shared.state.lock();
-        if st.locks.get(&self.path) == Some(&self.token) {
-            st.locks.remove(&self.path);
-        }
-    }
-}
-
-impl Vfs for SimDisk {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        let mut st = self.shared.state.lock();
-        let mut chain = Vec::new();
-        let mut cur = dir.to_path_buf();
-        while !is_root(&cur) && !st.dirs.contains(&cur) {
-            if st.names.contains_key(&cur) {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("{} is a file", cur.display()),
-                ));
-            }
-            chain.push(cur.clone());
-            cur = parent_of(&cur);
-        }
-        for d in chain.into_iter().rev() {
-            st.dirs.insert(d.clone());
-            st.push_op(parent_of(&d), DirOp::MkDir(d));
-        }
-        Ok(())
-    }
-
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
-        let mut st = self.shared.state.lock();
-        let dir = parent_of(path);
-        if !st.dir_exists(&dir) {
-            return Err(not_found(&dir));
-        }
-        if st.dirs.contains(path) {
-            return Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                format!("{} is a directory", path.display()),
-            ));
-        }
-        if let Some(ino) = st.names.get(path).copied() {
-            let inode = Arc::clone(&st.inodes[&ino]);
-            {
-                let mut i = inode.lock();
-                Arc::make_mut(&mut i.data).clear();
-                i.pending.push(Pending::SetLen(0));
-            }
-            return Ok(self.handle(path, inode, false));
-        }
-        let ino = st.new_inode(Inode::default());
-        st.names.insert(path.to_path_buf(), ino);
-        st.push_op(
-            dir,
-            DirOp::Link {
-                name: path.to_path_buf(),
-                ino,
-            },
-        );
-        let inode = Arc::clone(&st.inodes[&ino]);
-        Ok(self.handle(path, inode, false))
-    }
-
-    fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn VfsFile>> {
-        let st = self.shared.state.lock();
-        let ino = *st.names.get(path).ok_or_else(|| not_found(path))?;
-        let inode = Arc::clone(&st.inodes[&ino]);
-        Ok(self.handle(path, inode, read_only))
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut st = self.shared.state.lock();
-        if !st.dir_exists(&parent_of(to)) {
-            return Err(not_found(&parent_of(to)));
-        }
-        let ino = st.names.remove(from).ok_or_else(|| not_found(from))?;
-        st.names.insert(to.to_path_buf(), ino);
-        let (fd, td) = (parent_of(from), parent_of(to));
-        if fd == td {
-            st.push_op(
-                fd,
-                DirOp::Rename {
-                    from: from.to_path_buf(),
-                    to: to.to_path_buf(),
-                    ino,
-                },
-            );
-        } else {
-            st.push_op(
-                fd,
-                DirOp::Unlink {
-                    name: from.to_path_buf(),
-                    ino,
-                },
-            );
-            st.push_op(
-                td,
-                DirOp::Link {
-                    name: to.to_path_buf(),
-                    ino,
-                },
-            );
-        }
-        Ok(())
-    }
-
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        let mut st = self.shared.state.lock();
-        let ino = st.names.remove(path).ok_or_else(|| not_found(path))?;
-        st.push_op(
-            parent_of(path),
-            DirOp::Unlink {
-                name: path.to_path_buf(),
-                ino,
-            },
-        );
-        Ok(())
-    }
-
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let st = self.shared.state.lock();
-        if !st.dir_exists(dir) {
-            return Err(not_found(dir));
-        }
-        let mut out: Vec<String> = st
-            .names
-            .keys()
-            .chain(st.dirs.iter())
-            .filter(|p| parent_of(p) == dir)
-            .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
-            .collect();
-        out.sort();
-        Ok(out)
-    }
-
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let mut st = self.shared.state.lock();
-        if !st.dir_exists(dir) {
-            return Err(not_found(dir));
-        }
-        self.shared.dir_syncs.fetch_add(1, Ordering::Relaxed);
-        if let Some(ops) = st.pending.remove(dir) {
-            let State {
-                durable_names,
-                durable_dirs,
-                ..
-            } = &mut *st;
-            for op in &ops {
-                apply_dir_op(durable_names, durable_dirs, op);
-            }
-        }
-        st.collect_garbage();
-        Ok(())
-    }
-
-    fn allows_background_io(&self) -> bool {
-        false
-    }
-
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
-        {
-            let st = self.shared.state.lock();
-            if st.locks.contains_key(path) {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            if !st.dir_exists(&parent_of(path)) {
-                return Err(not_found(&parent_of(path)));
-            }
-        }
-        if !self.shared.state.lock().names.contains_key(path) {
-            self.create(path)?;
-        }
-        let mut st = self.shared.state.lock();
-        if st.locks.contains_key(path) {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        st.next_token += 1;
-        let token = st.next_token;
-        st.locks.insert(path.to_path_buf(), token);
-        Ok(Box::new(SimLock {
-            disk: self.clone(),
-            path: path.to_path_buf(),
-            token,
-        }))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::vfs::Vfs;
 
     fn p(s: &str) -> PathBuf {
         PathBuf::from(s)
