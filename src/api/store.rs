@@ -83,6 +83,34 @@ fn spawn_compactor(
 }
 
 /// A store: a directory holding durable queues and their DLQs. Cheap to clone.
+///
+/// Opening replays the directory's log, so a store reopened after a crash holds exactly
+/// what was acknowledged (under [`Durability::Always`], the default). One process at a
+/// time holds a store: a second open of the same directory is [`Error::Locked`] until
+/// every handle of the first (`Store`, `Queue`, `Dlq`) is dropped.
+///
+/// ```
+/// use deadletter::{Config, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// let dir = std::env::temp_dir().join(format!("deadletter-doc-store-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::default())?;
+/// let orders = store.queue("orders")?; // created on first use; its DLQ: "orders-dlq"
+/// orders.enqueue(br#"{"orderId":"ORD-1"}"#)?;
+/// assert_eq!(store.queue_names(), ["orders"]);
+/// assert_eq!(store.dlq_name("orders"), "orders-dlq");
+/// drop(orders);
+/// store.close()?;
+///
+/// // Reopening replays the log: the message is still there.
+/// let store = Store::open(&dir, Config::default())?;
+/// assert_eq!(store.existing_queue("orders")?.len(), 1);
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<StoreInner>,

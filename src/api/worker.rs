@@ -74,6 +74,35 @@ pub struct ShutdownReport {
 }
 
 /// Builder of a worker pool over one queue.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-pool-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue_batch(&["ORD-1", "ORD-2", "poison"])?;
+///
+/// let pool = WorkerPool::new(&orders)
+///     .workers(2)
+///     .retry(Retry::exponential(Duration::from_millis(1)).max_attempts(3))
+///     .start(|msg: &Message| match msg.text() {
+///         Some(order) if order.starts_with("ORD-") => Ok(()), // acked
+///         _ => Err(Failure::permanent("InvalidOrder", "not an order")), // straight to the DLQ
+///     })?;
+/// pool.run_until_idle()?;
+/// let report = pool.shutdown(Duration::from_secs(5))?;
+/// assert_eq!(report.counters.processed, 2);
+/// assert_eq!(report.counters.dead_lettered, 1);
+/// assert_eq!(orders.dlq().len(), 1);
+/// # drop((orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct WorkerPool {
     queue: Queue,

@@ -30,6 +30,47 @@ pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
 
 /// A handle on the DLQ of one queue.
+///
+/// Browsing ([`Dlq::list`], [`Dlq::get`], [`Dlq::stats`], [`Dlq::analyze`]) changes
+/// nothing. Replay moves entries back to a queue, one record each: an entry is in the DLQ
+/// or back in a queue, never both.
+///
+/// ```
+/// use deadletter::{Config, Failure, FailureReport, Filter, Page, ReplayOptions, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-dlq-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// for payload in [&b"{}"[..], b"not json", b"{]"] {
+///     orders.enqueue(payload)?;
+/// }
+/// for msg in orders.lease(10)? {
+///     let invalid = Failure::permanent("InvalidPayload", "not JSON").with_context("shop", "eu");
+///     orders.dead_letter(&msg, &FailureReport::new(&invalid).worker("worker-1"))?;
+/// }
+///
+/// let dlq = orders.dlq();
+/// let stats = dlq.stats(); // from counters: no entry is read
+/// assert_eq!((stats.name.as_str(), stats.total), ("orders-dlq", 3));
+/// assert_eq!(stats.by_error_kind["InvalidPayload"], 3);
+/// let first = dlq.list(&Filter::error_kind("InvalidPayload"), Page::first(2))?;
+/// assert_eq!(first[0].payload, b"{}"); // the original bytes, with the whole history
+/// assert_eq!(first[0].failure.context["shop"], "eu");
+/// let patterns = dlq.analyze(&Filter::all())?.patterns;
+/// assert_eq!(patterns[0].error_kind, "InvalidPayload");
+///
+/// // After the fix: replay every entry to the queue it failed in, with fresh attempts.
+/// let report = dlq.replay(&Filter::all(), &ReplayOptions::to_origin().reset_attempts())?;
+/// assert_eq!(report.replayed.len(), 3);
+/// assert!(dlq.is_empty());
+/// assert_eq!(orders.len(), 3);
+/// # drop((dlq, orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Dlq {
     store: Store,

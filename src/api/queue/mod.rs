@@ -62,6 +62,44 @@ pub struct QueueStats {
 }
 
 /// A handle on one queue. Cheap to clone; usable from any number of threads.
+///
+/// A consumer leases messages (each delivery is counted in the log before it is handed
+/// out), then reports an outcome: [`Queue::ack`], [`Queue::retry`] (visible again later,
+/// or to the DLQ on the last attempt) or [`Queue::dead_letter`]. A [`crate::WorkerPool`]
+/// does this loop for a handler.
+///
+/// ```
+/// use deadletter::{Config, Failure, FailureOutcome, FailureReport, QueueOptions, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-queue-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let emails = store.queue_with("emails", QueueOptions::default().max_attempts(2))?;
+/// emails.enqueue(b"ana@example.com")?;
+/// emails.enqueue(b"not an address")?;
+///
+/// let batch = emails.lease(10)?;
+/// assert_eq!(batch[0].payload(), b"ana@example.com");
+/// emails.ack(&batch[0])?;
+///
+/// // A transient failure is retried at the given time (here at once), until the last
+/// // attempt, which moves the message to the DLQ with its history.
+/// let timeout = Failure::transient("Timeout", "the mail server did not answer");
+/// let outcome = emails.retry(&batch[1], &FailureReport::new(&timeout), 0)?;
+/// assert!(matches!(outcome, FailureOutcome::Retried { .. }));
+/// # std::thread::sleep(std::time::Duration::from_millis(2));
+/// let again = emails.lease(1)?;
+/// assert_eq!(again[0].attempt(), 2);
+/// let outcome = emails.retry(&again[0], &FailureReport::new(&timeout), 0)?;
+/// assert_eq!(outcome, FailureOutcome::DeadLettered);
+/// assert!(emails.is_empty());
+/// assert_eq!(emails.dlq().len(), 1);
+/// # drop((emails, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Queue {
     store: Store,
