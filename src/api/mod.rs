@@ -1,4 +1,13 @@
-//! The API layer: the store, queues, DLQs, the worker pool and their options and reports.
+//! The API layer: what users see. [`store::Store`] wraps the engine with configuration,
+//! per-queue options, alert hooks and the compaction thread; [`queue`], [`dlq`] and
+//! [`worker`] are the handles that turn each user operation into records; the rest are
+//! policies ([`retry`], [`expiry`]), options ([`config`]), reports ([`metrics`],
+//! [`verify`]) and types ([`types`], [`clock`], [`alert`]).
+//!
+//! Every change goes through the engine's write path (`Engine::commit_with`): a handle
+//! validates against the index under the lock, builds the records, and the engine appends
+//! and applies them. Reads (lists, stats) take the lock briefly and read the log outside it.
+//! The crate root re-exports this layer's public types; the modules themselves are private.
 
 pub mod alert;
 pub mod clock;

@@ -1,4 +1,15 @@
-//! The storage layer: files, the byte layout, segments and the segmented log.
+//! The storage layer: files and bytes. A record here is an opaque byte string with a
+//! checksum; this layer knows nothing of queues or messages.
+//!
+//! Bottom up: [`vfs`] (every file operation behind one trait; [`mmap`] makes the read-only
+//! maps, the crate's only `unsafe` code), [`format`](mod@format) (the segment header and record frame,
+//! no I/O), [`segment`] (one segment file and its recovery scan) and [`log`] (the
+//! directory of segments: append, group commit, read by position, recovery at open).
+//!
+//! Invariants the layers above rely on: a record's position never changes and is never
+//! reused; nothing that fails its checksum is returned as data; a write acknowledged under
+//! an fsync survives a crash; after a failed write or fsync the log refuses writes until it
+//! is reopened.
 
 pub mod format;
 pub mod log;
