@@ -244,7 +244,7 @@ fn seconds(ms: u64) -> String {
 }
 
 /// Escapes a label value: backslash, double quote and line feed, as the format requires.
-pub fn escape_label(value: &str) -> String {
+fn escape_label(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

@@ -31,7 +31,7 @@ use crate::storage::log::{Durability, LogOptions, RecoveryReport, SegmentInfo};
 use crate::storage::segment;
 use crate::storage::vfs::RealFs;
 
-pub(crate) struct StoreInner {
+struct StoreInner {
     engine: Engine,
     config: Config,
     queue_options: RwLock<IdMap<QueueId, QueueOptions>>,
@@ -113,7 +113,7 @@ fn spawn_compactor(
 /// ```
 #[derive(Clone)]
 pub struct Store {
-    pub(crate) inner: Arc<StoreInner>,
+    inner: Arc<StoreInner>,
 }
 
 impl std::fmt::Debug for Store {
