@@ -140,6 +140,16 @@ pub enum Error {
     Codec(String),
     /// The store or log was closed.
     Closed,
+    /// A backend other than the embedded store (a server, a client library) failed an
+    /// operation: a lost connection, a timeout, a refusal. The operation may be retried.
+    Backend {
+        /// The backend, such as `"jetstream"`.
+        backend: &'static str,
+        /// The operation that failed, such as `"publish"`.
+        op: &'static str,
+        /// The backend's own error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl Error {
@@ -172,6 +182,19 @@ impl Error {
         Error::Corruption {
             kind,
             location: CorruptionLocation::LogPosition(pos),
+        }
+    }
+
+    /// A backend's failure of operation `op` (see [`Error::Backend`]).
+    pub fn backend(
+        backend: &'static str,
+        op: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            op,
+            source: source.into(),
         }
     }
 
@@ -223,6 +246,11 @@ impl fmt::Display for Error {
             Error::InvalidConfig(s) => write!(f, "invalid configuration: {s}"),
             Error::Codec(s) => write!(f, "payload codec error: {s}"),
             Error::Closed => f.write_str("the store is closed"),
+            Error::Backend {
+                backend,
+                op,
+                source,
+            } => write!(f, "{backend}: {op} failed: {source}"),
         }
     }
 }
@@ -231,6 +259,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Backend { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

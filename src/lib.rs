@@ -30,7 +30,11 @@
 //!   ([`RecoveryMode`], [`RecoveryReport`]), durability ([`Durability`]), storage numbers
 //!   ([`StorageStats`]), metrics ([`Metrics`]), and [`verify`], a read-only check of a
 //!   store's files;
-//! - one error type, [`Error`], and an injectable [`Clock`].
+//! - one error type, [`Error`], and an injectable [`Clock`];
+//! - the backend contract: [`MessageQueue`], [`DeadLetterQueue`] and [`Delivery`], which
+//!   the embedded handles implement and other engines can (the `deadletter-jetstream`
+//!   package does, on NATS JetStream), so a [`WorkerPool`] and code written against the
+//!   traits run on either.
 //!
 //! The layers below (the segmented log, the records, the state machine) are private:
 //! nothing public can write a raw record. `docs/ARCHITECTURE.md` describes them.
@@ -65,6 +69,7 @@ mod storage;
 pub mod sim;
 
 pub use api::alert::DlqAlert;
+pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue};
 pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};
 pub use api::dlq::{

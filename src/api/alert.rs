@@ -25,6 +25,19 @@ pub struct DlqAlert {
     pub above: bool,
 }
 
+impl DlqAlert {
+    /// An alert about DLQ `dlq` at `size` against `threshold`; `above` says which way it
+    /// crossed.
+    pub fn new(dlq: impl Into<String>, size: u64, threshold: u64, above: bool) -> Self {
+        DlqAlert {
+            dlq: dlq.into(),
+            size,
+            threshold,
+            above,
+        }
+    }
+}
+
 /// An alert callback.
 pub(crate) type AlertFn = Arc<dyn Fn(&DlqAlert) + Send + Sync>;
 

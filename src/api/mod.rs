@@ -1,7 +1,8 @@
 //! The API layer: what users see. [`store::Store`] wraps the engine with configuration,
 //! per-queue options, alert hooks and the compaction thread; [`queue`], [`dlq`] and
 //! [`worker`] are the handles that turn each user operation into records; the rest are
-//! policies ([`retry`], [`expiry`]), options ([`config`]), reports ([`metrics`],
+//! policies ([`retry`], [`expiry`]), the backend contract ([`backend`]: the traits the
+//! handles implement, so the pool and user code run on other engines too), options ([`config`]), reports ([`metrics`],
 //! [`verify`]) and types ([`types`], [`clock`], [`alert`]).
 //!
 //! Every change goes through the engine's write path (`Engine::commit_with`): a handle
@@ -10,6 +11,7 @@
 //! The crate root re-exports this layer's public types; the modules themselves are private.
 
 pub mod alert;
+pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod dlq;

@@ -1,5 +1,9 @@
 //! The worker pool: N threads that lease, handle, and ack, retry or dead-letter messages.
 //!
+//! The pool runs on any [`MessageQueue`] (the embedded [`Queue`] by default): it is generic
+//! over the backend, so each call into the queue is statically dispatched, and the handler
+//! sees the backend's own message type.
+//!
 //! Each worker leases one message at a time (so a graceful shutdown leaves nothing leased and
 //! unstarted), runs the handler under `catch_unwind`, and reports the outcome:
 //! - `Ok(())` acks;
@@ -24,23 +28,25 @@ use parking_lot::{Condvar, Mutex};
 use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
+use crate::api::backend::{DeadLetterQueue, Delivery, MessageQueue};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::api::types::{Failure, MessageId};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
-/// A message handler. Any `Fn(&Message) -> Result<(), Failure>` is one.
-pub trait Handler: Send + Sync + 'static {
+/// A message handler. Any `Fn(&M) -> Result<(), Failure>` is one, where `M` is the
+/// backend's message type ([`Message`] for the embedded store).
+pub trait Handler<M = Message>: Send + Sync + 'static {
     /// Handles one message.
-    fn handle(&self, msg: &Message) -> std::result::Result<(), Failure>;
+    fn handle(&self, msg: &M) -> std::result::Result<(), Failure>;
 }
 
-impl<F> Handler for F
+impl<M, F> Handler<M> for F
 where
-    F: Fn(&Message) -> std::result::Result<(), Failure> + Send + Sync + 'static,
+    F: Fn(&M) -> std::result::Result<(), Failure> + Send + Sync + 'static,
 {
-    fn handle(&self, msg: &Message) -> std::result::Result<(), Failure> {
+    fn handle(&self, msg: &M) -> std::result::Result<(), Failure> {
         self(msg)
     }
 }
@@ -73,7 +79,8 @@ pub struct ShutdownReport {
     pub drained: bool,
 }
 
-/// Builder of a worker pool over one queue.
+/// Builder of a worker pool over one queue, on any backend (`Q`: the embedded [`Queue`]
+/// unless another [`MessageQueue`] is given).
 ///
 /// ```
 /// use std::time::Duration;
@@ -104,8 +111,8 @@ pub struct ShutdownReport {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct WorkerPool {
-    queue: Queue,
+pub struct WorkerPool<Q: MessageQueue = Queue> {
+    queue: Q,
     workers: usize,
     retry: Retry,
     lease: Duration,
@@ -113,8 +120,8 @@ pub struct WorkerPool {
     idle_poll: Duration,
 }
 
-struct InFlight {
-    msg: Message,
+struct InFlight<M> {
+    msg: M,
     deadline: Instant,
 }
 
@@ -128,13 +135,13 @@ struct Counters {
     lost_leases: AtomicU64,
 }
 
-struct Shared {
-    queue: Queue,
+struct Shared<Q: MessageQueue> {
+    queue: Q,
     retry: Retry,
     lease: Duration,
     stop: AtomicBool,
     counters: Counters,
-    running: Mutex<HashMap<MessageId, InFlight>>,
+    running: Mutex<HashMap<MessageId, InFlight<Q::Message>>>,
     /// Signalled when a handler finishes (for shutdown and `run_until_idle`).
     done: Condvar,
     done_lock: Mutex<()>,
@@ -142,14 +149,14 @@ struct Shared {
 }
 
 /// A started pool; see [`WorkerPool::start`].
-pub struct RunningPool {
-    shared: Arc<Shared>,
+pub struct RunningPool<Q: MessageQueue = Queue> {
+    shared: Arc<Shared<Q>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl WorkerPool {
+impl<Q: MessageQueue> WorkerPool<Q> {
     /// A pool over `queue`: 1 worker, the default [`Retry`], a 30 s lease.
-    pub fn new(queue: &Queue) -> Self {
+    pub fn new(queue: &Q) -> Self {
         WorkerPool {
             queue: queue.clone(),
             workers: 1,
@@ -185,12 +192,10 @@ impl WorkerPool {
     }
 
     /// Starts the workers with `handler`.
-    pub fn start(self, handler: impl Handler) -> Result<RunningPool> {
-        let store = self.queue.store().clone();
-        let mut options = self.queue.options();
-        options.max_attempts = self.retry.max_attempts;
-        options.visibility_timeout = self.lease;
-        let queue = store.queue_with(self.queue.name(), options)?;
+    pub fn start(self, handler: impl Handler<Q::Message>) -> Result<RunningPool<Q>> {
+        let queue = self
+            .queue
+            .with_policy(self.retry.max_attempts, self.lease)?;
         let shared = Arc::new(Shared {
             queue,
             retry: self.retry,
@@ -228,19 +233,19 @@ impl WorkerPool {
     /// Starts the workers with a handler of typed payloads (enqueued with
     /// [`Queue::enqueue_typed`]). A payload that does not decode is a permanent failure of
     /// kind `DecodeError`.
-    pub fn start_typed<T, F>(self, handler: F) -> Result<RunningPool>
+    pub fn start_typed<T, F>(self, handler: F) -> Result<RunningPool<Q>>
     where
         T: DeserializeOwned + 'static,
-        F: Fn(T, &Message) -> std::result::Result<(), Failure> + Send + Sync + 'static,
+        F: Fn(T, &Q::Message) -> std::result::Result<(), Failure> + Send + Sync + 'static,
     {
-        self.start(move |msg: &Message| match msg.decode::<T>() {
+        self.start(move |msg: &Q::Message| match msg.decode::<T>() {
             Ok(value) => handler(value, msg),
             Err(e) => Err(Failure::permanent("DecodeError", e.to_string())),
         })
     }
 }
 
-impl RunningPool {
+impl<Q: MessageQueue> RunningPool<Q> {
     /// Counters now.
     pub fn counters(&self) -> PoolCounters {
         let c = &self.shared.counters;
@@ -255,7 +260,7 @@ impl RunningPool {
     }
 
     /// The queue the pool works on.
-    pub fn queue(&self) -> &Queue {
+    pub fn queue(&self) -> &Q {
         &self.shared.queue
     }
 
@@ -275,7 +280,7 @@ impl RunningPool {
             if let Some(e) = self.shared.fatal.lock().take() {
                 return Err(e);
             }
-            let stats = self.shared.queue.stats();
+            let stats = self.shared.queue.stats()?;
             if stats.ready == 0
                 && stats.in_flight == 0
                 && self.shared.counters.in_flight.load(Ordering::Acquire) == 0
@@ -317,7 +322,7 @@ impl RunningPool {
     }
 }
 
-impl Drop for RunningPool {
+impl<Q: MessageQueue> Drop for RunningPool<Q> {
     fn drop(&mut self) {
         self.shared.signal_stop();
         for t in self.threads.drain(..) {
@@ -326,15 +331,15 @@ impl Drop for RunningPool {
     }
 }
 
-fn worker_loop(
-    shared: &Shared,
-    handler: &dyn Handler,
+fn worker_loop<Q: MessageQueue>(
+    shared: &Shared<Q>,
+    handler: &dyn Handler<Q::Message>,
     name: &str,
     poll: Duration,
     mut rng: SplitMix64,
 ) {
     // The message leased together with the last ack, if any.
-    let mut next: Option<Message> = None;
+    let mut next: Option<Q::Message> = None;
     while !shared.stop.load(Ordering::Acquire) || next.is_some() {
         let msg = match next.take() {
             Some(m) => m,
@@ -359,16 +364,16 @@ fn worker_loop(
     }
 }
 
-fn stop_with(shared: &Shared, e: Error) {
+fn stop_with<Q: MessageQueue>(shared: &Shared<Q>, e: Error) {
     shared.fatal.lock().get_or_insert(e);
     shared.signal_stop();
 }
 
-impl Shared {
+impl<Q: MessageQueue> Shared<Q> {
     /// Sets the stop flag and wakes every thread that waits (consumers, the heartbeat).
     fn signal_stop(&self) {
         self.stop.store(true, Ordering::Release);
-        self.queue.store().wake_consumers();
+        self.queue.wake_consumers();
         // Taking the lock orders this wake-up after any waiter's check of the flag.
         drop(self.done_lock.lock());
         self.done.notify_all();
@@ -377,13 +382,13 @@ impl Shared {
 
 /// Handles one message and reports its outcome. After a success, while the pool runs, the
 /// ack also leases the next message (one write, one fsync); it is returned.
-fn handle_one(
-    shared: &Shared,
-    handler: &dyn Handler,
+fn handle_one<Q: MessageQueue>(
+    shared: &Shared<Q>,
+    handler: &dyn Handler<Q::Message>,
     name: &str,
-    msg: Message,
+    msg: Q::Message,
     rng: &mut SplitMix64,
-) -> Result<Option<Message>> {
+) -> Result<Option<Q::Message>> {
     let c = &shared.counters;
     c.in_flight.fetch_add(1, Ordering::AcqRel);
     shared.running.lock().insert(
@@ -428,9 +433,9 @@ fn handle_one(
     }
 }
 
-fn report_failure(
-    shared: &Shared,
-    msg: &Message,
+fn report_failure<Q: MessageQueue>(
+    shared: &Shared<Q>,
+    msg: &Q::Message,
     failure: &Failure,
     duration: Duration,
     worker: &str,
@@ -445,7 +450,7 @@ fn report_failure(
         return Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed));
     }
     let delay = shared.retry.delay_with(msg.attempt(), || rng.next_u64());
-    let retry_at = shared.queue.store().now() + delay.as_millis() as u64;
+    let retry_at = shared.queue.now_ms() + delay.as_millis() as u64;
     match shared.queue.retry(msg, &report, retry_at)? {
         FailureOutcome::Retried { .. } => Ok(c.retried.fetch_add(1, Ordering::Relaxed)),
         FailureOutcome::DeadLettered => Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed)),
@@ -463,7 +468,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Extends the leases of handlers that have used half of theirs.
-fn heartbeat_loop(shared: &Shared) {
+fn heartbeat_loop<Q: MessageQueue>(shared: &Shared<Q>) {
     let tick = (shared.lease / 4).max(Duration::from_millis(5));
     while !shared.stop.load(Ordering::Acquire)
         || shared.counters.in_flight.load(Ordering::Acquire) > 0
@@ -478,7 +483,7 @@ fn heartbeat_loop(shared: &Shared) {
             shared.done.wait_for(&mut g, tick);
         }
         let now = Instant::now();
-        let due: Vec<Message> = shared
+        let due: Vec<Q::Message> = shared
             .running
             .lock()
             .values()

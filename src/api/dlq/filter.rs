@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::types::{DeadLetter, MessageId};
+use crate::api::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
 
 /// Which entries an operation applies to. Empty fields match everything.
@@ -118,6 +118,26 @@ impl Filter {
             }
         }
         true
+    }
+
+    /// True when `entry` matches every field of the filter: the whole check on an
+    /// envelope, for backends that have no index to check first.
+    pub fn matches(&self, entry: &DeadLetter) -> bool {
+        let f = &entry.failure;
+        let at = entry.dlq.dead_lettered_at_ms;
+        let attempts = entry.metadata.delivery_count;
+        let pending = entry.status == EntryStatus::Pending;
+        self.error_kind.as_ref().is_none_or(|k| *k == f.error_kind)
+            && self
+                .worker
+                .as_ref()
+                .is_none_or(|w| entry.dlq.worker.as_ref() == Some(w))
+            && self.since_ms.is_none_or(|t| at >= t)
+            && self.until_ms.is_none_or(|t| at < t)
+            && self.min_attempts.is_none_or(|n| attempts >= n)
+            && self.max_attempts.is_none_or(|n| attempts <= n)
+            && self.pending.is_none_or(|p| p == pending)
+            && self.matches_envelope(entry)
     }
 
     /// The checks that need the envelope.

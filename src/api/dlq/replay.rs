@@ -82,6 +82,16 @@ pub struct ReplayReport {
     pub dry_run: bool,
 }
 
+impl ReplayReport {
+    /// An empty report: a backend adds what it replayed or refused.
+    pub fn new(dry_run: bool) -> Self {
+        ReplayReport {
+            dry_run,
+            ..ReplayReport::default()
+        }
+    }
+}
+
 impl Dlq {
     /// Replays the entries matching `filter` (up to `options.limit`).
     pub fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {

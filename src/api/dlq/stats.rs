@@ -1,6 +1,7 @@
 //! Counting and analysing a DLQ: [`Dlq::stats`] reads counters kept as records are
 //! applied (its cost does not grow with the DLQ); [`Dlq::analyze`] reads the matching
-//! envelopes and groups them into failure patterns.
+//! envelopes and groups them into failure patterns ([`Analysis::of`] does the same
+//! grouping for any list of entries).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Dlq, Filter};
 
+use crate::api::types::DeadLetter;
 use crate::engine::state::IdMap;
 use crate::error::Result;
 
@@ -114,73 +116,120 @@ impl Dlq {
 
     /// Failure distributions and the common patterns of the entries matching `filter`.
     pub fn analyze(&self, filter: &Filter) -> Result<Analysis> {
-        let mut a = Analysis {
-            total: 0,
-            by_error_kind: BTreeMap::new(),
-            by_worker: BTreeMap::new(),
-            by_hour_of_day: [0; 24],
-            average_attempts: 0.0,
-            time_range: None,
-            patterns: Vec::new(),
-        };
-        let mut attempts_sum = 0u64;
-        struct Group {
-            count: u64,
-            first: u64,
-            last: u64,
-            workers: BTreeSet<String>,
-            messages: HashMap<String, u64>,
-            context: HashMap<String, u64>,
-        }
-        let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+        let mut analyzer = Analyzer::default();
         self.scan(filter, None, |e| {
-            let at = e.dlq.dead_lettered_at_ms;
-            a.total += 1;
-            attempts_sum += e.metadata.delivery_count as u64;
-            *a.by_error_kind
-                .entry(e.failure.error_kind.clone())
-                .or_default() += 1;
-            let worker = e.dlq.worker.clone().unwrap_or_default();
-            *a.by_worker.entry(worker.clone()).or_default() += 1;
-            a.by_hour_of_day[((at / 3_600_000) % 24) as usize] += 1;
-            a.time_range = Some(match a.time_range {
-                None => (at, at),
-                Some((lo, hi)) => (lo.min(at), hi.max(at)),
-            });
-            let g = groups
-                .entry(e.failure.error_kind.clone())
-                .or_insert_with(|| Group {
-                    count: 0,
-                    first: at,
-                    last: at,
-                    workers: BTreeSet::new(),
-                    messages: HashMap::new(),
-                    context: HashMap::new(),
-                });
-            g.count += 1;
-            g.first = g.first.min(at);
-            g.last = g.last.max(at);
-            if !worker.is_empty() {
-                g.workers.insert(worker);
-            }
-            *g.messages
-                .entry(e.failure.error_message.clone())
-                .or_default() += 1;
-            for (k, v) in e.failure.context.iter().chain(e.metadata.attributes.iter()) {
-                *g.context.entry(format!("{k}={v}")).or_default() += 1;
-            }
+            analyzer.add(&e);
             true
         })?;
-        if a.total > 0 {
-            a.average_attempts = attempts_sum as f64 / a.total as f64;
+        Ok(analyzer.finish())
+    }
+}
+
+impl DlqStats {
+    /// The counts of an empty DLQ named `name`: a backend fills in what it counted.
+    pub fn new(name: impl Into<String>) -> Self {
+        DlqStats {
+            name: name.into(),
+            total: 0,
+            pending: 0,
+            reprocessed: 0,
+            reprocessed_ok: 0,
+            reprocessed_failed: 0,
+            replayed: 0,
+            deleted: 0,
+            expired: 0,
+            oldest_age_ms: None,
+            newest_age_ms: None,
+            by_error_kind: BTreeMap::new(),
+            by_worker: BTreeMap::new(),
         }
+    }
+}
+
+impl Analysis {
+    /// The analysis of `entries` (already filtered): the same grouping
+    /// [`Dlq::analyze`] does, for backends that hold their entries elsewhere.
+    pub fn of<'a>(entries: impl IntoIterator<Item = &'a DeadLetter>) -> Analysis {
+        let mut analyzer = Analyzer::default();
+        for e in entries {
+            analyzer.add(e);
+        }
+        analyzer.finish()
+    }
+}
+
+/// One group of entries of the same error kind, while an analysis runs.
+struct Group {
+    count: u64,
+    first: u64,
+    last: u64,
+    workers: BTreeSet<String>,
+    messages: HashMap<String, u64>,
+    context: HashMap<String, u64>,
+}
+
+/// An analysis being built, one entry at a time.
+#[derive(Default)]
+struct Analyzer {
+    total: u64,
+    attempts_sum: u64,
+    by_error_kind: BTreeMap<String, u64>,
+    by_worker: BTreeMap<String, u64>,
+    by_hour_of_day: [u64; 24],
+    time_range: Option<(u64, u64)>,
+    groups: BTreeMap<String, Group>,
+}
+
+impl Analyzer {
+    fn add(&mut self, e: &DeadLetter) {
+        let at = e.dlq.dead_lettered_at_ms;
+        self.total += 1;
+        self.attempts_sum += e.metadata.delivery_count as u64;
+        *self
+            .by_error_kind
+            .entry(e.failure.error_kind.clone())
+            .or_default() += 1;
+        let worker = e.dlq.worker.clone().unwrap_or_default();
+        *self.by_worker.entry(worker.clone()).or_default() += 1;
+        self.by_hour_of_day[((at / 3_600_000) % 24) as usize] += 1;
+        self.time_range = Some(match self.time_range {
+            None => (at, at),
+            Some((lo, hi)) => (lo.min(at), hi.max(at)),
+        });
+        let g = self
+            .groups
+            .entry(e.failure.error_kind.clone())
+            .or_insert_with(|| Group {
+                count: 0,
+                first: at,
+                last: at,
+                workers: BTreeSet::new(),
+                messages: HashMap::new(),
+                context: HashMap::new(),
+            });
+        g.count += 1;
+        g.first = g.first.min(at);
+        g.last = g.last.max(at);
+        if !worker.is_empty() {
+            g.workers.insert(worker);
+        }
+        *g.messages
+            .entry(e.failure.error_message.clone())
+            .or_default() += 1;
+        for (k, v) in e.failure.context.iter().chain(e.metadata.attributes.iter()) {
+            *g.context.entry(format!("{k}={v}")).or_default() += 1;
+        }
+    }
+
+    fn finish(self) -> Analysis {
         let top = |m: HashMap<String, u64>, n: usize| {
             let mut v: Vec<(String, u64)> = m.into_iter().collect();
             v.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
             v.truncate(n);
             v
         };
-        a.patterns = groups
+        let mut patterns: Vec<FailurePattern> = self
+            .groups
             .into_iter()
             .filter(|(_, g)| g.count >= 3)
             .map(|(kind, g)| FailurePattern {
@@ -193,11 +242,23 @@ impl Dlq {
                 common_context: top(g.context, 5),
             })
             .collect();
-        a.patterns.sort_by(|x, y| {
+        patterns.sort_by(|x, y| {
             y.count
                 .cmp(&x.count)
                 .then_with(|| x.error_kind.cmp(&y.error_kind))
         });
-        Ok(a)
+        Analysis {
+            total: self.total,
+            by_error_kind: self.by_error_kind,
+            by_worker: self.by_worker,
+            by_hour_of_day: self.by_hour_of_day,
+            average_attempts: if self.total > 0 {
+                self.attempts_sum as f64 / self.total as f64
+            } else {
+                0.0
+            },
+            time_range: self.time_range,
+            patterns,
+        }
     }
 }

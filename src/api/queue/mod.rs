@@ -61,6 +61,27 @@ pub struct QueueStats {
     pub oldest_ready_at_ms: Option<u64>,
 }
 
+impl QueueStats {
+    /// The counts of an empty queue `name` whose DLQ is `dlq_name`: a backend fills in
+    /// what it counted.
+    pub fn new(name: impl Into<String>, dlq_name: impl Into<String>) -> Self {
+        QueueStats {
+            name: name.into(),
+            dlq_name: dlq_name.into(),
+            ready: 0,
+            in_flight: 0,
+            enqueued: 0,
+            acked: 0,
+            retried: 0,
+            dead_lettered: 0,
+            expired: 0,
+            deleted: 0,
+            dlq_size: 0,
+            oldest_ready_at_ms: None,
+        }
+    }
+}
+
 /// A handle on one queue. Cheap to clone; usable from any number of threads.
 ///
 /// A consumer leases messages (each delivery is counted in the log before it is handed

@@ -1,0 +1,233 @@
+//! Delivery: batches, retries and backoff, lost leases, typed payloads, and the worker
+//! pool.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use deadletter::{
+    DeadLetterQueue, Delivery, Error, Failure, FailureOutcome, Filter, MessageQueue, Page, Retry,
+    WorkerPool,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::support::{assert_nothing_visible, eventually, fail, held, lease_n, lease_one};
+use crate::{options, TestBackend};
+
+/// A batch enqueue keeps its order; a lease hands out at most what was asked; one ack
+/// covers many messages.
+pub fn batches<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("batches", options(3, 30_000)).unwrap();
+    let payloads: Vec<String> = (0..10).map(|i| format!("m-{i}")).collect();
+    let ids = queue.enqueue_batch(&payloads).unwrap();
+    assert_eq!(ids.len(), 10);
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 10);
+    assert_eq!(held(&queue), 10);
+
+    let first = lease_n(&queue, 4);
+    assert_eq!(first.len(), 4);
+    let texts: Vec<&str> = first.iter().map(|m| m.text().unwrap()).collect();
+    assert_eq!(texts, ["m-0", "m-1", "m-2", "m-3"], "enqueue order");
+    assert!(first
+        .iter()
+        .all(|m| m.attempt() == 1 && m.queue() == "batches"));
+    assert_eq!(
+        first.iter().map(|m| m.id()).collect::<Vec<_>>(),
+        ids[..4].to_vec()
+    );
+    queue.ack_all(&first).unwrap();
+
+    let small = queue.lease_wait(3, Duration::from_secs(5)).unwrap();
+    assert!(!small.is_empty() && small.len() <= 3, "{}", small.len());
+    let mut rest = small;
+    rest.extend(lease_n(&queue, 6 - rest.len()));
+    assert_eq!(rest.len(), 6);
+    queue.ack_all(&rest).unwrap();
+    assert_eq!(held(&queue), 0);
+    assert_nothing_visible(&queue, Duration::from_millis(200));
+    assert_eq!(queue.dlq().len().unwrap(), 0);
+}
+
+/// A retry becomes visible no earlier than asked, and the message behind it is
+/// delivered meanwhile.
+pub fn retry_waits_and_blocks_nothing<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("backoff", options(3, 30_000)).unwrap();
+    let a = queue.enqueue("a").unwrap();
+    let b = queue.enqueue("b").unwrap();
+    let first = lease_one(&queue);
+    assert_eq!(first.id(), a);
+    let retry_at = queue.now_ms() + 1_000;
+    let report_failure = Failure::transient("Busy", "try later");
+    let report = deadletter::FailureReport::new(&report_failure).worker("w");
+    match queue.retry(&first, &report, retry_at).unwrap() {
+        FailureOutcome::Retried { visible_at_ms } => assert!(visible_at_ms >= retry_at),
+        other => panic!("retried expected, got {other:?}"),
+    }
+    // The next message is not held up by the one waiting out its backoff.
+    let second = lease_one(&queue);
+    assert_eq!(second.id(), b);
+    assert_eq!(second.attempt(), 1);
+    queue.ack(&second).unwrap();
+    assert_eq!(held(&queue), 1, "the retried message is still held");
+
+    let again = lease_one(&queue);
+    assert!(
+        queue.now_ms() >= retry_at,
+        "redelivered before its retry time"
+    );
+    assert_eq!((again.id(), again.attempt()), (a, 2));
+    assert_eq!(again.payload(), b"a");
+    queue.ack(&again).unwrap();
+    assert_eq!(held(&queue), 0);
+    assert_eq!(queue.dlq().len().unwrap(), 0);
+}
+
+/// A lease not reported before its visibility timeout comes back with the next attempt
+/// number; where the backend tells deliveries apart, the old delivery's ack is refused.
+pub fn lost_lease_comes_back<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("lost-lease", options(5, 1_000)).unwrap();
+    let id = queue.enqueue("slow").unwrap();
+    let first = lease_one(&queue);
+    assert_eq!((first.id(), first.attempt()), (id, 1));
+    // Not reported: the lease runs out and the message is delivered again.
+    let second = lease_one(&queue);
+    assert_eq!((second.id(), second.attempt()), (id, 2));
+    if backend.refuses_stale_outcomes() {
+        assert!(matches!(queue.ack(&first), Err(Error::InvalidState { .. })));
+    }
+    queue.ack(&second).unwrap();
+    assert_eq!(held(&queue), 0);
+    assert_eq!(queue.dlq().len().unwrap(), 0);
+}
+
+/// A delivery that ends without an outcome on the last allowed attempt sends the message
+/// to the DLQ instead of delivering it again, with the reason recorded.
+pub fn lost_lease_on_the_last_attempt_goes_to_the_dlq<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("last-lease", options(1, 500)).unwrap();
+    let id = queue.enqueue("dies in its handler").unwrap();
+    let first = lease_one(&queue);
+    assert_eq!(first.attempt(), 1);
+    drop(first);
+    let dlq = queue.dlq();
+    eventually("the message reaches the DLQ", || {
+        let got = queue.lease_wait(10, Duration::from_millis(200)).unwrap();
+        assert!(got.is_empty(), "delivered past its last attempt");
+        dlq.len().unwrap() == 1
+    });
+    let entry = dlq.get(id).unwrap();
+    assert!(
+        ["LeaseExpired", "ConsumerDied"].contains(&entry.failure.error_kind.as_str()),
+        "{}",
+        entry.failure.error_kind
+    );
+    assert_eq!(entry.metadata.delivery_count, 1);
+    assert_eq!(entry.payload, b"dies in its handler");
+    assert_eq!(entry.failure.attempts.len(), 1);
+    assert_eq!(entry.failure.attempts[0].number, 1);
+    assert_eq!(held(&queue), 0);
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Order {
+    id: String,
+    cents: u64,
+    lines: Vec<(String, u32)>,
+}
+
+/// A typed payload decodes to the value enqueued.
+pub fn typed_payloads<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("typed", options(3, 30_000)).unwrap();
+    let order = Order {
+        id: "ORD-7".into(),
+        cents: 12_345,
+        lines: vec![("book".into(), 2), ("pen".into(), 10)],
+    };
+    queue.enqueue_typed(&order).unwrap();
+    let msg = lease_one(&queue);
+    assert_eq!(msg.decode::<Order>().unwrap(), order);
+    queue.ack(&msg).unwrap();
+}
+
+/// The worker pool on the backend: successes, transient failures retried, a permanent
+/// failure and a panicking handler in the DLQ with their history, counters, and a
+/// graceful shutdown.
+pub fn worker_pool<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("pool", options(3, 30_000)).unwrap();
+    let mut payloads: Vec<String> = (0..20).map(|i| format!("ok-{i}")).collect();
+    payloads.extend((0..5).map(|i| format!("flaky-{i}")));
+    payloads.push("bad".into());
+    payloads.push("boom".into());
+    let ids = queue.enqueue_batch(&payloads).unwrap();
+    let pool = WorkerPool::new(&queue)
+        .workers(3)
+        .retry(
+            Retry::fixed(Duration::from_millis(50))
+                .no_jitter()
+                .max_attempts(3),
+        )
+        .lease(Duration::from_secs(10))
+        .name("pool-worker")
+        .start(|msg: &<B::Queue as MessageQueue>::Message| handle(msg))
+        .unwrap();
+    pool.run_until_idle().unwrap();
+    let report = pool.shutdown(Duration::from_secs(10)).unwrap();
+    assert!(report.drained);
+    let c = report.counters;
+    assert_eq!((c.processed, c.dead_lettered, c.panics), (25, 2, 3));
+    assert_eq!(c.retried, 5 + 2);
+    assert_eq!(c.in_flight, 0);
+    assert_eq!(held(&queue), 0);
+
+    let dlq = queue.dlq();
+    assert_eq!(dlq.len().unwrap(), 2);
+    let bad = dlq.get(ids[25]).unwrap();
+    assert_eq!(bad.failure.error_kind, "InvalidPayload");
+    assert_eq!(bad.metadata.delivery_count, 1);
+    assert!(bad
+        .dlq
+        .worker
+        .as_deref()
+        .is_some_and(|w| w.starts_with("pool-worker-")));
+    let boom = dlq.get(ids[26]).unwrap();
+    assert_eq!(boom.failure.error_kind, "Panic");
+    assert!(boom.failure.error_message.contains("kaboom"));
+    assert_eq!(boom.metadata.delivery_count, 3);
+    assert_eq!(
+        boom.failure
+            .attempts
+            .iter()
+            .map(|a| a.number)
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let listed = dlq.list(&Filter::all(), Page::first(10)).unwrap();
+    assert_eq!(listed.len(), 2);
+}
+
+fn handle(msg: &impl Delivery) -> Result<(), Failure> {
+    let text = msg.text().unwrap_or_default();
+    if text.starts_with("flaky-") && msg.attempt() == 1 {
+        return Err(Failure::transient("Timeout", "first try times out"));
+    }
+    match text {
+        "bad" => Err(Failure::permanent("InvalidPayload", "cannot be processed")),
+        "boom" => panic!("kaboom"),
+        _ => Ok(()),
+    }
+}
+
+/// Used by the DLQ scenarios: fails `msg` permanently with `kind`.
+pub(crate) fn fail_permanently<Q: MessageQueue>(
+    queue: &Q,
+    msg: &Q::Message,
+    kind: &str,
+    worker: &str,
+) {
+    let outcome = fail(
+        queue,
+        msg,
+        &Failure::permanent(kind, format!("{kind} on {}", msg.text().unwrap_or("?"))),
+        worker,
+        Duration::ZERO,
+    );
+    assert_eq!(outcome, FailureOutcome::DeadLettered);
+}

@@ -1,0 +1,418 @@
+//! Backends: the contract a queue and its DLQ keep, whatever holds them.
+//!
+//! Three traits name the operations users call, so that the [`WorkerPool`], the
+//! conformance suite and a user's own code run unchanged on the embedded store or on
+//! another engine (the `deadletter-jetstream` package implements them on NATS JetStream):
+//!
+//! - [`Delivery`]: a leased message (payload, id, attempt number, attributes);
+//! - [`MessageQueue`]: produce (one or a batch), lease (up to `n`, waiting or not), then
+//!   ack (one or many), retry, dead-letter or extend; counts;
+//! - [`DeadLetterQueue`]: browse, count, analyse, replay, mark, delete and purge entries,
+//!   and size alerts.
+//!
+//! The embedded [`Queue`], [`Message`] and [`Dlq`] implement them by calling their own
+//! methods: the traits are used through generics (static dispatch), each message is the
+//! backend's own type (for the embedded store, a view of the log's memory map, never
+//! copied or boxed), and the batch operations (`lease(n)`, `ack_all`, `enqueue_batch`)
+//! are part of the contract so that a consumer can lease in batches and commit acks in
+//! groups.
+//!
+//! The traits are synchronous, like the pool (threads): a backend built on an async client
+//! runs its own runtime behind them. Errors are the crate's [`Error`]; a backend reports
+//! what is its own (a lost connection, a server refusal) as [`Error::Backend`].
+//!
+//! What every backend promises, and the conformance suite checks:
+//! - an enqueue returns once the message is durable by the backend's own standard;
+//! - a delivery is counted before it is handed out ([`Delivery::attempt`] is 1 for the
+//!   first), so a consumer that dies in its handler has used up an attempt;
+//! - a retry makes the message visible again no earlier than the time asked, and a later
+//!   message is never held up behind it;
+//! - a permanent failure, or a failure on the last allowed attempt, moves the message to
+//!   the DLQ with its whole envelope (payload byte for byte, metadata, failure, every
+//!   attempt kept, DLQ metadata); it is then in the DLQ exactly once and no longer in the
+//!   queue;
+//! - browsing a DLQ changes nothing; replay, delete and purge follow [`ReplayOptions`]
+//!   and [`Filter`] as documented there.
+//!
+//! [`WorkerPool`]: crate::WorkerPool
+//! [`Error`]: crate::Error
+//! [`Error::Backend`]: crate::Error::Backend
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::api::alert::DlqAlert;
+use crate::api::dlq::{Analysis, Dlq, DlqStats, Filter, Page, ReplayOptions, ReplayReport};
+use crate::api::queue::{
+    EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
+};
+use crate::api::types::{DeadLetter, MessageId};
+use crate::error::{Error, Result};
+
+/// A leased message, as a handler sees it on any backend.
+///
+/// ```
+/// use deadletter::{Config, Delivery, Failure, FailureReport, MessageQueue, Store};
+///
+/// // A handler written once for every backend.
+/// fn handle(msg: &impl Delivery) -> Result<(), Failure> {
+///     match msg.text() {
+///         Some(order) if order.starts_with("ORD-") => Ok(()),
+///         _ => Err(Failure::permanent("InvalidOrder", "not an order")),
+///     }
+/// }
+///
+/// // Code generic over the backend: here it runs on the embedded store.
+/// fn drain(queue: &impl MessageQueue) -> deadletter::Result<usize> {
+///     let mut handled = 0;
+///     for msg in queue.lease(10)? {
+///         match handle(&msg) {
+///             Ok(()) => queue.ack(&msg)?,
+///             Err(failure) => queue.dead_letter(&msg, &FailureReport::new(&failure))?,
+///         }
+///         handled += 1;
+///     }
+///     Ok(handled)
+/// }
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-backend-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue_batch(&["ORD-1", "not an order"])?;
+/// assert_eq!(drain(&orders)?, 2);
+/// assert_eq!(orders.dlq().len(), 1);
+/// # drop((orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+pub trait Delivery: Clone + Send + Sync + 'static {
+    /// The message id: stable for the message's whole life, replays included.
+    fn id(&self) -> MessageId;
+    /// The name of the queue it was leased from.
+    fn queue(&self) -> &str;
+    /// This delivery's number: 1 for the first.
+    fn attempt(&self) -> u32;
+    /// The payload bytes.
+    fn payload(&self) -> &[u8];
+    /// When it was enqueued (ms since the epoch).
+    fn enqueued_at_ms(&self) -> u64;
+    /// The caller's attributes.
+    fn attributes(&self) -> &BTreeMap<String, String>;
+    /// The payload as UTF-8 text, if it is.
+    fn text(&self) -> Option<&str> {
+        std::str::from_utf8(self.payload()).ok()
+    }
+    /// Decodes a payload enqueued with [`MessageQueue::enqueue_typed`] (bincode).
+    fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        bincode::serde::decode_from_slice(self.payload(), bincode::config::standard())
+            .map(|(v, _)| v)
+            .map_err(|e| Error::Codec(e.to_string()))
+    }
+}
+
+/// A queue on some backend: produce, lease, and report outcomes.
+///
+/// A handle is cheap to clone and usable from any number of threads. The lease model is
+/// the embedded store's ([`Queue`] documents it): lease, then ack, retry or dead-letter.
+pub trait MessageQueue: Clone + Send + Sync + 'static {
+    /// What a lease hands out.
+    type Message: Delivery;
+    /// This queue's DLQ handle.
+    type Dlq: DeadLetterQueue;
+
+    /// The queue's name.
+    fn name(&self) -> &str;
+    /// This queue's DLQ.
+    fn dlq(&self) -> Self::Dlq;
+    /// A handle on the same queue whose deliveries go to the DLQ after `max_attempts`
+    /// and whose leases last `lease` (the worker pool applies its retry policy this way).
+    fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self>;
+    /// The time now by the backend's clock (ms since the epoch): retry times are
+    /// computed from it.
+    fn now_ms(&self) -> u64;
+
+    /// Enqueues one message with options; returns its id once it is durable.
+    fn enqueue_with(
+        &self,
+        payload: impl AsRef<[u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<MessageId>;
+    /// Enqueues a batch; returns the ids in order.
+    fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>>;
+    /// Enqueues one message.
+    fn enqueue(&self, payload: impl AsRef<[u8]>) -> Result<MessageId> {
+        self.enqueue_with(payload, &EnqueueOptions::default())
+    }
+    /// Enqueues a serde value, encoded with bincode; read it back with
+    /// [`Delivery::decode`].
+    fn enqueue_typed<T: serde::Serialize>(&self, value: &T) -> Result<MessageId> {
+        let bytes = bincode::serde::encode_to_vec(value, bincode::config::standard())
+            .map_err(|e| Error::Codec(e.to_string()))?;
+        self.enqueue(bytes)
+    }
+
+    /// Leases up to `max` visible messages, without waiting. Each delivery is counted
+    /// before this returns.
+    fn lease(&self, max: usize) -> Result<Vec<Self::Message>>;
+    /// Leases up to `max` messages, waiting up to `timeout` for the first one.
+    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Self::Message>>;
+    /// Acknowledges several delivered messages together.
+    fn ack_all(&self, msgs: &[Self::Message]) -> Result<()>;
+    /// Acknowledges one delivered message: it is removed.
+    fn ack(&self, msg: &Self::Message) -> Result<()> {
+        self.ack_all(std::slice::from_ref(msg))
+    }
+    /// Acknowledges `done` and leases up to `max` more, in one step where the backend can
+    /// (the embedded store: one write). If the ack is refused, nothing is leased.
+    fn ack_and_lease(&self, done: &Self::Message, max: usize) -> Result<Vec<Self::Message>> {
+        self.ack(done)?;
+        self.lease(max)
+    }
+    /// Extends a lease (heartbeat) to `visibility` from now, where the backend allows
+    /// the length to be chosen, or by its configured lease length otherwise.
+    fn extend(&self, msg: &Self::Message, visibility: Duration) -> Result<()>;
+    /// Reports a failed delivery. A permanent failure, or one on the last allowed attempt,
+    /// moves the message to the DLQ; otherwise it becomes visible again at `retry_at_ms`.
+    fn retry(
+        &self,
+        msg: &Self::Message,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<FailureOutcome>;
+    /// Moves a delivered message to the DLQ at once (a permanent failure).
+    fn dead_letter(&self, msg: &Self::Message, report: &FailureReport<'_>) -> Result<()>;
+    /// Counts of the queue and its DLQ.
+    fn stats(&self) -> Result<QueueStats>;
+    /// Wakes consumers blocked in [`MessageQueue::lease_wait`] in this process, so that a
+    /// stopping pool does not wait out their timeout. A backend whose waits cannot be
+    /// interrupted leaves them to end at their timeout, which is what this default does.
+    fn wake_consumers(&self) {}
+}
+
+/// A DLQ on some backend: browse, count, analyse, replay, delete, purge, alert.
+///
+/// Browsing ([`list`](DeadLetterQueue::list), [`get`](DeadLetterQueue::get),
+/// [`stats`](DeadLetterQueue::stats), [`analyze`](DeadLetterQueue::analyze)) changes
+/// nothing. An entry is identified by its message id.
+pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
+    /// The DLQ's name.
+    fn name(&self) -> String;
+    /// The name of the queue it belongs to.
+    fn queue_name(&self) -> &str;
+    /// Entries in the DLQ.
+    fn len(&self) -> Result<u64>;
+    /// True when the DLQ is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Entries matching `filter`, oldest first, one page at a time.
+    fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>>;
+    /// One entry by id, or [`Error::NotFound`].
+    fn get(&self, id: MessageId) -> Result<DeadLetter>;
+    /// Ids of the entries matching `filter` (up to `limit`), oldest first.
+    fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>>;
+    /// Counts of the DLQ.
+    fn stats(&self) -> Result<DlqStats>;
+    /// Failure distributions and patterns of the entries matching `filter`.
+    fn analyze(&self, filter: &Filter) -> Result<Analysis>;
+    /// Replays the entries matching `filter` (up to `options.limit`).
+    fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport>;
+    /// Replays the given entries.
+    fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport>;
+    /// Replays one entry: [`Error::NotFound`] if it is not in the DLQ,
+    /// [`Error::AlreadyReprocessed`] if it was marked and `options.force` is not set.
+    fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()>;
+    /// Replays one entry with a corrected payload; the failed bytes are kept as
+    /// [`DeadLetter::replaced_payload`] if it fails again.
+    fn replay_corrected(
+        &self,
+        id: MessageId,
+        payload: impl AsRef<[u8]>,
+        options: &ReplayOptions,
+    ) -> Result<()>;
+    /// Records that an entry was reprocessed outside the queue, with its outcome.
+    fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()>;
+    /// Deletes one entry for good.
+    fn delete(&self, id: MessageId) -> Result<()>;
+    /// Deletes the entries matching `filter`; returns how many.
+    fn delete_matching(&self, filter: &Filter) -> Result<u64>;
+    /// Deletes entries dead-lettered more than `older_than` ago; pending ones only if
+    /// `include_pending`. Returns how many.
+    fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64>;
+    /// Calls `callback` when the DLQ's size reaches `threshold`, and again when it falls
+    /// back under.
+    fn on_threshold(
+        &self,
+        threshold: u64,
+        callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
+    ) -> Result<()>;
+}
+
+impl Delivery for Message {
+    #[inline]
+    fn id(&self) -> MessageId {
+        Message::id(self)
+    }
+    #[inline]
+    fn queue(&self) -> &str {
+        Message::queue(self)
+    }
+    #[inline]
+    fn attempt(&self) -> u32 {
+        Message::attempt(self)
+    }
+    #[inline]
+    fn payload(&self) -> &[u8] {
+        Message::payload(self)
+    }
+    #[inline]
+    fn enqueued_at_ms(&self) -> u64 {
+        Message::enqueued_at_ms(self)
+    }
+    #[inline]
+    fn attributes(&self) -> &BTreeMap<String, String> {
+        Message::attributes(self)
+    }
+}
+
+impl MessageQueue for Queue {
+    type Message = Message;
+    type Dlq = Dlq;
+
+    fn name(&self) -> &str {
+        Queue::name(self)
+    }
+    fn dlq(&self) -> Dlq {
+        Queue::dlq(self)
+    }
+    fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self> {
+        let options = self
+            .options()
+            .max_attempts(max_attempts)
+            .visibility_timeout(lease);
+        self.store().queue_with(Queue::name(self), options)
+    }
+    #[inline]
+    fn now_ms(&self) -> u64 {
+        self.store().now()
+    }
+    #[inline]
+    fn enqueue_with(
+        &self,
+        payload: impl AsRef<[u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<MessageId> {
+        Queue::enqueue_with(self, payload, options)
+    }
+    #[inline]
+    fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>> {
+        Queue::enqueue_batch(self, payloads)
+    }
+    #[inline]
+    fn lease(&self, max: usize) -> Result<Vec<Message>> {
+        Queue::lease(self, max)
+    }
+    #[inline]
+    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
+        Queue::lease_wait(self, max, timeout)
+    }
+    #[inline]
+    fn ack_all(&self, msgs: &[Message]) -> Result<()> {
+        Queue::ack_all(self, msgs)
+    }
+    #[inline]
+    fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
+        Queue::ack_and_lease(self, done, max)
+    }
+    #[inline]
+    fn extend(&self, msg: &Message, visibility: Duration) -> Result<()> {
+        Queue::extend(self, msg, visibility)
+    }
+    #[inline]
+    fn retry(
+        &self,
+        msg: &Message,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<FailureOutcome> {
+        Queue::retry(self, msg, report, retry_at_ms)
+    }
+    #[inline]
+    fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
+        Queue::dead_letter(self, msg, report)
+    }
+    fn stats(&self) -> Result<QueueStats> {
+        Ok(Queue::stats(self))
+    }
+    fn wake_consumers(&self) {
+        self.store().wake_consumers()
+    }
+}
+
+impl DeadLetterQueue for Dlq {
+    fn name(&self) -> String {
+        Dlq::name(self)
+    }
+    fn queue_name(&self) -> &str {
+        Dlq::queue_name(self)
+    }
+    fn len(&self) -> Result<u64> {
+        Ok(Dlq::len(self))
+    }
+    fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
+        Dlq::list(self, filter, page)
+    }
+    fn get(&self, id: MessageId) -> Result<DeadLetter> {
+        Dlq::get(self, id)
+    }
+    fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
+        Dlq::ids(self, filter, limit)
+    }
+    fn stats(&self) -> Result<DlqStats> {
+        Ok(Dlq::stats(self))
+    }
+    fn analyze(&self, filter: &Filter) -> Result<Analysis> {
+        Dlq::analyze(self, filter)
+    }
+    fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
+        Dlq::replay(self, filter, options)
+    }
+    fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
+        Dlq::replay_ids(self, ids, options)
+    }
+    fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()> {
+        Dlq::replay_one(self, id, options)
+    }
+    fn replay_corrected(
+        &self,
+        id: MessageId,
+        payload: impl AsRef<[u8]>,
+        options: &ReplayOptions,
+    ) -> Result<()> {
+        Dlq::replay_corrected(self, id, payload, options)
+    }
+    fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()> {
+        Dlq::mark_reprocessed(self, id, success)
+    }
+    fn delete(&self, id: MessageId) -> Result<()> {
+        Dlq::delete(self, id)
+    }
+    fn delete_matching(&self, filter: &Filter) -> Result<u64> {
+        Dlq::delete_matching(self, filter)
+    }
+    fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
+        Dlq::purge(self, older_than, include_pending)
+    }
+    fn on_threshold(
+        &self,
+        threshold: u64,
+        callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
+    ) -> Result<()> {
+        Dlq::on_threshold(self, threshold, callback)
+    }
+}
