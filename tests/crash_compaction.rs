@@ -12,22 +12,20 @@
 //! `DEADLETTER_SEED` fixes the seed (printed at the start); `DEADLETTER_CRASH_COMPACTION_KILLS`
 //! sets the number of SIGKILL runs (default 8).
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod common;
 
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::crash::{self, ChildSpec};
 use deadletter::sim::SimRng as Rng;
 use deadletter::{
     CompactionOptions, Config, DeadLetter, Durability, Failure, FailureOutcome, FailureReport,
     Filter, Page, QueueOptions, Store,
-}; // seeded and deterministic, shared by the tests
+};
 
-const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_COMPACTION_DIR";
-const CHILD_SEED_ENV: &str = "DEADLETTER_CRASH_COMPACTION_SEED";
-const CHILD_SEQ_ENV: &str = "DEADLETTER_CRASH_COMPACTION_SEQ";
 /// Payload numbers of one child start at `run * SEQ_STRIDE`.
 const SEQ_STRIDE: u64 = 1 << 32;
 const FAILPOINTS: [&str; 5] = [
@@ -37,10 +35,9 @@ const FAILPOINTS: [&str; 5] = [
     "checkpoint-written",
     "segment-deleted",
 ];
-const MARK: &str = "@@ ";
 
 fn config() -> Config {
-    Config::default()
+    common::config()
         .durability(Durability::Always)
         .segment_size(128 << 10)
         .max_message_size(4 << 10)
@@ -79,48 +76,45 @@ fn failure_of(seq: u64) -> (String, String) {
 
 // ---- The child ----------------------------------------------------------------------------
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{MARK}{line}").expect("stdout");
-    out.flush().expect("flush");
-}
-
-/// Not a test on its own: when re-executed with `DEADLETTER_CRASH_COMPACTION_DIR`, works
-/// the store there until killed. Lines: `W <op> ...` before a call, then after it returned:
+/// The child: works the store in the directory it is given until it is killed (or a
+/// failpoint aborts it). Lines: `W <op> ...` before a call, then after it returned:
 /// `E id seq` (enqueued), `A id..` (acked), `T id` (retried), `D id` (dead-lettered),
 /// `I new orig` (imported into q2's DLQ), `X id` (deleted from the DLQ), `B` and
 /// `C relocated deleted` (a compaction run begins, ends).
 #[test]
 fn crash_compaction_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
+    let Some(params) = crash::child("crash_compaction_child") else {
         return;
     };
-    let seed: u64 = std::env::var(CHILD_SEED_ENV).unwrap().parse().unwrap();
-    let mut seq: u64 = std::env::var(CHILD_SEQ_ENV).unwrap().parse().unwrap();
-    let store = Store::open(&dir, config()).expect("child opens the store");
+    let seed: u64 = params.get("seed");
+    let mut seq: u64 = params.get("seq");
+    let store = Store::open(params.path("dir"), config()).expect("child opens the store");
     let q = store.queue_with("q", queue_options()).unwrap();
     let q2 = store.queue_with("q2", queue_options()).unwrap();
     let compactor = store.clone();
     std::thread::spawn(move || {
         let mut rng = Rng::new(seed ^ 0xc0ffee);
         loop {
-            say("B");
+            crash::say("B");
             let r = compactor.compact_now().expect("compaction");
-            say(&format!("C {} {}", r.records_relocated, r.segments_deleted));
+            crash::say(format_args!(
+                "C {} {}",
+                r.records_relocated, r.segments_deleted
+            ));
             std::thread::sleep(Duration::from_millis(rng.below(15)));
         }
     });
-    say("READY");
+    crash::say("READY");
     let mut rng = Rng::new(seed);
     let mut dead: Vec<u64> = Vec::new();
     loop {
         // Enqueue a batch.
         let n = 5 + rng.below(30);
-        say(&format!("W E {seq} {n}"));
+        crash::say(format_args!("W E {seq} {n}"));
         let payloads: Vec<Vec<u8>> = (seq..seq + n).map(payload).collect();
         let ids = q.enqueue_batch(&payloads).unwrap();
         for (i, id) in ids.iter().enumerate() {
-            say(&format!("E {id} {}", seq + i as u64));
+            crash::say(format_args!("E {id} {}", seq + i as u64));
         }
         seq += n;
         // Lease some and decide their fate one by one.
@@ -133,18 +127,18 @@ fn crash_compaction_child() {
                 11..=12 => {
                     let (kind, message) = failure_of(seq_of(m.payload()));
                     let f = Failure::permanent(kind, message).with_context("seq", "x");
-                    say(&format!("W D {id}"));
+                    crash::say(format_args!("W D {id}"));
                     q.dead_letter(&m, &FailureReport::new(&f).worker("child"))
                         .unwrap();
-                    say(&format!("D {id}"));
+                    crash::say(format_args!("D {id}"));
                     dead.push(id);
                 }
                 13..=15 => {
                     let f = Failure::transient("Flaky", "try again");
-                    say(&format!("W T {id}"));
+                    crash::say(format_args!("W T {id}"));
                     let outcome = q.retry(&m, &FailureReport::new(&f), 0).unwrap();
                     assert!(matches!(outcome, FailureOutcome::Retried { .. }));
-                    say(&format!("T {id}"));
+                    crash::say(format_args!("T {id}"));
                 }
                 _ => {
                     // Released: still in the queue, nothing to report.
@@ -154,24 +148,24 @@ fn crash_compaction_child() {
         }
         if !acks.is_empty() {
             let list: Vec<String> = acks.iter().map(|m| m.id().to_string()).collect();
-            say(&format!("W A {}", list.join(" ")));
+            crash::say(format_args!("W A {}", list.join(" ")));
             q.ack_all(&acks).unwrap();
-            say(&format!("A {}", list.join(" ")));
+            crash::say(format_args!("A {}", list.join(" ")));
         }
         // Sometimes import a DLQ entry into q2's DLQ, or delete one.
         if !dead.is_empty() && rng.below(8) == 0 {
             let orig = dead[rng.below(dead.len() as u64) as usize];
             if let Ok(entry) = q.dlq().get(orig) {
-                say(&format!("W I {orig}"));
+                crash::say(format_args!("W I {orig}"));
                 let new = q2.dlq().import(&entry).unwrap();
-                say(&format!("I {new} {orig}"));
+                crash::say(format_args!("I {new} {orig}"));
             }
         }
         while dead.len() > 30 && rng.below(2) == 0 {
             let id = dead.swap_remove(rng.below(dead.len() as u64) as usize);
-            say(&format!("W X {id}"));
+            crash::say(format_args!("W X {id}"));
             q.dlq().delete(id).unwrap();
-            say(&format!("X {id}"));
+            crash::say(format_args!("X {id}"));
         }
     }
 }
@@ -325,14 +319,6 @@ struct Observed {
     imported: BTreeMap<u64, DeadLetter>,
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
-
 fn all_entries(dlq: &deadletter::Dlq) -> BTreeMap<u64, DeadLetter> {
     let mut out = BTreeMap::new();
     let mut page = Page::first(500);
@@ -353,7 +339,7 @@ fn all_entries(dlq: &deadletter::Dlq) -> BTreeMap<u64, DeadLetter> {
 /// everything it holds. Leasing is destructive, which is why this works on a copy.
 fn observe(dir: &Path, scratch: &Path, compact: bool) -> Observed {
     let _ = std::fs::remove_dir_all(scratch);
-    copy_dir(dir, scratch);
+    common::copy_dir(dir, scratch);
     if compact {
         let store = Store::open(scratch, config()).expect("reopen for compaction");
         store.compact_now().expect("second compaction");
@@ -527,110 +513,42 @@ enum Death {
 }
 
 /// Runs one child until it dies; feeds its lines to the model.
-fn run_child(dir: &Path, seed: u64, run: u64, death: &Death, model: &mut Model) {
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(exe);
-    cmd.args([
-        "--exact",
-        "crash_compaction_child",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_DIR_ENV, dir)
-    .env(CHILD_SEED_ENV, seed.to_string())
-    .env(CHILD_SEQ_ENV, (run * SEQ_STRIDE).to_string())
-    .env_remove("DEADLETTER_FAILPOINT")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+fn run_child(dir: &Path, scratch: &Path, seed: u64, run: u64, death: &Death, model: &mut Model) {
+    let mut spec = ChildSpec::new("crash_compaction_child")
+        .param("dir", dir.display())
+        .param("seed", seed)
+        .param("seq", run * SEQ_STRIDE);
     if let Death::Failpoint(name) = death {
-        cmd.env("DEADLETTER_FAILPOINT", name);
+        spec = spec.env("DEADLETTER_FAILPOINT", name);
     }
-    let mut child = cmd.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(at) = line.find(MARK) {
-                if tx.send(line[at + MARK.len()..].to_string()).is_err() {
-                    break;
-                }
-            }
+    let mut child = spec.spawn(scratch);
+    let lines = match death {
+        Death::Kill { after } => {
+            let mut lines = child.wait_for(|l| l == "READY", Duration::from_secs(60));
+            std::thread::sleep(*after);
+            lines.extend(child.kill());
+            lines
         }
-    });
-    let started = Instant::now();
-    let mut ready_at = None;
-    let mut lines = 0u64;
-    let status = loop {
-        match rx.recv_timeout(Duration::from_millis(5)) {
-            Ok(line) => {
-                if line == "READY" {
-                    ready_at = Some(Instant::now());
-                }
-                lines += 1;
-                model.apply(&line);
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break child.wait().unwrap(),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            // Drain what it printed before dying.
-            while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-                lines += 1;
-                model.apply(&line);
-            }
-            break status;
-        }
-        match death {
-            Death::Kill { after } => {
-                if ready_at.is_some_and(|t| t.elapsed() >= *after) {
-                    child.kill().unwrap(); // SIGKILL
-                }
-            }
-            Death::Failpoint(name) => {
-                assert!(
-                    started.elapsed() < Duration::from_secs(120),
-                    "failpoint {name} never reached"
-                );
-            }
+        Death::Failpoint(name) => {
+            let (status, lines) = child.wait(Duration::from_secs(120));
+            assert_eq!(
+                status.signal(),
+                Some(6),
+                "failpoint {name}: the child must abort there, not fail otherwise ({status:?})"
+            );
+            lines
         }
     };
-    while let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-        lines += 1;
-        model.apply(&line);
+    assert!(!lines.is_empty(), "the child printed nothing");
+    for line in &lines {
+        model.apply(line);
     }
-    reader.join().unwrap();
-    assert!(!status.success(), "the child ended on its own: {status:?}");
-    if let Death::Failpoint(name) = death {
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            status.signal(),
-            Some(6),
-            "failpoint {name}: the child must abort there, not fail otherwise ({status:?})"
-        );
-    }
-    assert!(lines > 0, "the child printed nothing");
 }
 
 #[test]
 fn sigkill_and_failpoints_during_compaction_lose_and_duplicate_nothing() {
-    if std::env::var(CHILD_DIR_ENV).is_ok() {
-        return;
-    }
-    let seed = std::env::var("DEADLETTER_SEED")
-        .ok()
-        .map(|s| s.parse().expect("DEADLETTER_SEED is a number"))
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    let kills: u64 = std::env::var("DEADLETTER_CRASH_COMPACTION_KILLS")
-        .ok()
-        .map(|s| s.parse().expect("a number"))
-        .unwrap_or(8);
+    let seed = common::seed();
+    let kills: u64 = common::env_number("DEADLETTER_CRASH_COMPACTION_KILLS", 8);
     println!(
         "crash_compaction: seed {seed} (DEADLETTER_SEED), {kills} kills + {} failpoints",
         FAILPOINTS.len()
@@ -655,7 +573,7 @@ fn sigkill_and_failpoints_during_compaction_lose_and_duplicate_nothing() {
         let run = run as u64 + 1;
         let before = (model.compactions, model.relocated, model.deleted_segments);
         model.in_compaction = false;
-        run_child(&dir, rng.next_u64(), run, death, &mut model);
+        run_child(&dir, root.path(), rng.next_u64(), run, death, &mut model);
         during += u64::from(model.in_compaction);
         let with_compaction = observe(&dir, &root.path().join("check-a"), true);
         let without = observe(&dir, &root.path().join("check-b"), false);

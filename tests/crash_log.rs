@@ -7,18 +7,16 @@
 //! `DEADLETTER_SEED` fixes the random seed (printed at the start); `DEADLETTER_CRASH_KILLS`
 //! sets the number of kills (default 100).
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod common;
 
+use std::path::Path;
+use std::time::Duration;
+
+use common::crash::{self, ChildSpec};
 use deadletter::sim::SimRng as Rng;
 use deadletter::sim::{Log, LogOptions};
 use deadletter::Durability;
 
-const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_CHILD_DIR";
-const CHILD_START_ENV: &str = "DEADLETTER_CRASH_CHILD_START";
 /// Indices of one child's records start at `child number * INDEX_STRIDE`.
 const INDEX_STRIDE: u64 = 1 << 32;
 
@@ -42,20 +40,15 @@ fn body(index: u64) -> Vec<u8> {
     b
 }
 
-/// Not a test on its own: when re-executed with `DEADLETTER_CRASH_CHILD_DIR`, appends to the
-/// log there forever, printing `ACK index position length crc` after each append returned.
+/// The child: appends to the log in the directory it is given, forever, printing
+/// `ACK index position length crc` after each append returned.
 #[test]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
+    let Some(params) = crash::child("crash_child") else {
         return;
     };
-    let start: u64 = std::env::var(CHILD_START_ENV)
-        .expect("start index")
-        .parse()
-        .expect("start index is a number");
-    let (log, _) = Log::open(&dir, options()).expect("child open");
-    let mut out = std::io::stdout().lock();
-    let mut index = start;
+    let mut index: u64 = params.get("start");
+    let (log, _) = Log::open(params.path("dir"), options()).expect("child open");
     loop {
         // Mostly single appends, sometimes a batch sharing one fsync.
         let n = if index.is_multiple_of(7) {
@@ -70,16 +63,13 @@ fn crash_child() {
             log.append_batch(&bodies).expect("append_batch")
         };
         for (k, (p, b)) in positions.iter().zip(&bodies).enumerate() {
-            writeln!(
-                out,
-                "ACK {} {p} {} {}",
+            let crc = crc32fast::hash(b);
+            crash::say(format_args!(
+                "ACK {} {p} {} {crc}",
                 index + k as u64,
-                b.len(),
-                crc32fast::hash(b)
-            )
-            .expect("stdout");
+                b.len()
+            ));
         }
-        out.flush().expect("stdout");
         index += n;
     }
 }
@@ -92,8 +82,7 @@ struct Acked {
 }
 
 fn parse_ack(line: &str) -> Option<Acked> {
-    let rest = &line[line.find("ACK ")? + 4..];
-    let mut f = rest.split_whitespace();
+    let mut f = line.strip_prefix("ACK ")?.split_whitespace();
     let a = Acked {
         index: f.next()?.parse().ok()?,
         pos: f.next()?.parse().ok()?,
@@ -143,76 +132,33 @@ fn verify(dir: &Path, acked: &[Acked], round: usize, seed: u64) -> u64 {
 
 #[test]
 fn sigkill_at_random_moments_loses_nothing_acknowledged() {
-    let seed = std::env::var("DEADLETTER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    let kills: usize = std::env::var("DEADLETTER_CRASH_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let seed = common::seed();
+    let kills: usize = common::env_number("DEADLETTER_CRASH_KILLS", 100);
     println!("crash test: seed {seed} (DEADLETTER_SEED={seed} to repeat), {kills} kills");
     let mut rng = Rng::new(seed);
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("log");
-    let exe = std::env::current_exe().unwrap();
     let mut acked: Vec<Acked> = Vec::new();
     let mut records = 0;
     let mut during_startup = 0;
     for round in 0..kills {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_DIR_ENV, &dir)
-            .env(
-                CHILD_START_ENV,
-                ((round as u64 + 1) * INDEX_STRIDE).to_string(),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel::<Acked>();
-        let reader = std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            let mut line = String::new();
-            loop {
-                line.clear();
-                match r.read_line(&mut line) {
-                    // Only whole lines count: a line cut by the kill was never fully printed.
-                    Ok(n) if n > 0 && line.ends_with('\n') => {
-                        if let Some(a) = parse_ack(&line) {
-                            if tx.send(a).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    _ => return,
-                }
-            }
-        });
+        let mut child = ChildSpec::new("crash_child")
+            .param("dir", dir.display())
+            .param("start", (round as u64 + 1) * INDEX_STRIDE)
+            .spawn(root.path());
         // A quarter of the kills land at any moment after the start (opening, recovering);
         // the others after the first acknowledged append, in the middle of the appending.
         let delay = Duration::from_micros(rng.below(40_000));
+        let mut lines = Vec::new();
         if rng.below(4) == 0 {
             during_startup += 1;
-            std::thread::sleep(delay);
         } else {
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(a) => acked.push(a),
-                Err(_) => panic!("seed {seed}: child {round} printed nothing in 30 s"),
-            }
-            std::thread::sleep(delay);
+            let first_ack = |l: &str| l.starts_with("ACK ");
+            lines = child.wait_for(first_ack, Duration::from_secs(30));
         }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        acked.extend(rx.try_iter());
+        std::thread::sleep(delay);
+        lines.extend(child.kill());
+        acked.extend(lines.iter().filter_map(|l| parse_ack(l)));
         records = verify(&dir, &acked, round, seed);
     }
     println!(

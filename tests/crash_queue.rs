@@ -17,34 +17,30 @@
 //! The next child carries on with the same store. `DEADLETTER_SEED` fixes the random seed
 //! (printed at the start); `DEADLETTER_CRASH_KILLS` sets the number of kills (default 100).
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod common;
 
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::crash::{self, ChildSpec};
 use deadletter::sim::SimRng as Rng;
 use deadletter::sim::{Place, StoreHooks};
 use deadletter::{
-    Clock, CompactionOptions, Config, Durability, Error, Failure, FailureOutcome, FailureReport,
-    Message, QueueOptions, Store, SystemClock,
-}; // seeded and deterministic, shared by the tests
+    Clock, Config, Durability, Error, Failure, FailureOutcome, FailureReport, Message,
+    QueueOptions, Store, SystemClock,
+};
 
-const CHILD_DIR_ENV: &str = "DEADLETTER_CRASH_QUEUE_DIR";
-const CHILD_ROUND_ENV: &str = "DEADLETTER_CRASH_QUEUE_ROUND";
-const CHILD_SEED_ENV: &str = "DEADLETTER_CRASH_QUEUE_SEED";
 const QUEUE: &str = "jobs";
 const MAX_ATTEMPTS: u32 = 3;
 const DEFAULT_KILLS: usize = 100;
 
 fn config() -> Config {
-    Config::default()
+    common::config()
         .durability(Durability::Always)
         .segment_size(68 << 10)
         .max_message_size(1024)
         .preallocate(false)
-        .compaction(CompactionOptions::default().interval(None))
 }
 
 fn queue_options() -> QueueOptions {
@@ -76,28 +72,19 @@ fn parse_payload(p: &[u8]) -> Option<(u64, u64)> {
 // The child
 // ---------------------------------------------------------------------------------------
 
-/// Prints one line and flushes it, so the parent has it before the next call starts.
-fn say(line: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    out.write_fmt(line).expect("stdout");
-    out.write_all(b"\n").expect("stdout");
-    out.flush().expect("flush");
-}
-
 /// The child: runs the workload until it is killed. Every call is announced (`B ...`) and
 /// its outcome printed after it returned; the parent treats the last announced call without
 /// an outcome as interrupted (it may or may not have happened).
 #[test]
 fn child_queue_workload() {
-    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
+    let Some(params) = crash::child("child_queue_workload") else {
         return;
     };
-    let round: u64 = std::env::var(CHILD_ROUND_ENV).unwrap().parse().unwrap();
-    let seed: u64 = std::env::var(CHILD_SEED_ENV).unwrap().parse().unwrap();
-    let mut rng = Rng::new(seed);
-    let store = Store::open(&dir, config()).expect("child opens the store");
+    let round: u64 = params.get("round");
+    let mut rng = Rng::new(params.get("seed"));
+    let store = Store::open(params.path("dir"), config()).expect("child opens the store");
     let queue = store.queue_with(QUEUE, queue_options()).expect("queue");
-    say(format_args!("READY"));
+    crash::say("READY");
     let mut held: Vec<Message> = Vec::new();
     let mut n = 0u64;
     let refused = |e: &Error| matches!(e, Error::InvalidState { .. } | Error::NotFound(_));
@@ -112,26 +99,26 @@ fn child_queue_workload() {
             let payloads: Vec<Vec<u8>> = (0..k)
                 .map(|i| payload(round, n + i, rng.below(600) as usize))
                 .collect();
-            say(format_args!("B ENQ {n} {k}"));
+            crash::say(format_args!("B ENQ {n} {k}"));
             let ids = if k == 1 {
                 vec![queue.enqueue(&payloads[0]).expect("enqueue")]
             } else {
                 queue.enqueue_batch(&payloads).expect("enqueue_batch")
             };
             for (i, id) in ids.iter().enumerate() {
-                say(format_args!("ENQ {id} {}", n + i as u64));
+                crash::say(format_args!("ENQ {id} {}", n + i as u64));
             }
-            say(format_args!("E"));
+            crash::say("E");
             n += k;
         } else if pick < 52 {
             let max = 1 + rng.below(4) as usize;
             let vis = Duration::from_millis(5 + rng.below(300));
-            say(format_args!("B LEASE"));
+            crash::say("B LEASE");
             let got = queue.lease_for(max, vis).expect("lease");
             for m in &got {
-                say(format_args!("LEASE {} {}", m.id(), m.attempt()));
+                crash::say(format_args!("LEASE {} {}", m.id(), m.attempt()));
             }
-            say(format_args!("E"));
+            crash::say("E");
             held.extend(got);
             if held.len() > 8 {
                 held.drain(..held.len() - 8);
@@ -143,36 +130,36 @@ fn child_queue_workload() {
             let m = held.remove(rng.below(held.len() as u64) as usize);
             let id = m.id();
             if pick < 74 {
-                say(format_args!("B ACK {id}"));
+                crash::say(format_args!("B ACK {id}"));
                 match queue.ack(&m) {
-                    Ok(()) => say(format_args!("ACK {id}")),
-                    Err(e) if refused(&e) => say(format_args!("X {id}")),
+                    Ok(()) => crash::say(format_args!("ACK {id}")),
+                    Err(e) if refused(&e) => crash::say(format_args!("X {id}")),
                     Err(e) => panic!("ack: {e}"),
                 }
             } else if pick < 93 {
                 let failure = Failure::transient("Timeout", format!("attempt {}", m.attempt()));
                 let report = FailureReport::new(&failure).worker("child");
                 let at = SystemClock.now_ms() + rng.below(30);
-                say(format_args!("B RETRY {id}"));
+                crash::say(format_args!("B RETRY {id}"));
                 match queue.retry(&m, &report, at) {
-                    Ok(FailureOutcome::Retried { .. }) => say(format_args!("RETRY {id}")),
-                    Ok(FailureOutcome::DeadLettered) => say(format_args!("DLQ {id}")),
-                    Err(e) if refused(&e) => say(format_args!("X {id}")),
+                    Ok(FailureOutcome::Retried { .. }) => crash::say(format_args!("RETRY {id}")),
+                    Ok(FailureOutcome::DeadLettered) => crash::say(format_args!("DLQ {id}")),
+                    Err(e) if refused(&e) => crash::say(format_args!("X {id}")),
                     Err(e) => panic!("retry: {e}"),
                 }
             } else {
                 let failure = Failure::permanent("Invalid", "cannot be processed");
-                say(format_args!("B DL {id}"));
+                crash::say(format_args!("B DL {id}"));
                 match queue.dead_letter(&m, &FailureReport::new(&failure)) {
-                    Ok(()) => say(format_args!("DLQ {id}")),
-                    Err(e) if refused(&e) => say(format_args!("X {id}")),
+                    Ok(()) => crash::say(format_args!("DLQ {id}")),
+                    Err(e) if refused(&e) => crash::say(format_args!("X {id}")),
                     Err(e) => panic!("dead_letter: {e}"),
                 }
             }
         } else {
-            say(format_args!("B COMPACT"));
+            crash::say("B COMPACT");
             store.compact_now().expect("compact");
-            say(format_args!("E"));
+            crash::say("E");
         }
     }
 }
@@ -247,7 +234,8 @@ impl Parent {
                     let k = self.entry(num(1));
                     k.max_leased = k.max_leased.max(attempt);
                 }
-                _ => {} // the test harness's own output
+                ["READY"] => {}
+                _ => panic!("unknown line {line:?}"),
             }
         }
         pending
@@ -370,34 +358,16 @@ impl Parent {
     }
 }
 
-fn seed() -> u64 {
-    std::env::var("DEADLETTER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
-
 #[test]
 fn sigkill_during_a_mixed_workload_loses_and_invents_nothing() {
-    if std::env::var(CHILD_DIR_ENV).is_ok() {
-        return;
-    }
-    let kills = std::env::var("DEADLETTER_CRASH_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_KILLS);
-    let seed = seed();
+    let kills: usize = common::env_number("DEADLETTER_CRASH_KILLS", DEFAULT_KILLS);
+    let seed = common::seed();
     println!(
         "crash_queue: seed {seed} (DEADLETTER_SEED={seed} replays the kill times), {kills} kills"
     );
     let mut rng = Rng::new(seed);
-    let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("store");
     let mut parent = Parent {
         known: BTreeMap::new(),
         checked_reopens: 0,
@@ -405,78 +375,15 @@ fn sigkill_during_a_mixed_workload_loses_and_invents_nothing() {
     let started = Instant::now();
     let mut interrupted: BTreeMap<&'static str, usize> = BTreeMap::new();
     for round in 0..kills as u64 {
-        let stderr_path = dir.path().join("child-stderr");
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_queue_workload",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_DIR_ENV, dir.path().join("store"))
-            .env(CHILD_ROUND_ENV, round.to_string())
-            .env(CHILD_SEED_ENV, rng.next_u64().to_string())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut line = String::new();
-                match r.read_line(&mut line) {
-                    // A line cut by the kill has no newline: it was not fully printed.
-                    Ok(n) if n > 0 && line.ends_with('\n') => {
-                        // The test harness prints "test child_queue_workload ... " before
-                        // the child's first line, on the same line.
-                        let line = match line.rfind("... ") {
-                            Some(at) => &line[at + 4..],
-                            None => &line[..],
-                        };
-                        if tx.send(line.trim_end().to_string()).is_err() {
-                            return;
-                        }
-                    }
-                    _ => return,
-                }
-            }
-        });
-        let mut lines = Vec::new();
-        let ready_by = Instant::now() + Duration::from_secs(60);
-        loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(l) => {
-                    let ready = l == "READY";
-                    lines.push(l);
-                    if ready {
-                        break;
-                    }
-                }
-                Err(_) => {
-                    if let Some(status) = child.try_wait().unwrap() {
-                        panic!(
-                            "child {round} exited ({status}) before it was ready:\n{}",
-                            std::fs::read_to_string(&stderr_path).unwrap_or_default()
-                        );
-                    }
-                    assert!(Instant::now() < ready_by, "child {round} never got ready");
-                }
-            }
-        }
+        let mut child = ChildSpec::new("child_queue_workload")
+            .param("dir", dir.display())
+            .param("round", round)
+            .param("seed", rng.next_u64())
+            .spawn(root.path());
+        let mut lines = child.wait_for(|l| l == "READY", Duration::from_secs(60));
         // Let it work for a random while, then kill it mid-flight.
         std::thread::sleep(Duration::from_millis(1 + rng.below(150)));
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "child {round} exited by itself ({status}):\n{}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        lines.extend(rx.try_iter());
+        lines.extend(child.kill());
         let pending = parent.absorb(round, &lines);
         *interrupted
             .entry(match pending {
@@ -488,7 +395,7 @@ fn sigkill_during_a_mixed_workload_loses_and_invents_nothing() {
                 Some(Pending::Compact) => "compaction",
             })
             .or_default() += 1;
-        parent.check(&dir.path().join("store"), round, pending);
+        parent.check(&dir, round, pending);
     }
     let acked = parent.known.values().filter(|k| k.acked).count();
     let dead = parent.known.values().filter(|k| k.dead).count();

@@ -3,14 +3,14 @@
 //! the message goes to the DLQ with a reason saying the consumer died, and every other
 //! message is processed.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::crash::{self, ChildSpec};
 use deadletter::{Config, Message, Retry, Store, WorkerPool};
 
-const CHILD_ENV: &str = "DEADLETTER_CRASH_WORKER_DIR";
 const MESSAGES: usize = 60;
 const POISON_AT: usize = 17;
 const MAX_ATTEMPTS: u32 = 3;
@@ -23,10 +23,10 @@ fn pool_retry() -> Retry {
 /// and prints `DONE <id>` for every other one before returning (the ack comes after).
 #[test]
 fn child_worker_process() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else {
+    let Some(params) = crash::child("child_worker_process") else {
         return;
     };
-    let store = Store::open(&dir, Config::default()).expect("child opens the store");
+    let store = Store::open(params.path("dir"), Config::default()).expect("child opens the store");
     let queue = store.queue("jobs").expect("queue");
     let pool = WorkerPool::new(&queue)
         .workers(2)
@@ -36,23 +36,19 @@ fn child_worker_process() {
                 std::process::abort();
             }
             std::thread::sleep(Duration::from_millis(2));
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "DONE {}", m.id()).expect("stdout");
-            out.flush().expect("flush");
+            crash::say(format_args!("DONE {}", m.id()));
             Ok(())
         })
         .expect("pool");
     pool.run_until_idle().expect("drain");
     pool.shutdown(Duration::from_secs(5)).expect("shutdown");
-    println!("IDLE");
+    crash::say("IDLE");
 }
 
 #[test]
 fn poison_that_kills_the_process_ends_in_the_dlq_after_max_attempts_restarts() {
-    if std::env::var(CHILD_ENV).is_ok() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
     let mut ids = Vec::new();
     {
         let store = Store::open(dir.path(), Config::default()).unwrap();
@@ -67,36 +63,22 @@ fn poison_that_kills_the_process_ends_in_the_dlq_after_max_attempts_restarts() {
         }
         store.close().unwrap();
     }
-    let exe = std::env::current_exe().unwrap();
     let mut done: HashMap<u64, usize> = HashMap::new();
     let mut crashes = 0;
     let mut finished = false;
     for _run in 0..(MAX_ATTEMPTS as usize + 3) {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_worker_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let child = ChildSpec::new("child_worker_process")
+            .param("dir", dir.path().display())
+            .spawn(scratch.path());
+        let (status, lines) = child.wait(Duration::from_secs(120));
         let mut idle = false;
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            // The test harness may print its own text before our first line.
-            if let Some(at) = line.find("DONE ") {
-                let id = line[at + 5..].trim();
+        for line in lines {
+            if let Some(id) = line.strip_prefix("DONE ") {
                 *done.entry(id.parse().unwrap()).or_default() += 1;
-            } else if line.contains("IDLE") {
+            } else if line == "IDLE" {
                 idle = true;
             }
         }
-        let status = child.wait().unwrap();
         if idle && status.success() {
             finished = true;
             break;
