@@ -1,3 +1,7 @@
+//! The log's basic life: appends one by one and in a batch across several segments, reads
+//! by position, a second open refused while it is held, and every record back in order
+//! after a reopen.
+
 use deadletter::sim::{Log, LogOptions};
 use deadletter::Durability;
 

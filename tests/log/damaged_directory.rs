@@ -1,0 +1,190 @@
+//! A directory that is not as the log left it: a segment missing in the middle, a sealed
+//! segment cut short, an empty or zero-filled last segment, a leftover temporary file,
+//! foreign files, and a file with a segment's name but not a segment's content.
+
+use deadletter::sim::Log;
+use deadletter::{CorruptionKind, CorruptionLocation, Error};
+
+use crate::helpers::{
+    multi_segment_log, opts, quarantine, read_all, seg_path, segment_bases, FRAME, HEADER,
+};
+
+#[test]
+fn missing_middle_segment_is_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let o = opts(512, 100);
+    let written = multi_segment_log(&dir, &o, 30);
+    let bases = segment_bases(&dir);
+    assert!(bases.len() >= 4, "{bases:?}");
+    std::fs::remove_file(seg_path(&dir, bases[1])).unwrap();
+    match Log::open(&dir, o.clone()) {
+        Err(Error::Corruption {
+            kind: CorruptionKind::MissingSegment,
+            location: CorruptionLocation::File { path, offset },
+        }) => {
+            assert_eq!(path, seg_path(&dir, bases[0]));
+            assert_eq!(offset, HEADER + (bases[1] - bases[0]));
+        }
+        other => panic!("expected MissingSegment, got {other:?}"),
+    }
+    // Quarantine mode opens, lists the gap, and returns the records around it.
+    let (log, report) = Log::open(&dir, quarantine(o)).unwrap();
+    assert_eq!(report.quarantined.len(), 1, "{report:?}");
+    let q = &report.quarantined[0];
+    assert_eq!(q.kind, CorruptionKind::MissingSegment);
+    assert_eq!((q.start, q.end), (bases[1], bases[2]));
+    let want: Vec<_> = written
+        .iter()
+        .filter(|(p, _)| *p < bases[1] || *p >= bases[2])
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log), want);
+    assert!(matches!(log.read(bases[1]), Err(Error::Corruption { .. })));
+}
+
+#[test]
+fn truncated_sealed_segment_is_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let o = opts(512, 100);
+    multi_segment_log(&dir, &o, 30);
+    let bases = segment_bases(&dir);
+    let victim = seg_path(&dir, bases[1]);
+    // Mid-record first, then at a record boundary (set_len only shrinks here).
+    for cut in [HEADER + 66 * 3 + 20, HEADER + 66 * 3] {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&victim)
+            .unwrap();
+        f.set_len(cut).unwrap();
+        drop(f);
+        match Log::open(&dir, o.clone()) {
+            Err(Error::Corruption {
+                kind: CorruptionKind::TruncatedSegment,
+                location: CorruptionLocation::File { path, offset },
+            }) => {
+                assert_eq!(path, victim);
+                assert_eq!(offset, HEADER + 66 * 3, "ends after the last whole record");
+            }
+            other => panic!("cut at {cut}: expected TruncatedSegment, got {other:?}"),
+        }
+    }
+    let (log, report) = Log::open(&dir, quarantine(o)).unwrap();
+    assert_eq!(report.quarantined.len(), 1);
+    assert_eq!(report.quarantined[0].kind, CorruptionKind::TruncatedSegment);
+    assert!(log.iter_from(0).unwrap().all(|r| r.is_ok()));
+}
+
+#[test]
+fn zero_filled_or_empty_last_segment_is_removed_and_reported() {
+    for empty in [false, true] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("log");
+        let o = opts(512, 100);
+        let written = multi_segment_log(&dir, &o, 4);
+        let end = written
+            .last()
+            .map(|(p, b)| p + FRAME + b.len() as u64)
+            .unwrap();
+        let name = format!("{end:020}.seg");
+        let content = if empty { Vec::new() } else { vec![0u8; 512] };
+        std::fs::write(dir.join(&name), content).unwrap();
+        let (log, report) = Log::open(&dir, o.clone()).unwrap();
+        assert_eq!(report.removed_empty_segments, vec![name.clone()]);
+        assert_eq!(read_all(&log), written);
+        let p = log.append(b"after").unwrap();
+        assert_eq!(p, end);
+        drop(log);
+        let (log, report) = Log::open(&dir, o).unwrap();
+        assert!(report.removed_empty_segments.is_empty());
+        assert_eq!(&*log.read(p).unwrap(), b"after");
+    }
+}
+
+#[test]
+fn leftover_temp_file_is_removed_and_foreign_files_are_left_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let o = opts(4096, 100);
+    let written = multi_segment_log(&dir, &o, 5);
+    let temp = format!("{:020}.tmp", 99_999);
+    std::fs::write(dir.join(&temp), [1u8; 100]).unwrap();
+    let foreign = [
+        ("notes.txt", &b"an operator's notes"[..]),
+        ("backup.tmp", &b"not ours either"[..]),
+        ("123.seg", &b"a short name is not a segment name"[..]),
+    ];
+    for (name, content) in foreign {
+        std::fs::write(dir.join(name), content).unwrap();
+    }
+    let (log, report) = Log::open(&dir, o).unwrap();
+    assert_eq!(report.removed_temp_files, vec![temp.clone()]);
+    assert!(!dir.join(&temp).exists());
+    let mut ignored = report.ignored_files.clone();
+    ignored.sort();
+    assert_eq!(ignored, vec!["123.seg", "backup.tmp", "notes.txt"]);
+    for (name, content) in foreign {
+        assert_eq!(
+            std::fs::read(dir.join(name)).unwrap(),
+            content,
+            "{name} touched"
+        );
+    }
+    assert_eq!(read_all(&log), written);
+}
+
+#[test]
+fn segment_named_file_with_foreign_content_is_a_bad_header() {
+    let root = tempfile::tempdir().unwrap();
+    // As the only segment.
+    let dir = root.path().join("only");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        seg_path(&dir, 0),
+        b"{\"hello\": \"this is JSON, not a segment\"}",
+    )
+    .unwrap();
+    match Log::open(&dir, opts(4096, 100)) {
+        Err(Error::Corruption {
+            kind: CorruptionKind::BadHeader,
+            location: CorruptionLocation::File { path, offset: 0 },
+        }) => assert_eq!(path, seg_path(&dir, 0)),
+        other => panic!("expected BadHeader, got {other:?}"),
+    }
+    // Following a real segment, at the position where the next segment would start.
+    let dir = root.path().join("after");
+    let o = opts(4096, 100);
+    let written = multi_segment_log(&dir, &o, 3);
+    let end = written
+        .last()
+        .map(|(p, b)| p + FRAME + b.len() as u64)
+        .unwrap();
+    let mut foreign = b"PK\x03\x04 a zip archive, say".to_vec();
+    foreign.resize(4096, 0x55);
+    std::fs::write(seg_path(&dir, end), &foreign).unwrap();
+    match Log::open(&dir, o.clone()) {
+        Err(Error::Corruption {
+            kind: CorruptionKind::BadHeader,
+            location: CorruptionLocation::File { path, offset: 0 },
+        }) => assert_eq!(path, seg_path(&dir, end)),
+        other => panic!("expected BadHeader, got {other:?}"),
+    }
+    // A valid header naming a different base than the file name is also a bad header.
+    let mut moved = std::fs::read(seg_path(&dir, 0)).unwrap();
+    moved.truncate(4096);
+    std::fs::write(seg_path(&dir, end), &moved).unwrap();
+    assert!(matches!(
+        Log::open(&dir, o.clone()),
+        Err(Error::Corruption {
+            kind: CorruptionKind::BadHeader,
+            ..
+        })
+    ));
+    // Quarantine opens, keeps the file, and lists it.
+    let (log, report) = Log::open(&dir, quarantine(o)).unwrap();
+    assert_eq!(report.quarantined[0].kind, CorruptionKind::BadHeader);
+    assert_eq!(read_all(&log), written);
+    assert_eq!(std::fs::read(seg_path(&dir, end)).unwrap(), moved);
+    log.append(b"still writable").unwrap();
+}

@@ -1,0 +1,30 @@
+//! The segmented log, the storage layer under every store (reached through
+//! `deadletter::sim`, so these tests need the `sim` feature). One scenario per file:
+//!
+//! - `smoke`: append, read, roll, reopen;
+//! - `torn_tail`: a torn last record at every byte offset;
+//! - `bit_flips`: every bit of a segment flipped, in strict and quarantine recovery;
+//! - `damaged_directory`: missing, cut, empty, leftover, foreign and misnamed files;
+//! - `bad_input`: records too large or empty, bad positions, bad options;
+//! - `lock`: one process at a time, across processes;
+//! - `group_commit`: concurrent appends share fsyncs;
+//! - `segments`: rolling at the size limit and deleting whole segments;
+//! - `spare_segment`: the background spare is never damaged by a roll (a regression test);
+//! - `failed_fsync`: a failed fsync poisons the log until it is reopened.
+//!
+//! `helpers` builds, damages and reads back the logs these tests use.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod helpers;
+
+mod bad_input;
+mod bit_flips;
+mod damaged_directory;
+mod failed_fsync;
+mod group_commit;
+mod lock;
+mod segments;
+mod smoke;
+mod spare_segment;
+mod torn_tail;
