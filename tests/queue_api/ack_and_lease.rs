@@ -2,13 +2,14 @@
 
 use std::time::Duration;
 
-use deadletter::{Config, Error, ManualClock, Store};
+use deadletter::{Error, ManualClock};
+
+use crate::common::{self, T0};
 
 #[test]
 fn acks_and_leases_in_one_write_and_refuses_a_lost_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(1_000_000);
-    let store = Store::open(dir.path(), Config::default().clock(clock.clone())).unwrap();
+    let clock = ManualClock::new(T0);
+    let (_dir, store) = common::temp_store(common::config_at(&clock));
     let q = store.queue("q").unwrap();
     q.enqueue_batch(&["a", "b", "c"]).unwrap();
     let a = q.lease(1).unwrap().remove(0);

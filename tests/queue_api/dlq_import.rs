@@ -2,11 +2,11 @@
 
 use deadletter::{Config, EntryStatus, Failure, FailureReport, Filter, Page, Store};
 
+use crate::common;
+
 #[test]
 fn export_then_import_round_trips_entries() {
-    let a_dir = tempfile::tempdir().unwrap();
-    let b_dir = tempfile::tempdir().unwrap();
-    let a = Store::open(a_dir.path(), Config::fast()).unwrap();
+    let (_a_dir, a) = common::temp_store(Config::fast());
     let q = a.queue("orders").unwrap();
     let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i, 0, 255, i]).collect();
     for p in &payloads {
@@ -20,7 +20,7 @@ fn export_then_import_round_trips_entries() {
     let exported = q.dlq().list(&Filter::all(), Page::first(100)).unwrap();
     assert_eq!(exported.len(), 5);
 
-    let b = Store::open(b_dir.path(), Config::fast()).unwrap();
+    let (b_dir, b) = common::temp_store(Config::fast());
     let dlq = b.queue("orders").unwrap().dlq();
     for e in &exported {
         dlq.import(e).unwrap();

@@ -1,0 +1,36 @@
+//! The queue and DLQ API, one behaviour per file: what the model-based test
+//! (`queue_model.rs`) and the crash tests do not single out.
+//!
+//! - `typed_errors`: oversized messages, unknown queues;
+//! - `store_lock`: a second open of a store is `Error::Locked`;
+//! - `idempotency`: idempotency keys and their window;
+//! - `delay_and_ttl`: delayed messages, time-to-live expiry on lease;
+//! - `stale_delivery`: a redelivered message's old delivery cannot report;
+//! - `ack_and_lease`: one write acks a delivery and leases the next;
+//! - `concurrent_consumers`: distinct messages to concurrent consumers;
+//! - `typed_payloads`: serde payloads;
+//! - `history`: the bounded failure history;
+//! - `dlq_browse`: stats from counters, list pages and filters;
+//! - `dlq_alert`: the DLQ size alert hook;
+//! - `replay`: replay rules;
+//! - `dlq_import`: exported entries imported into another store.
+//!
+//! `helpers` holds the configuration and the steps they share.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod helpers;
+
+mod ack_and_lease;
+mod concurrent_consumers;
+mod delay_and_ttl;
+mod dlq_alert;
+mod dlq_browse;
+mod dlq_import;
+mod history;
+mod idempotency;
+mod replay;
+mod stale_delivery;
+mod store_lock;
+mod typed_errors;
+mod typed_payloads;
