@@ -12,15 +12,17 @@
 //!   poisons the log like any failed write or fsync: writes resume after a reopen, and
 //!   nothing acknowledged before is lost.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::T0;
 use deadletter::sim::inspect::census;
 use deadletter::sim::Vfs;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk};
 use deadletter::{
-    CompactionOptions, Config, Error, Failure, FailureReport, Filter, ManualClock, MessageId, Page,
-    Queue, Store,
+    Config, Error, Failure, FailureReport, Filter, ManualClock, MessageId, Page, Queue, Store,
 };
 
 const DIR: &str = "/data/store";
@@ -35,12 +37,10 @@ fn setup() -> (SimDisk, FaultyFs) {
 }
 
 fn config(fs: &FaultyFs) -> Config {
-    Config::default()
+    common::config_at(&ManualClock::new(T0))
         .segment_size(SEGMENT)
         .max_message_size(8 << 10)
-        .compaction(CompactionOptions::default().interval(None))
         .vfs(Arc::new(fs.clone()))
-        .clock(ManualClock::new(1_700_000_000_000))
 }
 
 /// Enqueues `size`-byte messages until one fails; returns the ids of those that succeeded.

@@ -13,9 +13,12 @@
 //! `PROPTEST_CASES` for more cases. A failure prints the minimal failing sequence of steps;
 //! each bug found this way has a named regression test at the end of this file.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use common::T0;
 use deadletter::sim::{Place, StoreHooks};
 use deadletter::{
     CompactionOptions, Config, DeadLetter, Durability, EnqueueOptions, EntryStatus, Error, Failure,
@@ -27,7 +30,6 @@ use proptest::test_runner::{
     Config as PtConfig, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner,
 };
 
-const T0: u64 = 1_700_000_000_000;
 const MAX_ATTEMPTS: u32 = 3;
 const MAX_SIZE: usize = 512;
 const RETENTION_MS: u64 = 30_000;
@@ -800,7 +802,7 @@ fn temp_dir() -> tempfile::TempDir {
 }
 
 fn config(clock: &ManualClock) -> Config {
-    Config::default()
+    common::config_at(clock)
         .durability(Durability::Always)
         .segment_size(68 << 10)
         .max_message_size(MAX_SIZE)
@@ -814,7 +816,6 @@ fn config(clock: &ManualClock) -> Config {
                 .interval(None)
                 .max_forward_jump(Duration::from_secs(365 * 24 * 3600)),
         )
-        .clock(clock.clone())
 }
 
 fn queue_options(q: usize) -> QueueOptions {
@@ -1581,26 +1582,10 @@ fn run_steps(steps: &[Step]) -> R {
     Ok(())
 }
 
-fn seed() -> u64 {
-    if let Some(s) = std::env::var("DEADLETTER_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        return s;
-    }
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
 #[test]
 fn queue_matches_model() {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
-    let seed = seed();
+    let cases = common::env_number("PROPTEST_CASES", DEFAULT_CASES);
+    let seed = common::seed_from("DEADLETTER_MODEL_SEED");
     println!("queue_model: seed {seed} (DEADLETTER_MODEL_SEED={seed} replays it), {cases} cases");
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());

@@ -18,15 +18,17 @@
 //! all, is handled by hand outside the queue as the post's manual replay does, which fails
 //! and is recorded with `mark_reprocessed`. The final counts survive another reopen.
 
+mod common;
+
 use std::collections::BTreeSet;
 
+use common::T0;
 use deadletter::{
     Clock, Config, DlqStats, EnqueueOptions, EntryStatus, Error, Failure, FailureOutcome,
     FailureReport, Filter, ManualClock, Page, Queue, QueueOptions, ReplayOptions, Store,
 };
 
 /// 2023-11-14 22:13:20 UTC.
-const T0: u64 = 1_700_000_000_000;
 /// How long one send takes on the manual clock.
 const SEND_MS: u64 = 200;
 /// The post's retry delay: 0.5 s times the attempt number.

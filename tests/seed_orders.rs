@@ -3,14 +3,15 @@
 //! a growing backoff; the poison message must not hold up the fourth; then a person fixes
 //! the poison payload and replays it.
 
+mod common;
+
 use std::time::Duration;
 
+use common::T0;
 use deadletter::{
     Config, Durability, EntryStatus, Failure, FailureOutcome, FailureReport, ManualClock,
     QueueOptions, ReplayOptions, Store,
 };
-
-const T0: u64 = 1_700_000_000_000;
 
 fn process(payload: &str, attempt: u32) -> Result<(), Failure> {
     if !payload.starts_with('{') {

@@ -17,11 +17,14 @@
 //! Run one seed: `DEADLETTER_SIM_SEED=1234 cargo test --release --test simulation -- --nocapture`.
 //! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --test simulation`.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::T0;
 use deadletter::sim::inspect::{census, Entry, Where};
 use deadletter::sim::Vfs;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk, SimRng};
@@ -31,7 +34,6 @@ use deadletter::{
     ReplayOptions, Store,
 };
 
-const T0: u64 = 1_700_000_000_000;
 const ROOT: &str = "/sim";
 const DIR: &str = "/sim/store";
 const RETENTION_MS: u64 = 2 * 3600 * 1000;
@@ -1236,17 +1238,13 @@ fn run_seed(seed: u64) -> RunStats {
     sim.stats
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
-
 #[test]
 fn simulation() {
-    let seeds: Vec<u64> = match env_u64("DEADLETTER_SIM_SEED") {
+    let seeds: Vec<u64> = match common::env_option("DEADLETTER_SIM_SEED") {
         Some(s) => vec![s],
         None => {
-            let n = env_u64("DEADLETTER_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
-            let start = env_u64("DEADLETTER_SIM_START").unwrap_or(0);
+            let n = common::env_number("DEADLETTER_SIM_SEEDS", DEFAULT_SEEDS);
+            let start = common::env_number("DEADLETTER_SIM_START", 0);
             (start..start + n).collect()
         }
     };
@@ -1381,12 +1379,10 @@ mod regressions {
     }
 
     fn small_config(fs: &FaultyFs) -> Config {
-        Config::default()
+        common::config_at(&ManualClock::new(T0))
             .segment_size(80 << 10)
             .max_message_size(8 << 10)
-            .compaction(CompactionOptions::default().interval(None))
             .vfs(Arc::new(fs.clone()))
-            .clock(ManualClock::new(T0))
     }
 
     /// Bug 1: `Segment::view` remapped a snapshot view (`is_live() == false`) only when it

@@ -33,15 +33,15 @@
 //! grew with the retention: the relocated DLQ entries formed a dense segment at the front
 //! that pinned every dead segment behind it until half of them expired.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use deadletter::{
-    Clock, CompactionOptions, Config, Durability, Failure, FailureReport, ManualClock, Page, Store,
-};
+use common::{disk_bytes, T0};
+use deadletter::{Clock, Config, Durability, Failure, FailureReport, ManualClock, Page, Store};
 
-const T0: u64 = 1_700_000_000_000;
 const DEFAULT_MESSAGES: u64 = 200_000;
 const SEGMENT: u64 = 1 << 20;
 /// Messages enqueued (and consumed) per step.
@@ -79,13 +79,6 @@ fn seq_of(payload: &[u8]) -> u64 {
     text[1..end].parse().expect("seq")
 }
 
-fn disk_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum()
-}
-
 fn checkpoint_bytes(dir: &Path) -> u64 {
     ["checkpoint-0", "checkpoint-1"]
         .iter()
@@ -95,13 +88,11 @@ fn checkpoint_bytes(dir: &Path) -> u64 {
 }
 
 fn config(clock: &ManualClock) -> Config {
-    Config::default()
+    common::config_at(clock)
         .durability(Durability::Never)
         .segment_size(SEGMENT)
         .max_message_size(4 << 10)
         .retention(Some(Duration::from_millis(RETENTION_MS)))
-        .compaction(CompactionOptions::default().interval(None))
-        .clock(clock.clone())
 }
 
 struct Sample {
@@ -114,10 +105,7 @@ struct Sample {
 
 #[test]
 fn disk_use_stays_bounded_under_a_steady_load() {
-    let total: u64 = std::env::var("DEADLETTER_SOAK_MESSAGES")
-        .ok()
-        .map(|v| v.parse().expect("DEADLETTER_SOAK_MESSAGES is a number"))
-        .unwrap_or(DEFAULT_MESSAGES);
+    let total: u64 = common::env_number("DEADLETTER_SOAK_MESSAGES", DEFAULT_MESSAGES);
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);

@@ -1,6 +1,8 @@
 //! The worker pool with real threads: poison messages, classification, panics, slow
 //! handlers and graceful shutdown.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,9 +10,7 @@ use std::time::Duration;
 use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
 
 fn store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Config::fast()).unwrap();
-    (dir, store)
+    common::temp_store(Config::fast())
 }
 
 #[test]
