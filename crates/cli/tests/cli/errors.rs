@@ -1,0 +1,88 @@
+//! Exit codes and refusals: a store another process holds is refused and left untouched
+//! (exit 1), bad usage exits 2, and a directory that holds no store is an error, never a new
+//! store.
+
+use crate::fixture::{dir_snapshot, fixture};
+use crate::run::{fails, json, ok, run, serial, stderr};
+
+#[test]
+fn a_locked_store_is_refused_and_left_untouched() {
+    let _serial = serial();
+    let f = fixture();
+    let holder = f.open();
+    let snapshot = dir_snapshot(f.dir.path());
+    for args in [
+        vec!["stats", f.path()],
+        vec!["list", f.path(), "--json"],
+        vec!["replay", f.path(), "--all"],
+        vec!["purge", f.path(), "--older-than", "1s", "--include-pending"],
+        vec!["enqueue", f.path(), "--queue", "orders", "x"],
+    ] {
+        let err = fails(&args, 1, "locked by another process");
+        assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+        assert!(err.contains(f.path()), "names the store: {err}");
+    }
+    // verify reads without the lock.
+    assert_eq!(json(&["verify", f.path(), "--json"])["clean"], true);
+    assert_eq!(dir_snapshot(f.dir.path()), snapshot);
+    drop(holder);
+    json(&["stats", f.path(), "--json"]);
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let _serial = serial();
+    let f = fixture();
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["stats"],
+        vec!["list", f.path(), "--limit", "0"],
+        vec!["list", f.path(), "--since", "yesterday"],
+        vec!["show", f.path(), "not-a-number"],
+        vec!["replay", f.path()],
+        vec!["replay", f.path(), "--all", "--error-kind", "X"],
+        vec!["replay", f.path(), "3", "--all"],
+        vec!["delete", f.path()],
+        vec!["purge", f.path()],
+        vec!["purge", f.path(), "--older-than", "30x"],
+        vec!["enqueue", f.path()],
+        vec![
+            "enqueue",
+            f.path(),
+            "--queue",
+            "q",
+            "--attr",
+            "novalue",
+            "p",
+        ],
+        vec!["serve", f.path(), "--bind", "not-an-address"],
+        vec!["stats", f.path(), "--status", "weird"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).is_empty(), "{args:?} explains itself");
+    }
+    // Help is not an error.
+    assert!(ok(&["--help"]).contains("replay"));
+    assert!(ok(&["list", "--help"]).contains("--error-kind"));
+}
+
+#[test]
+fn a_missing_store_is_an_error_not_a_new_store() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let m = missing.to_str().unwrap();
+    for cmd in ["stats", "list", "analyze", "verify"] {
+        let err = fails(&[cmd, m], 1, "is not a deadletter store");
+        assert_eq!(err.lines().count(), 1);
+    }
+    assert!(!missing.exists(), "nothing was created");
+    let empty = dir.path();
+    fails(
+        &["stats", empty.to_str().unwrap()],
+        1,
+        "holds no segment file",
+    );
+}

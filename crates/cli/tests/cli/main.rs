@@ -1,0 +1,29 @@
+//! The `deadletter` binary, run for real against store directories written by the library:
+//! every command, its `--json` output parsed and checked against the library, exit codes
+//! (2 for bad usage, 1 for a failed operation or a locked store), and export/import
+//! round-tripping payload bytes exactly. One group of commands per file, as in `src/`:
+//!
+//! - `browse`: stats, list, show, analyze;
+//! - `change`: replay, delete, purge, enqueue;
+//! - `transfer`: export and import;
+//! - `verify`: the read-only check;
+//! - `errors`: locked and missing stores, bad usage;
+//! - `serve`: the dashboard.
+//!
+//! `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
+//! they run it against.
+
+mod fixture;
+/// The dashboard tests' HTTP client (one request per connection, the reply read whole),
+/// shared rather than written again: `serve` runs that dashboard.
+#[path = "../../../dashboard/tests/common/http.rs"]
+#[allow(dead_code)]
+mod http;
+mod run;
+
+mod browse;
+mod change;
+mod errors;
+mod serve;
+mod transfer;
+mod verify;

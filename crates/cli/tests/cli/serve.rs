@@ -1,0 +1,45 @@
+//! `serve`: the dashboard starts on the address it prints and answers its API.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::fixture::fixture;
+use crate::http;
+use crate::run::{serial, BIN};
+
+#[test]
+fn serve_starts_and_answers() {
+    let _serial = serial();
+    let f = fixture();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            f.path(),
+            "--bind",
+            "127.0.0.1:0",
+            "--token",
+            "t0k3n",
+            "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let info: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(info["token"], "t0k3n");
+    let addr: SocketAddr = info["addr"].as_str().unwrap().parse().unwrap();
+    let reply = http::request(addr, "GET", "/api/stats", &[], "");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let v: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(v["queues"][0]["dlq_size"], 4);
+}

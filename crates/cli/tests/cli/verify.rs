@@ -1,0 +1,83 @@
+//! `verify`: a read-only check that reports damage, a torn tail (recoverable) and the
+//! checkpoints, and changes no byte of the store.
+
+use serde_json::Value;
+
+use crate::fixture::{dir_snapshot, fixture, SEGMENT_HEADER_LEN};
+use crate::run::{json, ok, run, serial, stderr, stdout};
+
+#[test]
+fn verify_reports_without_changing_anything() {
+    let _serial = serial();
+    let f = fixture();
+    let v = json(&["verify", f.path(), "--json"]);
+    assert_eq!(v["clean"], true);
+    assert_eq!(v["problems"], 0);
+    let lib = deadletter::verify(f.dir.path()).unwrap();
+    assert_eq!(v["records"].as_u64(), Some(lib.records));
+    assert!(lib.records > 10);
+    assert!(ok(&["verify", f.path()]).contains("no damage found"));
+
+    // Flip one byte inside an early record: damage, reported with its place, exit 1.
+    let seg = f.dir.path().join(&lib.segments[0].file);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = SEGMENT_HEADER_LEN + 40;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&seg, &bytes).unwrap();
+    let snapshot = dir_snapshot(f.dir.path());
+    let o = run(&["verify", f.path(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], false);
+    let damaged = &v["segments"][0]["damaged"];
+    assert_eq!(damaged.as_array().unwrap().len(), 1, "{v}");
+    assert!(damaged[0]["file_offset"].as_u64().unwrap() <= at as u64);
+    assert!(stderr(&o).contains("verify found 1 problem"));
+    let text = run(&["verify", f.path()]);
+    assert!(stdout(&text).contains("DAMAGED at byte"));
+    assert_eq!(
+        dir_snapshot(f.dir.path()),
+        snapshot,
+        "verify changed nothing"
+    );
+}
+
+#[test]
+fn verify_reports_a_torn_tail_as_recoverable() {
+    let _serial = serial();
+    let f = fixture();
+    let lib = deadletter::verify(f.dir.path()).unwrap();
+    let seg = f.dir.path().join(&lib.segments[0].file);
+    let end = lib.segments[0].end as usize + SEGMENT_HEADER_LEN;
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[end..end + 7].copy_from_slice(b"garbage");
+    std::fs::write(&seg, &bytes).unwrap();
+    let v = json(&["verify", f.path(), "--json"]);
+    assert_eq!(v["clean"], true);
+    assert_eq!(v["segments"][0]["torn_tail"]["bytes"], 7);
+    assert!(ok(&["verify", f.path()]).contains("torn tail: 7 bytes"));
+}
+
+#[test]
+fn verify_checks_checkpoints() {
+    let _serial = serial();
+    let f = fixture();
+    {
+        let store = f.open();
+        let report = store.compact_now().unwrap();
+        assert!(report.checkpoint_position.is_some());
+        store.close().unwrap();
+    }
+    let v = json(&["verify", f.path(), "--json"]);
+    let checkpoints = v["checkpoints"].as_array().unwrap();
+    assert!(!checkpoints.is_empty(), "{v}");
+    assert!(checkpoints[0]["position"].is_u64());
+    let file = f.dir.path().join(checkpoints[0]["file"].as_str().unwrap());
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let o = run(&["verify", f.path()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("DAMAGED"), "{}", stdout(&o));
+}
