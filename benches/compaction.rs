@@ -14,8 +14,11 @@
 //!    enqueued every 1,000 messages (untimed), so the live set stays at 1,000,000.
 //!    `Durability::Never`, so that the numbers show lock waits rather than fsyncs.
 //!
-//! Store directories live under `target/bench-data`. `cargo bench --bench compaction`
-//! (`DEADLETTER_BENCH_PAUSE_ONLY=1` skips the open benchmarks).
+//! Store directories live under `target/bench-data/compaction`. Run with
+//! `cargo bench --features sim --bench compaction` (`DEADLETTER_BENCH_PAUSE_ONLY=1` skips
+//! the open benchmarks).
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,10 +33,6 @@ const LIVE: u64 = 1_000_000;
 const TAIL: u64 = 10_000;
 const PAYLOAD: usize = 100;
 const BATCH: u64 = 1_000;
-
-fn data_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
-}
 
 fn config(segment_size: u64) -> Config {
     Config::fast()
@@ -91,7 +90,7 @@ fn open_once(dir: &Path) -> Duration {
 }
 
 fn bench_open(c: &mut Criterion, results: &mut Vec<(String, Duration)>) {
-    let dir = data_root().join("compaction-open");
+    let dir = common::data_root("compaction").join("open");
     build_open_store(&dir);
     let mut g = c.benchmark_group("open_1m_live_100B");
     g.sample_size(10)
@@ -210,8 +209,7 @@ fn produce(q: &deadletter::Queue, stop: &AtomicBool, at_least: Duration) -> Late
 /// One round: a fresh store, the producer alone for 3 s, then during one compaction.
 /// Returns (max alone, p99 alone, max during, p99 during, longest lock hold).
 fn pause_round(round: usize) -> [Duration; 5] {
-    let dir = data_root().join("compaction-pause");
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::fresh_dir("compaction", "pause");
     let started = Instant::now();
     let store = Store::open(&dir, config(8 << 20)).unwrap();
     let q = store.queue("q").unwrap();

@@ -2,9 +2,12 @@
 //! 1,000), the bare `write` + `fdatasync` loop the durable appends are measured against, and
 //! sequential reads through the memory map with checksum checks.
 //!
-//! `cargo bench --bench log` prints criterion's report and, at the end, a summary in records/s
-//! and MB/s (1 MB = 10^6 bytes) for every case, with the targets beside them. Data goes
-//! under `target/bench-log/` (a real disk: /tmp may be a tmpfs, where fsync costs nothing).
+//! `cargo bench --features sim --bench log` (the log is reached through `deadletter::sim`)
+//! prints criterion's report and, at the end, a summary in records/s and MB/s (1 MB = 10^6
+//! bytes) for every case, with the targets beside them. Data goes under
+//! `target/bench-data/log/` (a real disk: /tmp may be a tmpfs, where fsync costs nothing).
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -31,13 +34,7 @@ fn record(case: &str, records: u64, bytes: u64, took: Duration) {
 }
 
 fn data_dir(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let dir = target.join("bench-log").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::fresh_dir("log", name)
 }
 
 fn size_name(size: usize) -> String {

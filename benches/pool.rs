@@ -1,29 +1,20 @@
 //! End-to-end throughput through the worker pool: enqueue a batch, handle every message with
 //! a no-op handler, ack. 1, 2 and 4 workers; 100-byte payloads; durable (`Always`, group
-//! commit) and not (`Never`). Data goes under `target/bench-pool/` (a real disk).
+//! commit) and not (`Never`). Data goes under `target/bench-data/pool/` (a real disk).
 //!
 //! Each iteration enqueues N messages in batches of 1,000 and runs the pool until the queue
 //! is idle; the reported throughput counts messages through the whole path.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use deadletter::{CompactionOptions, Config, Durability, Message, Store, WorkerPool};
 
-fn data_dir(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let dir = target.join("bench-pool").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("bench dir");
-    dir
-}
-
 fn run(durability: Durability, workers: usize, messages: usize) -> Duration {
     let name = format!("{durability:?}-{workers}").replace(['(', ')', ' '], "");
-    let dir = data_dir(&name);
+    let dir = common::fresh_dir("pool", &name);
     let config = Config::default()
         .durability(durability)
         .compaction(CompactionOptions::default().interval(None));

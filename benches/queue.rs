@@ -1,4 +1,6 @@
-//! Queue and DLQ throughput, not durable (`Config::fast()`), 100-byte payloads.
+//! Queue and DLQ throughput, not durable (`Config::fast()`), 100-byte payloads. Run with
+//! `cargo bench --features sim --bench queue` (it counts log reads through
+//! `deadletter::sim`).
 //!
 //! - `enqueue/one`, `enqueue/batch_1000`: producing;
 //! - `lease_ack/100`: lease 100 then `ack_all`;
@@ -12,7 +14,7 @@
 //! resident set size before and after enqueuing 1,000,000 messages into a fresh store, and the
 //! size of the index those messages need (payloads stay on disk, read through the mmap).
 //!
-//! Store directories live under `target/bench-data` (on disk, not a tmpfs); each is removed
+//! Store directories live under `target/bench-data/queue` (on disk, not a tmpfs); each is removed
 //! when its benchmark is done. Throughputs are in messages (elements) per second; for the
 //! DLQ read calls one element is one call.
 //!
@@ -20,6 +22,8 @@
 //! the benchmarking thread instead (groups are then named `cpu/...`): stable on a shared,
 //! busy machine, but it leaves out time spent blocked, such as the fsync when a segment is
 //! sealed.
+
+mod common;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -121,11 +125,7 @@ fn payload() -> Vec<u8> {
     (0..PAYLOAD_LEN).map(|i| b'a' + (i % 26) as u8).collect()
 }
 
-fn data_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
-}
-
-/// A store in its own directory under `target/bench-data`, removed on drop.
+/// A store in its own directory under `target/bench-data/queue`, removed on drop.
 struct Fixture {
     name: String,
     store: Option<Store>,
@@ -147,7 +147,7 @@ impl Fixture {
     }
 
     fn dir(&self) -> PathBuf {
-        data_root().join(&self.name)
+        common::data_root("queue").join(&self.name)
     }
 
     /// Closes the store, removes its directory and opens a fresh one (not timed).

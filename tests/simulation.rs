@@ -14,8 +14,8 @@
 //! - an error while opening (a fault injected during recovery) is survivable: a later clean
 //!   open works and is consistent.
 //!
-//! Run one seed: `DEADLETTER_SIM_SEED=1234 cargo test --release --test simulation -- --nocapture`.
-//! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --test simulation`.
+//! Run one seed: `DEADLETTER_SIM_SEED=1234 cargo test --release --features sim --test simulation -- --nocapture`.
+//! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --features sim --test simulation`.
 
 mod common;
 
@@ -170,7 +170,7 @@ impl Sim {
 
     fn fail(&self, what: impl std::fmt::Display) -> ! {
         panic!(
-            "seed {} failed: {what}\nlast events:\n  {}\nfiles (durable): {:?}\nreplay: DEADLETTER_SIM_SEED={} cargo test --release --test simulation -- --nocapture (DEADLETTER_SIM_TRACE_ALL=1 for every event)",
+            "seed {} failed: {what}\nlast events:\n  {}\nfiles (durable): {:?}\nreplay: DEADLETTER_SIM_SEED={} cargo test --release --features sim --test simulation -- --nocapture (DEADLETTER_SIM_TRACE_ALL=1 for every event)",
             self.seed,
             self.trace.join("\n  "),
             self.disk.durable_list(&dir()),
@@ -1264,7 +1264,7 @@ fn simulation() {
             }
             Err(_) => {
                 eprintln!(
-                    "FAILED seed {seed}: replay with DEADLETTER_SIM_SEED={seed} cargo test --release --test simulation -- --nocapture"
+                    "FAILED seed {seed}: replay with DEADLETTER_SIM_SEED={seed} cargo test --release --features sim --test simulation -- --nocapture"
                 );
                 failed.push(seed);
             }
