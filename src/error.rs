@@ -74,7 +74,45 @@ impl fmt::Display for CorruptionLocation {
     }
 }
 
-/// Every error deadletter returns.
+/// Every error deadletter returns. The enum is `#[non_exhaustive]`: a `match` needs a last
+/// arm for the variants it does not name (and for those added later).
+///
+/// ```
+/// use deadletter::{Config, CorruptionLocation, Error, Store};
+///
+/// /// What to tell an operator.
+/// fn advice(e: &Error) -> String {
+///     match e {
+///         Error::Locked { path } => format!("{} is open in another process", path.display()),
+///         Error::DiskFull { path } => format!("free disk space for {}", path.display()),
+///         Error::Corruption { kind, location: CorruptionLocation::File { path, offset } } => {
+///             format!("{kind} in {} at byte {offset}: run `deadletter verify`", path.display())
+///         }
+///         Error::TooLarge { size, max } => format!("a message of {size} bytes is over {max}"),
+///         Error::UnknownQueue(name) => format!("there is no queue {name:?}"),
+///         // Another consumer has the message now: its lease ran out.
+///         Error::InvalidState { .. } | Error::NotFound(_) => "stale delivery".to_string(),
+///         other => other.to_string(),
+///     }
+/// }
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-error-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast().max_message_size(1024))?;
+/// let err = store.queue("orders")?.enqueue(vec![0u8; 2000]).unwrap_err();
+/// assert!(matches!(err, Error::TooLarge { size: 2000, max: 1024 }));
+/// assert_eq!(advice(&err), "a message of 2000 bytes is over 1024");
+///
+/// let err = Store::open(&dir, Config::fast()).unwrap_err(); // this process holds it
+/// assert!(matches!(err, Error::Locked { .. }));
+/// let err = store.existing_queue("payments").unwrap_err();
+/// assert_eq!(advice(&err), r#"there is no queue "payments""#);
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {

@@ -11,7 +11,43 @@ use parking_lot::Mutex;
 use crate::engine::record::QueueId;
 use crate::engine::state::State;
 
-/// An alert about a DLQ's size crossing its threshold.
+/// An alert about a DLQ's size crossing its threshold, passed to the callback registered
+/// with [`Dlq::on_threshold`](crate::Dlq::on_threshold) (or
+/// [`RunningPool::on_dlq_alert`](crate::RunningPool::on_dlq_alert)). The callback runs on
+/// the thread whose write crossed the threshold, with no lock held.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use deadletter::{Config, DlqAlert, Failure, FailureReport, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-alert-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// let alerts: Arc<Mutex<Vec<DlqAlert>>> = Arc::default();
+/// let sink = Arc::clone(&alerts);
+/// orders.dlq().on_threshold(2, move |alert| sink.lock().unwrap().push(alert.clone()))?;
+///
+/// orders.enqueue_batch(&["a", "b", "c"])?;
+/// let broken = Failure::permanent("Broken", "cannot be processed");
+/// let mut ids = Vec::new();
+/// for msg in orders.lease(3)? {
+///     orders.dead_letter(&msg, &FailureReport::new(&broken))?;
+///     ids.push(msg.id());
+/// }
+/// // Up at the second entry (once, not again at the third), down when it falls under two.
+/// orders.dlq().delete(ids[0])?;
+/// orders.dlq().delete(ids[1])?;
+/// let seen = alerts.lock().unwrap();
+/// assert_eq!(seen.len(), 2);
+/// assert_eq!((seen[0].dlq.as_str(), seen[0].size, seen[0].above), ("orders-dlq", 2, true));
+/// assert_eq!((seen[1].size, seen[1].above), (1, false));
+/// # drop((seen, orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DlqAlert {

@@ -26,7 +26,32 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that moves only when told to; clones share the same time.
+/// A clock that moves only when told to; clones share the same time. Give one to a store
+/// ([`Config::clock`](crate::Config::clock)) to test delays, backoffs, leases, time to live
+/// and retention without sleeping.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::{Clock, Config, EnqueueOptions, ManualClock, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-clock-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let clock = ManualClock::new(1_700_000_000_000); // ms since the Unix epoch
+/// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
+/// let reminders = store.queue("reminders")?;
+/// let in_an_hour = EnqueueOptions::new().delay(Duration::from_secs(3600));
+/// reminders.enqueue_with(b"call back", &in_an_hour)?;
+///
+/// assert!(reminders.lease(1)?.is_empty());
+/// clock.advance(3_600_000); // an hour passes at once
+/// assert_eq!(reminders.lease(1)?[0].payload(), b"call back");
+/// assert_eq!(clock.now_ms(), 1_700_003_600_000);
+/// # drop((reminders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ManualClock {
     now: Arc<AtomicU64>,

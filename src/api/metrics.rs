@@ -69,7 +69,33 @@ pub struct QueueMetrics {
     pub dlq_oldest_age_ms: Option<u64>,
 }
 
-/// A snapshot of every queue of a store.
+/// A snapshot of every queue of a store ([`Store::metrics_snapshot`]), as numbers or as
+/// Prometheus text ([`Metrics::to_prometheus`]; the dashboard serves it at `/metrics`).
+///
+/// ```
+/// use deadletter::{Config, Failure, FailureReport, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-metrics-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue_batch(&["ORD-1", "ORD-2", "ORD-3"])?;
+/// let msg = orders.lease(1)?.remove(0);
+/// orders.dead_letter(&msg, &FailureReport::new(&Failure::permanent("Invalid", "bad")))?;
+///
+/// let metrics = store.metrics_snapshot();
+/// let q = &metrics.queues[0];
+/// assert_eq!((q.queue.as_str(), q.depth, q.dead_lettered, q.dlq_size), ("orders", 2, 1, 1));
+///
+/// let text = metrics.to_prometheus();
+/// assert!(text.contains("# TYPE deadletter_queue_depth gauge"));
+/// assert!(text.contains(r#"deadletter_dlq_size{queue="orders",dlq="orders-dlq"} 1"#));
+/// # drop((orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Metrics {

@@ -35,7 +35,31 @@ pub enum Jitter {
 }
 
 /// A retry policy. The default: 5 attempts, exponential from 100 ms, capped at 5 minutes,
-/// full jitter from an unseeded generator.
+/// full jitter from an unseeded generator. A [`WorkerPool`](crate::WorkerPool) uses it to
+/// schedule the next attempt after a transient failure, and its `max_attempts` as the
+/// queue's.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::Retry;
+///
+/// let ms = Duration::from_millis;
+/// let policy = Retry::exponential(ms(100)).cap(ms(1_000)).max_attempts(6);
+/// let delays: Vec<Duration> = (1..=5).map(|attempt| policy.base_delay(attempt)).collect();
+/// assert_eq!(delays, [ms(100), ms(200), ms(400), ms(800), ms(1_000)]);
+///
+/// // Full jitter (the default) waits a random time up to that delay, so that many failing
+/// // messages do not all come back at once.
+/// assert!(policy.delay(3) <= ms(400));
+/// // Jitter from a generator of your own (here, half of the range).
+/// assert_eq!(policy.delay_with(3, || u64::MAX / 2), ms(200));
+/// // Or exact delays.
+/// assert_eq!(Retry::linear(ms(250)).no_jitter().delay(3), ms(750));
+/// assert_eq!(Retry::fixed(ms(50)).no_jitter().delay(9), ms(50));
+/// // A pool whose policy has a seed draws the same delays in every run.
+/// let reproducible = Retry::default().jitter_seed(42);
+/// assert_eq!(reproducible.jitter_seed, Some(42));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Retry {

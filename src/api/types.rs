@@ -22,8 +22,67 @@ pub enum FailureClass {
 
 /// Why a handler failed on a message.
 ///
+/// A [`permanent`](Failure::permanent) failure (bad data, which no retry can fix) sends the
+/// message to its DLQ at once; a [`transient`](Failure::transient) one (a timeout, a busy
+/// dependency) is retried with backoff until the last attempt. Any error converts to a
+/// transient failure whose kind is the error's type name, so `?` works in a handler. The
+/// kind, message, details and context end up in the DLQ entry's [`FailureInfo`].
+///
 /// Kept small (the optional parts are boxed) so that `Result<(), Failure>` stays cheap to
 /// return from every handler call.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::{Config, Failure, Filter, Message, Page, Retry, Store, WorkerPool};
+///
+/// #[derive(Debug)]
+/// struct BankTimeout;
+/// impl std::fmt::Display for BankTimeout {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("the bank did not answer")
+///     }
+/// }
+/// impl std::error::Error for BankTimeout {}
+///
+/// fn charge(cents: u32) -> Result<(), BankTimeout> {
+///     if cents > 10_000 { Err(BankTimeout) } else { Ok(()) }
+/// }
+///
+/// fn handle(msg: &Message) -> Result<(), Failure> {
+///     let text = msg.text().unwrap_or_default();
+///     let cents: u32 = text.parse().map_err(|e| {
+///         Failure::permanent("InvalidAmount", format!("{text:?} is not an amount"))
+///             .with_details(format!("{e}"))
+///             .with_context("field", "cents")
+///     })?;
+///     charge(cents)?; // BankTimeout: a transient failure of kind "BankTimeout"
+///     Ok(())
+/// }
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-failure-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let payments = store.queue("payments")?;
+/// payments.enqueue_batch(&["2000", "twenty", "50000"])?;
+/// let pool = WorkerPool::new(&payments)
+///     .retry(Retry::fixed(Duration::from_millis(1)).max_attempts(3))
+///     .start(handle)?;
+/// pool.run_until_idle()?;
+/// drop(pool);
+///
+/// let dlq = payments.dlq();
+/// let invalid = &dlq.list(&Filter::error_kind("InvalidAmount"), Page::first(10))?[0];
+/// assert_eq!(invalid.failure.attempts.len(), 1); // permanent: no retry
+/// assert_eq!(invalid.failure.context["field"], "cents");
+/// let timeout = &dlq.list(&Filter::error_kind("BankTimeout"), Page::first(10))?[0];
+/// assert_eq!(timeout.failure.attempts.len(), 3); // transient: every attempt, then the DLQ
+/// assert_eq!(timeout.failure.error_message, "the bank did not answer");
+/// # drop((dlq, payments, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     /// Transient or permanent.

@@ -148,7 +148,54 @@ struct Shared<Q: MessageQueue> {
     fatal: Mutex<Option<Error>>,
 }
 
-/// A started pool; see [`WorkerPool::start`].
+/// A started pool (see [`WorkerPool::start`]): its threads lease and handle messages until
+/// [`RunningPool::shutdown`], or until it is dropped, which stops it the same way without a
+/// deadline. A service keeps it for its lifetime; a batch job waits with
+/// [`RunningPool::run_until_idle`] first.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-running-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let emails = store.queue("emails")?;
+/// let pool = WorkerPool::new(&emails)
+///     .workers(2)
+///     .name("mailer") // failures record the worker: "mailer-0", "mailer-1"
+///     .retry(Retry::fixed(Duration::from_millis(1)).max_attempts(2))
+///     .start(|msg: &Message| match msg.text() {
+///         Some(to) if to.contains('@') => Ok(()),
+///         _ => Err(Failure::transient("SmtpTimeout", "the server did not answer")),
+///     })?;
+///
+/// // A callback when the DLQ reaches one entry (and again when it falls back under).
+/// let alerts = Arc::new(AtomicU64::new(0));
+/// let count = Arc::clone(&alerts);
+/// pool.on_dlq_alert(1, move |alert| {
+///     if alert.above {
+///         count.fetch_add(1, Ordering::SeqCst);
+///     }
+/// })?;
+///
+/// // The pool handles what arrives while it runs.
+/// emails.enqueue_batch(&["ana@example.com", "no address"])?;
+/// pool.run_until_idle()?;
+/// let now = pool.counters();
+/// assert_eq!((now.processed, now.retried, now.dead_lettered), (1, 1, 1));
+/// assert_eq!(alerts.load(Ordering::SeqCst), 1);
+///
+/// let report = pool.shutdown(Duration::from_secs(5))?;
+/// assert!(report.drained); // every running handler finished before the deadline
+/// # drop((emails, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 pub struct RunningPool<Q: MessageQueue = Queue> {
     shared: Arc<Shared<Q>>,
     threads: Vec<JoinHandle<()>>,

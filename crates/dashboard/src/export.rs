@@ -171,6 +171,29 @@ pub fn envelope_from_json(value: &Value) -> Result<DeadLetter, ExportError> {
 }
 
 /// Reads an envelope from one line of an export.
+///
+/// ```
+/// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+/// use deadletter_dashboard::export::{envelope_to_line, parse_line};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-export-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue([0u8, 159, 146, 150, 255])?; // not text: base64 in the JSON form
+/// let msg = orders.lease(1)?.remove(0);
+/// orders.dead_letter(&msg, &FailureReport::new(&Failure::permanent("Bad", "bytes")))?;
+///
+/// let entry = orders.dlq().list(&Filter::all(), Page::first(1))?.remove(0);
+/// let line = envelope_to_line(&entry);
+/// assert!(line.contains(r#""payload":"AJ+Slv8=""#));
+/// assert_eq!(parse_line(&line)?, entry); // every byte and field round-trips
+/// # drop((msg, orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 pub fn parse_line(line: &str) -> Result<DeadLetter, ExportError> {
     let value: Value = serde_json::from_str(line).map_err(|e| ExportError::Json(e.to_string()))?;
     envelope_from_json(&value)

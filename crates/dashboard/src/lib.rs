@@ -4,17 +4,37 @@
 //! endpoint. The `deadletter serve` command runs it over a store directory; a program that
 //! owns its store serves it the same way, beside its own work:
 //!
-//! ```no_run
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::TcpStream;
 //! use deadletter::{Config, Store};
 //! use deadletter_dashboard::DashboardOptions;
 //!
-//! let store = Store::open("./data", Config::default())?;
-//! let server = deadletter_dashboard::serve(store.clone(), DashboardOptions::default())?;
-//! println!("dashboard: {}", server.url_with_token()); // 127.0.0.1:8080
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = std::env::temp_dir().join(format!("deadletter-doc-dashboard-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let store = Store::open(&dir, Config::fast())?;
+//! let options = DashboardOptions::default().bind(([127, 0, 0, 1], 0).into()); // a free port
+//! let server = deadletter_dashboard::serve(store.clone(), options)?;
+//! println!("dashboard: {}", server.url_with_token()); // open it in a browser
+//!
 //! // ... the program's own work with `store` ...
+//! store.queue("orders")?.enqueue(b"ORD-1")?;
+//!
+//! // What Prometheus would scrape.
+//! let mut http = TcpStream::connect(server.local_addr())?;
+//! let host = server.local_addr();
+//! write!(http, "GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
+//! let mut reply = String::new();
+//! http.read_to_string(&mut reply)?;
+//! assert!(reply.starts_with("HTTP/1.1 200"));
+//! assert!(reply.contains(r#"deadletter_queue_depth{queue="orders",dlq="orders-dlq"} 1"#));
+//!
 //! server.shutdown();
-//! # Ok(()) }
+//! # drop(store);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! The crate also holds the JSON form of DLQ envelopes ([`export`]), which the

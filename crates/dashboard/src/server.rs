@@ -119,7 +119,22 @@ impl std::error::Error for DashboardError {
     }
 }
 
-/// A running dashboard. Dropping it does not stop it; call [`Dashboard::shutdown`].
+/// A running dashboard (see [`serve`]). Dropping it does not stop it; call
+/// [`Dashboard::shutdown`], or [`Dashboard::wait`] in a program that only serves.
+///
+/// ```no_run
+/// use deadletter::{Config, Store};
+/// use deadletter_dashboard::DashboardOptions;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // What `deadletter serve ./data` does: serve the store until the process is stopped.
+/// let store = Store::open("./data", Config::for_existing_store("./data"))?;
+/// let server = deadletter_dashboard::serve(store, DashboardOptions::default())?;
+/// eprintln!("serving {}", server.url_with_token()); // http://127.0.0.1:8080/#token=...
+/// server.wait(); // never returns
+/// # Ok(())
+/// # }
+/// ```
 pub struct Dashboard {
     addr: SocketAddr,
     token: String,
@@ -165,8 +180,8 @@ impl Dashboard {
         }
     }
 
-    /// Blocks until the server stops (it runs until the process ends or
-    /// [`Dashboard::shutdown`] is called from elsewhere).
+    /// Blocks for as long as the server runs, that is until the process ends: for a
+    /// program whose only job is to serve.
     pub fn wait(mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -184,7 +199,10 @@ pub(crate) struct Ctx {
     pub(crate) log_actions: bool,
 }
 
-/// Starts the dashboard on `options.bind`, serving `store`, in background threads.
+/// Starts the dashboard on `options.bind`, serving `store`, in background threads, and
+/// returns at once; the crate documentation has an example. Fails with
+/// [`DashboardError::Bind`] when the address is taken and
+/// [`DashboardError::InvalidToken`] when a given token cannot be sent in a header.
 pub fn serve(store: Store, options: DashboardOptions) -> Result<Dashboard, DashboardError> {
     let token = match options.token {
         Some(t) => {

@@ -10,6 +10,12 @@ use jiff::Timestamp;
 /// `ms` (milliseconds since the Unix epoch) as `YYYY-MM-DDTHH:MM:SSZ`, the fraction of a
 /// second dropped. A time from the last day of the year 9999 on (a retention of centuries,
 /// say) cannot be written so and is written as its number of milliseconds.
+///
+/// ```
+/// use deadletter_dashboard::time::format_utc;
+///
+/// assert_eq!(format_utc(1_700_000_000_999), "2023-11-14T22:13:20Z");
+/// ```
 pub fn format_utc(ms: u64) -> String {
     match i64::try_from(ms)
         .ok()

@@ -10,7 +10,53 @@ use serde::{Deserialize, Serialize};
 use crate::api::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
 
-/// Which entries an operation applies to. Empty fields match everything.
+/// Which entries an operation applies to ([`Dlq::list`](crate::Dlq::list),
+/// [`Dlq::analyze`](crate::Dlq::analyze), [`Dlq::replay`](crate::Dlq::replay),
+/// [`Dlq::delete_matching`](crate::Dlq::delete_matching)). Empty fields match everything;
+/// each setter adds a condition that must hold too.
+///
+/// ```
+/// use deadletter::{
+///     Config, EnqueueOptions, Failure, FailureReport, Filter, ManualClock, Page, Store,
+/// };
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-filter-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let t0 = 1_700_000_000_000;
+/// let clock = ManualClock::new(t0);
+/// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
+/// let orders = store.queue("orders")?;
+/// let failures = [("eu", "Timeout", "w1"), ("us", "Invalid", "w1"), ("eu", "Invalid", "w2")];
+/// for (region, kind, worker) in failures {
+///     orders.enqueue_with(region, &EnqueueOptions::new().attribute("region", region))?;
+///     let msg = orders.lease(1)?.remove(0);
+///     let failure = Failure::permanent(kind, format!("{kind} in {region}"));
+///     let report = FailureReport::new(&failure).worker(worker).tag("team", "billing");
+///     orders.dead_letter(&msg, &report)?;
+///     clock.advance(60_000);
+/// }
+///
+/// let dlq = orders.dlq();
+/// let count = |filter: Filter| dlq.list(&filter, Page::first(100)).map(|v| v.len());
+/// assert_eq!(count(Filter::all())?, 3);
+/// assert_eq!(count(Filter::error_kind("Invalid"))?, 2);
+/// assert_eq!(count(Filter::error_kind("Invalid").worker("w2"))?, 1);
+/// assert_eq!(count(Filter::all().attribute("region", "eu"))?, 2);
+/// assert_eq!(count(Filter::all().message_contains("in us"))?, 1);
+/// assert_eq!(count(Filter::all().tag("team", "billing").pending_only())?, 3);
+/// // Dead-lettered in the first two minutes: [since, until).
+/// assert_eq!(count(Filter::all().between(Some(t0), Some(t0 + 120_000)))?, 2);
+/// assert_eq!(count(Filter::all().attempts(Some(2), None))?, 0); // each had one delivery
+///
+/// // The same filter selects what to delete (or replay, or analyse).
+/// assert_eq!(dlq.delete_matching(&Filter::error_kind("Timeout"))?, 1);
+/// assert_eq!(dlq.len(), 2);
+/// # drop((dlq, orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Filter {
@@ -155,7 +201,39 @@ impl Filter {
     }
 }
 
-/// A page of a listing: entries after a cursor (the last id of the previous page).
+/// A page of a listing: entries after a cursor (the last id of the previous page), oldest
+/// first.
+///
+/// ```
+/// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-page-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let jobs = store.queue("jobs")?;
+/// jobs.enqueue_batch(&(0..25).map(|i| format!("job-{i}")).collect::<Vec<_>>())?;
+/// let broken = Failure::permanent("Broken", "cannot run");
+/// for msg in jobs.lease(25)? {
+///     jobs.dead_letter(&msg, &FailureReport::new(&broken))?;
+/// }
+///
+/// // Ten at a time, each page starting after the last entry of the one before.
+/// let dlq = jobs.dlq();
+/// let mut page = Page::first(10);
+/// let mut sizes = Vec::new();
+/// loop {
+///     let entries = dlq.list(&Filter::all(), page)?;
+///     let Some(last) = entries.last() else { break };
+///     page = Page::after(last.id(), 10);
+///     sizes.push(entries.len());
+/// }
+/// assert_eq!(sizes, [10, 10, 5]);
+/// # drop((dlq, jobs, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Page {

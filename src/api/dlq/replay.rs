@@ -13,7 +13,51 @@ use crate::engine::record::{self, Decoded, Op, Put, PutCause, PutMeta};
 use crate::engine::state::DeadStatus;
 use crate::error::{Error, Result};
 
-/// How to replay.
+/// How to replay DLQ entries ([`Dlq::replay`], [`Dlq::replay_one`], [`Dlq::replay_ids`],
+/// [`Dlq::replay_corrected`]): to the queue each failed in or to another one, keeping or
+/// resetting the attempt count, at most so many, after a delay, or only as a report.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::{Config, Failure, FailureReport, Filter, ReplayOptions, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-replay-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue_batch(&["ORD-1", "ORD-2", "ORD-3", "ORD;4"])?;
+/// let bug = Failure::permanent("ParseError", "the parser had a bug");
+/// for msg in orders.lease(4)? {
+///     orders.dead_letter(&msg, &FailureReport::new(&bug))?;
+/// }
+/// let dlq = orders.dlq();
+/// let all = Filter::all();
+///
+/// // What would a replay do? Nothing changes.
+/// let plan = dlq.replay(&all, &ReplayOptions::to_origin().dry_run())?;
+/// assert_eq!((plan.replayed.len(), dlq.len()), (4, 4));
+///
+/// // One entry whose payload was wrong goes back corrected.
+/// let bad = dlq.list(&Filter::all(), deadletter::Page::first(10))?
+///     .into_iter()
+///     .find(|e| e.payload == b"ORD;4")
+///     .unwrap();
+/// dlq.replay_corrected(bad.id(), b"ORD-4", &ReplayOptions::to_origin().reset_attempts())?;
+///
+/// // Two more to the queue they failed in, with fresh attempts, visible in a minute
+/// // (the limit keeps a fix from being flooded), the rest to a queue of their own.
+/// let first = ReplayOptions::to_origin().reset_attempts().limit(2).delay(Duration::from_secs(60));
+/// assert_eq!(dlq.replay(&all, &first)?.replayed.len(), 2);
+/// dlq.replay(&all, &ReplayOptions::to_queue("orders-manual"))?;
+/// assert!(dlq.is_empty());
+/// assert_eq!(orders.len(), 3);
+/// assert_eq!(store.existing_queue("orders-manual")?.len(), 1);
+/// # drop((dlq, orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReplayOptions {

@@ -11,7 +11,45 @@ use crate::api::types::MessageId;
 use crate::error::{Error, Result};
 use crate::storage::log::Record;
 
-/// Options of one enqueue.
+/// Options of one enqueue ([`Queue::enqueue_with`](crate::Queue::enqueue_with)):
+/// attributes, a time to live, a delay, an idempotency key.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::{Config, EnqueueOptions, ManualClock, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-enqueue-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let clock = ManualClock::new(1_700_000_000_000);
+/// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
+/// let payments = store.queue("payments")?;
+///
+/// // Attributes travel with the message and into its DLQ envelope; the key makes a repeat
+/// // within the store's idempotency window (an hour by default) a no-op.
+/// let charge = EnqueueOptions::new()
+///     .attribute("tenant", "acme")
+///     .idempotency_key("charge-42");
+/// let id = payments.enqueue_with(b"charge 42", &charge)?;
+/// assert_eq!(payments.enqueue_with(b"charge 42", &charge)?, id);
+///
+/// // Not visible for a minute, and expired (to the DLQ, by default) after a day.
+/// let later = EnqueueOptions::new()
+///     .delay(Duration::from_secs(60))
+///     .ttl(Duration::from_secs(24 * 3600));
+/// payments.enqueue_with(b"reminder", &later)?;
+///
+/// let now = payments.lease(10)?;
+/// assert_eq!(now.len(), 1);
+/// assert_eq!(now[0].attributes()["tenant"], "acme");
+/// payments.ack_all(&now)?;
+/// clock.advance(60_000);
+/// assert_eq!(payments.lease(10)?[0].payload(), b"reminder");
+/// # drop((now, payments, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EnqueueOptions {
@@ -53,7 +91,45 @@ impl EnqueueOptions {
     }
 }
 
-/// A delivered message. Its payload is borrowed from the log's memory map.
+/// A delivered message. Its payload is borrowed from the log's memory map (no copy); the
+/// message is reported on with [`Queue::ack`](crate::Queue::ack),
+/// [`Queue::retry`](crate::Queue::retry) or [`Queue::dead_letter`](crate::Queue::dead_letter),
+/// or by returning from a [`WorkerPool`](crate::WorkerPool) handler.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use deadletter::{Config, ManualClock, Store};
+///
+/// #[derive(Serialize, Deserialize, Debug, PartialEq)]
+/// struct Order {
+///     id: String,
+///     quantity: u32,
+/// }
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-message-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let clock = ManualClock::new(1_700_000_000_000);
+/// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue_typed(&Order { id: "ORD-1".into(), quantity: 2 })?;
+/// orders.enqueue("plain text")?;
+///
+/// clock.advance(5_000);
+/// let batch = orders.lease(2)?;
+/// let typed = &batch[0];
+/// assert_eq!(typed.queue(), "orders");
+/// assert_eq!(typed.attempt(), 1); // the first delivery
+/// assert_eq!(typed.leased_at_ms() - typed.enqueued_at_ms(), 5_000);
+/// assert_eq!(typed.decode::<Order>()?, Order { id: "ORD-1".into(), quantity: 2 });
+/// assert_eq!(batch[1].text(), Some("plain text"));
+/// assert!(batch[1].decode::<Order>().is_err()); // Error::Codec: not an encoded Order
+/// orders.ack_all(&batch)?;
+/// # drop((batch, orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Message {
     pub(super) id: MessageId,
