@@ -51,12 +51,15 @@ fn segments_roll_at_the_configured_size_and_delete_whole() {
             assert_eq!(&*log.read(*p).unwrap(), &b[..]);
         }
     }
-    let remaining: Vec<_> = written
-        .iter()
-        .filter(|(p, _)| *p >= first)
-        .cloned()
-        .collect();
-    assert_eq!(read_all(&log), remaining);
+    // The records from `first` on.
+    let from = |first: u64| -> Vec<_> {
+        written
+            .iter()
+            .filter(|(p, _)| *p >= first)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(read_all(&log), from(first));
     // The active segment is never deleted.
     let n = log.segments().len();
     assert_eq!(log.delete_below(u64::MAX).unwrap(), n - 1);
@@ -66,12 +69,7 @@ fn segments_roll_at_the_configured_size_and_delete_whole() {
 
     let (log, report) = Log::open(&dir, o).unwrap();
     assert_eq!(report.segments, 1);
-    let remaining: Vec<_> = written
-        .iter()
-        .filter(|(p, _)| *p >= first)
-        .cloned()
-        .collect();
-    assert_eq!(read_all(&log), remaining);
+    assert_eq!(read_all(&log), from(first));
     let p = log.append(b"after deletion").unwrap();
     assert_eq!(&*log.read(p).unwrap(), b"after deletion");
 }
