@@ -1,0 +1,494 @@
+//! [`JetStreamDlq`]: a queue's DLQ on JetStream, implementing `deadletter::DeadLetterQueue`.
+//!
+//! The entries of queue `q` are the messages on `{ns}.dlq.{q}.*` in the namespace's DLQ
+//! stream (limits retention, one message per subject, `max_age` = the retention): an entry
+//! is read where it is, so browsing changes nothing. Listings read the stream in order
+//! through a short-lived consumer that acknowledges nothing; a get reads the last message
+//! of the entry's subject.
+//!
+//! Changes:
+//! - **replay**: the attempt history of the next generation is written, the message is
+//!   published to the target queue (deduplication id `rp-{id}-{generation}`), then the
+//!   entry is deleted. A crash between the last two leaves the entry; the replayed
+//!   message's first delivery deletes it (see `queue`), and a second replay within the
+//!   duplicate window publishes nothing new.
+//! - **mark reprocessed**: the entry is rewritten with its new status, on the condition
+//!   that it is still the entry that was read (`Nats-Expected-Last-Subject-Sequence`).
+//! - **delete, purge**: the entries' messages are deleted.
+//!
+//! Counters that are not entries (replayed, deleted, reprocessed) are counted events;
+//! entries removed by the stream's `max_age` are what the events leave unexplained.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use deadletter::{
+    Analysis, DeadLetter, DeadLetterQueue, DlqAlert, DlqStats, EntryStatus, Error, Filter,
+    MessageId, Page, ReplayOptions, ReplayReport, Result,
+};
+use futures_util::{StreamExt, TryStreamExt};
+
+use crate::client::{backend, now_ms};
+use crate::moves::message_headers;
+use crate::names::Event;
+use crate::namespace::JetStream;
+use crate::wire::{self, headers, HistoryV1};
+
+/// The DLQ of one JetStream queue. Cheap to clone.
+#[derive(Clone)]
+pub struct JetStreamDlq {
+    js: JetStream,
+    queue: Arc<str>,
+}
+
+impl std::fmt::Debug for JetStreamDlq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JetStreamDlq")
+            .field("name", &self.js.dlq_name(&self.queue))
+            .finish()
+    }
+}
+
+/// Entries in `queue`'s DLQ: one subject each.
+pub(crate) async fn count_entries(js: &JetStream, queue: &str) -> Result<u64> {
+    let names = &js.inner.names;
+    let stream = js.stream(&names.dlq_stream()).await?;
+    let mut subjects = stream
+        .info_with_subjects(names.dlq_filter(queue))
+        .await
+        .map_err(|e| backend("count DLQ entries", e))?;
+    let mut n = 0u64;
+    while let Some(s) = subjects.next().await {
+        n += s.map_err(|e| backend("count DLQ entries", e))?.1 as u64;
+    }
+    Ok(n)
+}
+
+/// The counted events of `queue`.
+pub(crate) async fn event_counts(js: &JetStream, queue: &str) -> Result<HashMap<Event, u64>> {
+    let names = &js.inner.names;
+    let stream = js.stream(&names.events_stream()).await?;
+    let mut subjects = stream
+        .info_with_subjects(names.events_of(queue))
+        .await
+        .map_err(|e| backend("read the counters", e))?;
+    let mut out = HashMap::new();
+    while let Some((subject, count)) = subjects
+        .try_next()
+        .await
+        .map_err(|e| backend("read the counters", e))?
+    {
+        if let Some(e) = Event::from_subject(&subject) {
+            *out.entry(e).or_default() += count as u64;
+        }
+    }
+    Ok(out)
+}
+
+impl JetStreamDlq {
+    pub(crate) fn new(js: JetStream, queue: Arc<str>) -> Self {
+        JetStreamDlq { js, queue }
+    }
+
+    fn run<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.js.inner.conn.run(f)
+    }
+
+    /// Calls `visit` with each entry (and its sequence) in stream order from sequence
+    /// `from`, until it returns false.
+    async fn scan(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(u64, DeadLetter) -> Result<bool>,
+    ) -> Result<()> {
+        let names = &self.js.inner.names;
+        let stream = self.js.stream(&names.dlq_stream()).await?;
+        let config = pull::Config {
+            filter_subject: names.dlq_filter(&self.queue),
+            deliver_policy: if from > 1 {
+                DeliverPolicy::ByStartSequence {
+                    start_sequence: from,
+                }
+            } else {
+                DeliverPolicy::All
+            },
+            ack_policy: AckPolicy::None,
+            inactive_threshold: Duration::from_secs(30),
+            memory_storage: true,
+            ..Default::default()
+        };
+        let mut consumer = stream
+            .create_consumer(config)
+            .await
+            .map_err(|e| backend("browse a DLQ", e))?;
+        let name = consumer
+            .info()
+            .await
+            .map_err(|e| backend("browse a DLQ", e))?
+            .name
+            .clone();
+        let result = async {
+            loop {
+                let mut batch = consumer
+                    .fetch()
+                    .max_messages(256)
+                    .messages()
+                    .await
+                    .map_err(|e| backend("browse a DLQ", e))?;
+                let mut got = 0;
+                let mut more = true;
+                while let Some(m) = batch.next().await {
+                    let m = m.map_err(|e| backend("browse a DLQ", e))?;
+                    got += 1;
+                    let info = m.info().map_err(|e| backend("browse a DLQ", e))?;
+                    let (seq, pending) = (info.stream_sequence, info.pending);
+                    let entry = wire::decode_entry(&m.payload, m.subject.as_str())?;
+                    if !visit(seq, entry)? {
+                        return Ok(());
+                    }
+                    more = pending > 0;
+                }
+                if got == 0 || !more {
+                    return Ok(());
+                }
+            }
+        }
+        .await;
+        let _ = stream.delete_consumer(&name).await;
+        result
+    }
+
+    /// The entries matching `filter` with their sequences, oldest first.
+    async fn matching(
+        &self,
+        filter: &Filter,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, DeadLetter)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.scan(from, |seq, e| {
+            if filter.matches(&e) {
+                out.push((seq, e));
+            }
+            Ok(out.len() < limit)
+        })
+        .await?;
+        Ok(out)
+    }
+
+    async fn found(&self, id: MessageId) -> Result<crate::moves::Found> {
+        self.js
+            .find_entry(&self.queue, id)
+            .await?
+            .ok_or(Error::NotFound(id))
+    }
+
+    /// Replays one entry: history, publish, delete, count. `payload` replaces the
+    /// entry's payload (a corrected replay).
+    async fn replay_entry(
+        &self,
+        found: crate::moves::Found,
+        options: &ReplayOptions,
+        payload: Option<&[u8]>,
+    ) -> Result<()> {
+        let e = &found.entry;
+        let id = e.id();
+        let generation = e.generation + 1;
+        let target = match &options.target {
+            Some(t) => t.clone(),
+            None => self.queue.to_string(),
+        };
+        let target_info = self
+            .js
+            .open_queue(&target, &self.js.inner.options.queue_defaults, false)
+            .await?;
+        let mut history = HistoryV1::new(generation);
+        let replaced = match payload {
+            Some(_) => Some(e.payload.clone()),
+            None => e.replaced_payload.clone(),
+        };
+        history.replaced_payload = replaced.map(|p| data_encoding::BASE64.encode(&p));
+        let attempts_base = if options.reset_attempts {
+            0
+        } else {
+            history.attempts = e.failure.attempts.clone();
+            history.dropped = e.failure.attempts_dropped;
+            history.first_received_at_ms = e.metadata.first_received_at_ms;
+            e.metadata.delivery_count
+        };
+        if history != HistoryV1::new(generation) {
+            self.js.write_history(id, &history).await?;
+        }
+        let expires = None;
+        let mut h =
+            message_headers(&e.metadata.attributes, expires)?.unwrap_or_else(HeaderMap::new);
+        h.insert(headers::ID, id.to_string().as_str());
+        h.insert(headers::GENERATION, generation.to_string().as_str());
+        h.insert(headers::ATTEMPTS_BASE, attempts_base.to_string().as_str());
+        h.insert(
+            headers::ENQUEUED_AT,
+            e.metadata.enqueued_at_ms.to_string().as_str(),
+        );
+        h.insert(headers::REPLAYED_FROM, &*self.queue);
+        if !options.delay.is_zero() {
+            let at = now_ms() + options.delay.as_millis() as u64;
+            h.insert(headers::NOT_BEFORE, at.to_string().as_str());
+        }
+        let body = payload.unwrap_or(&e.payload);
+        let message = PublishMessage::build()
+            .headers(h)
+            .payload(Bytes::copy_from_slice(body))
+            .message_id(format!("rp-{id}-{generation}"));
+        self.js
+            .publish_retrying(&target_info.subject, message, "replay")
+            .await
+            .map_err(|e| backend("replay", e))?;
+        self.js.delete_entry_at(found.sequence).await?;
+        self.js
+            .count_event(
+                &self.queue,
+                Event::Replayed,
+                Some(format!("ev-rp-{id}-{generation}")),
+            )
+            .await
+    }
+
+    fn check_replayable(e: &DeadLetter, options: &ReplayOptions) -> Result<()> {
+        if matches!(e.status, EntryStatus::Reprocessed { .. }) && !options.force {
+            return Err(Error::AlreadyReprocessed(e.id()));
+        }
+        Ok(())
+    }
+
+    async fn replay_ids_async(
+        &self,
+        ids: &[MessageId],
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport> {
+        let mut report = ReplayReport::new(options.dry_run);
+        for &id in ids {
+            let found = match self.found(id).await {
+                Ok(f) => f,
+                Err(e) => {
+                    report.failed.push((id, e.to_string()));
+                    continue;
+                }
+            };
+            if let Err(e) = Self::check_replayable(&found.entry, options) {
+                report.failed.push((id, e.to_string()));
+                continue;
+            }
+            if !options.dry_run {
+                self.replay_entry(found, options, None).await?;
+            }
+            report.replayed.push(id);
+        }
+        if !options.dry_run && !report.replayed.is_empty() {
+            self.js.check_alerts(&self.queue).await?;
+        }
+        Ok(report)
+    }
+
+    async fn delete_all(&self, entries: &[(u64, MessageId)]) -> Result<u64> {
+        for &(seq, id) in entries {
+            self.js.delete_entry_at(seq).await?;
+            self.js
+                .count_event(
+                    &self.queue,
+                    Event::Deleted,
+                    Some(format!("ev-del-{id}-{seq}")),
+                )
+                .await?;
+        }
+        if !entries.is_empty() {
+            self.js.check_alerts(&self.queue).await?;
+        }
+        Ok(entries.len() as u64)
+    }
+}
+
+impl DeadLetterQueue for JetStreamDlq {
+    fn name(&self) -> String {
+        self.js.dlq_name(&self.queue)
+    }
+    fn queue_name(&self) -> &str {
+        &self.queue
+    }
+    fn len(&self) -> Result<u64> {
+        self.run(count_entries(&self.js, &self.queue))
+    }
+    fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
+        self.run(async {
+            let from = match page.after {
+                Some(id) => self.found(id).await?.sequence + 1,
+                None => 1,
+            };
+            let found = self.matching(filter, from, page.limit).await?;
+            Ok(found.into_iter().map(|(_, e)| e).collect())
+        })
+    }
+    fn get(&self, id: MessageId) -> Result<DeadLetter> {
+        self.run(async { Ok(self.found(id).await?.entry) })
+    }
+    fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
+        let limit = limit.unwrap_or(usize::MAX);
+        self.run(async {
+            let found = self.matching(filter, 1, limit).await?;
+            Ok(found.into_iter().map(|(_, e)| e.id()).collect())
+        })
+    }
+    fn stats(&self) -> Result<DlqStats> {
+        self.run(async {
+            let now = now_ms();
+            let mut s = DlqStats::new(self.js.dlq_name(&self.queue));
+            let mut oldest: Option<u64> = None;
+            let mut newest: Option<u64> = None;
+            self.scan(1, |_, e| {
+                s.total += 1;
+                match e.status {
+                    EntryStatus::Pending => s.pending += 1,
+                    EntryStatus::Reprocessed { .. } => s.reprocessed += 1,
+                }
+                *s.by_error_kind.entry(e.failure.error_kind).or_default() += 1;
+                *s.by_worker
+                    .entry(e.dlq.worker.unwrap_or_default())
+                    .or_default() += 1;
+                let at = e.dlq.dead_lettered_at_ms;
+                oldest = Some(oldest.map_or(at, |o| o.min(at)));
+                newest = Some(newest.map_or(at, |n| n.max(at)));
+                Ok(true)
+            })
+            .await?;
+            s.oldest_age_ms = oldest.map(|t| now.saturating_sub(t));
+            s.newest_age_ms = newest.map(|t| now.saturating_sub(t));
+            let events = event_counts(&self.js, &self.queue).await?;
+            let count = |e: Event| events.get(&e).copied().unwrap_or(0);
+            s.replayed = count(Event::Replayed);
+            s.deleted = count(Event::Deleted);
+            s.reprocessed_ok = count(Event::ReprocessedOk);
+            s.reprocessed_failed = count(Event::ReprocessedFailed);
+            // What came in and is neither here, replayed nor deleted was removed by the
+            // stream's retention (max_age).
+            s.expired = count(Event::DeadLettered).saturating_sub(s.total + s.replayed + s.deleted);
+            Ok(s)
+        })
+    }
+    fn analyze(&self, filter: &Filter) -> Result<Analysis> {
+        self.run(async {
+            let found = self.matching(filter, 1, usize::MAX).await?;
+            Ok(Analysis::of(found.iter().map(|(_, e)| e)))
+        })
+    }
+    fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
+        let ids = self.ids(filter, options.limit)?;
+        self.replay_ids(&ids, options)
+    }
+    fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
+        self.run(self.replay_ids_async(ids, options))
+    }
+    fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()> {
+        self.run(async {
+            let found = self.found(id).await?;
+            Self::check_replayable(&found.entry, options)?;
+            if options.dry_run {
+                return Ok(());
+            }
+            self.replay_entry(found, options, None).await?;
+            self.js.check_alerts(&self.queue).await
+        })
+    }
+    fn replay_corrected(
+        &self,
+        id: MessageId,
+        payload: impl AsRef<[u8]>,
+        options: &ReplayOptions,
+    ) -> Result<()> {
+        self.run(async {
+            let found = self.found(id).await?;
+            Self::check_replayable(&found.entry, options)?;
+            if options.dry_run {
+                return Ok(());
+            }
+            self.replay_entry(found, options, Some(payload.as_ref()))
+                .await?;
+            self.js.check_alerts(&self.queue).await
+        })
+    }
+    fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()> {
+        self.run(async {
+            let found = self.found(id).await?;
+            let mut entry = found.entry;
+            entry.status = EntryStatus::Reprocessed {
+                success,
+                at_ms: now_ms(),
+            };
+            if !self
+                .js
+                .put_entry(&self.queue, &entry, found.sequence, None)
+                .await?
+            {
+                return Err(Error::InvalidState {
+                    id,
+                    expected: "unchanged since it was read (another process changed it)",
+                });
+            }
+            let event = if success {
+                Event::ReprocessedOk
+            } else {
+                Event::ReprocessedFailed
+            };
+            self.js
+                .count_event(
+                    &self.queue,
+                    event,
+                    Some(format!("ev-mark-{id}-{}", found.sequence)),
+                )
+                .await
+        })
+    }
+    fn delete(&self, id: MessageId) -> Result<()> {
+        self.run(async {
+            let found = self.found(id).await?;
+            self.delete_all(&[(found.sequence, id)]).await.map(|_| ())
+        })
+    }
+    fn delete_matching(&self, filter: &Filter) -> Result<u64> {
+        self.run(async {
+            let found = self.matching(filter, 1, usize::MAX).await?;
+            let entries: Vec<(u64, MessageId)> =
+                found.iter().map(|(seq, e)| (*seq, e.id())).collect();
+            self.delete_all(&entries).await
+        })
+    }
+    fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
+        self.run(async {
+            let cutoff = now_ms().saturating_sub(older_than.as_millis() as u64);
+            let mut entries = Vec::new();
+            self.scan(1, |seq, e| {
+                let old = e.dlq.dead_lettered_at_ms < cutoff;
+                if old && (include_pending || e.status != EntryStatus::Pending) {
+                    entries.push((seq, e.id()));
+                }
+                Ok(true)
+            })
+            .await?;
+            self.delete_all(&entries).await
+        })
+    }
+    fn on_threshold(
+        &self,
+        threshold: u64,
+        callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.js
+            .add_alert(&self.queue, threshold, Arc::new(callback))
+    }
+}

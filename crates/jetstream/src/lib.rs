@@ -1,0 +1,55 @@
+//! deadletter on NATS JetStream: the same queues, worker pool and DLQ as the embedded
+//! store, shared by worker processes on many machines.
+//!
+//! [`JetStream`] connects to a namespace on a server and hands out [`JetStreamQueue`]s and
+//! [`JetStreamDlq`]s, which implement `deadletter`'s backend traits
+//! ([`MessageQueue`](deadletter::MessageQueue),
+//! [`DeadLetterQueue`](deadletter::DeadLetterQueue)): code written against the traits,
+//! and `deadletter::WorkerPool`, run unchanged on either backend.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use deadletter::{DeadLetterQueue, Failure, MessageQueue, Retry, WorkerPool};
+//! use deadletter_jetstream::{JetStream, JetStreamMessage};
+//!
+//! # fn main() -> deadletter::Result<()> {
+//! let js = JetStream::connect("nats://127.0.0.1:4222", "shop")?;
+//! let orders = js.queue("orders")?;
+//! orders.enqueue(br#"{"orderId":"ORD-1"}"#)?;
+//! let pool = WorkerPool::new(&orders)
+//!     .workers(4)
+//!     .retry(Retry::exponential(Duration::from_millis(100)).max_attempts(5))
+//!     .start(|msg: &JetStreamMessage| {
+//!         use deadletter::Delivery;
+//!         msg.text().map(|_| ()).ok_or_else(|| Failure::permanent("NotText", "not UTF-8"))
+//!     })?;
+//! pool.run_until_idle()?;
+//! println!("{:?}", orders.dlq().stats()?);
+//! # Ok(()) }
+//! ```
+//!
+//! How queues, leases, retries and the DLQ map onto streams and consumers, and what
+//! JetStream's own durability settings mean for "nothing acknowledged is lost", is in the
+//! project's `docs/ARCHITECTURE.md` ("The JetStream backend"). In short: a queue is a
+//! work-queue stream with one durable pull consumer; a lease is a fetch, with the ack wait
+//! as the visibility timeout; a retry is a negative acknowledgement with a delay; a move to
+//! the DLQ publishes the whole envelope (JSON, see `wire`) with a deduplication id, waits
+//! for its acknowledgement, then terminates the original.
+//!
+//! Requires nats-server 2.9 or later with JetStream enabled.
+
+mod client;
+mod dlq;
+mod message;
+mod moves;
+mod names;
+mod namespace;
+mod options;
+mod queue;
+mod wire;
+
+pub use dlq::JetStreamDlq;
+pub use message::JetStreamMessage;
+pub use namespace::JetStream;
+pub use options::{JetStreamOptions, Storage};
+pub use queue::JetStreamQueue;

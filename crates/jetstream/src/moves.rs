@@ -1,0 +1,346 @@
+//! The writes that change where a message is: the attempt history, the counted events,
+//! and the move to the DLQ, with the retries that let them survive a server restart.
+//!
+//! **The move to the DLQ** (`move_to_dlq`) is the one place two streams change for one
+//! message. JetStream has no transaction across streams, so the move is ordered and made
+//! idempotent instead:
+//!
+//! 1. publish the whole envelope to the entry's subject `{ns}.dlq.{queue}.{id}` with the
+//!    deduplication id `dl-{id}-{generation}` and the condition that the subject is empty
+//!    (`Nats-Expected-Last-Subject-Sequence: 0`), retrying while the server cannot be
+//!    reached, and wait for the publish acknowledgement;
+//! 2. count the events (deduplicated the same way);
+//! 3. terminate the original delivery (`+TERM`, confirmed), which removes it from the
+//!    work-queue stream.
+//!
+//! A crash or an outage between 1 and 3 leaves the entry in the DLQ and the message
+//! unacknowledged; its next delivery finds the entry (same id, same generation) and only
+//! terminates it (see `queue`). A second move of the same delivery (another worker after
+//! a lost lease) is refused by the server in step 1, so an entry is never written twice,
+//! and never replaced by a later, different failure.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::publish::PublishAck;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use async_nats::HeaderMap;
+use deadletter::{
+    Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureInfo, FailureReport, MessageId,
+    OriginalMetadata, Result,
+};
+
+use crate::client::{acks, backend};
+use crate::message::JetStreamMessage;
+use crate::names::Event;
+use crate::namespace::JetStream;
+use crate::wire::{self, HistoryV1};
+
+/// A DLQ entry as found on the server, with its sequence in the DLQ stream.
+pub(crate) struct Found {
+    pub(crate) sequence: u64,
+    pub(crate) entry: DeadLetter,
+}
+
+impl JetStream {
+    /// Publishes to `subject` and waits for the acknowledgement, retrying while the
+    /// server cannot be reached, for up to the move patience. A refusal (a failed
+    /// condition, a message too large) is returned at once.
+    pub(crate) async fn publish_retrying(
+        &self,
+        subject: &str,
+        message: PublishMessage,
+        op: &'static str,
+    ) -> std::result::Result<PublishAck, async_nats::jetstream::context::PublishError> {
+        let give_up = Instant::now() + self.inner.options.move_patience;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let sent = self
+                .inner
+                .conn
+                .js
+                .send_publish(subject.to_string(), message.clone())
+                .await;
+            let result = match sent {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(ack) => return Ok(ack),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        PublishErrorKind::TimedOut
+                            | PublishErrorKind::BrokenPipe
+                            | PublishErrorKind::StreamNotFound
+                    ) && Instant::now() < give_up =>
+                {
+                    let _ = op;
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends an acknowledgement and waits for its confirmation, retrying while the server
+    /// cannot be reached, for up to the move patience.
+    pub(crate) async fn ack_retrying(&self, reply: &str, kind: bytes::Bytes) -> Result<()> {
+        let give_up = Instant::now() + self.inner.options.move_patience;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.inner.conn.ack_confirmed(reply, kind.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(_) if Instant::now() < give_up => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Counts one `event` of `queue`; `dedupe` makes a repeated count (after a crash, a
+    /// retried move) count once within the duplicate window.
+    pub(crate) async fn count_event(
+        &self,
+        queue: &str,
+        event: Event,
+        dedupe: Option<String>,
+    ) -> Result<()> {
+        let mut message = PublishMessage::build().payload(bytes::Bytes::new());
+        if let Some(id) = dedupe {
+            message = message.message_id(id);
+        }
+        let subject = self.inner.names.event(queue, event);
+        self.publish_retrying(&subject, message, "count an event")
+            .await
+            .map(|_| ())
+            .map_err(|e| backend("count an event", e))
+    }
+
+    /// The attempt history of message `id` in `generation` (empty if none was written).
+    pub(crate) async fn read_history(&self, id: MessageId, generation: u32) -> Result<HistoryV1> {
+        let names = &self.inner.names;
+        let stream = self.stream(&names.history_stream()).await?;
+        match stream
+            .get_last_raw_message_by_subject(&names.history(id))
+            .await
+        {
+            Ok(msg) => {
+                let h = HistoryV1::decode(&msg.payload)?;
+                Ok(if h.generation == generation {
+                    h
+                } else {
+                    HistoryV1::new(generation)
+                })
+            }
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                Ok(HistoryV1::new(generation))
+            }
+            Err(e) => Err(backend("read an attempt history", e)),
+        }
+    }
+
+    /// Writes the attempt history of message `id` (replacing the previous record).
+    pub(crate) async fn write_history(&self, id: MessageId, h: &HistoryV1) -> Result<()> {
+        let subject = self.inner.names.history(id);
+        let message = PublishMessage::build().payload(h.encode()?.into());
+        self.publish_retrying(&subject, message, "write an attempt history")
+            .await
+            .map(|_| ())
+            .map_err(|e| backend("write an attempt history", e))
+    }
+
+    /// Removes the history record of message `id` (its content is in a DLQ entry now).
+    /// Best effort: a leftover record is of an older generation and never read.
+    pub(crate) async fn forget_history(&self, id: MessageId) {
+        if let Ok(stream) = self.stream(&self.inner.names.history_stream()).await {
+            let _ = stream.purge().filter(self.inner.names.history(id)).await;
+        }
+    }
+
+    /// The DLQ entry of message `id` in `queue`'s DLQ, if there is one.
+    pub(crate) async fn find_entry(&self, queue: &str, id: MessageId) -> Result<Option<Found>> {
+        let names = &self.inner.names;
+        let stream = self.stream(&names.dlq_stream()).await?;
+        match stream
+            .get_last_raw_message_by_subject(&names.dlq_entry(queue, id))
+            .await
+        {
+            Ok(msg) => {
+                let entry = wire::decode_entry(&msg.payload, &msg.subject)?;
+                Ok(Some(Found {
+                    sequence: msg.sequence,
+                    entry,
+                }))
+            }
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(backend("read a DLQ entry", e)),
+        }
+    }
+
+    /// Writes `entry` as the DLQ entry of its message: a new entry (`expected` 0) or a
+    /// replacement of the one at sequence `expected`. Returns false when the condition
+    /// failed (the subject holds something else).
+    pub(crate) async fn put_entry(
+        &self,
+        queue: &str,
+        entry: &DeadLetter,
+        expected: u64,
+        dedupe: Option<String>,
+    ) -> Result<bool> {
+        let (headers, data) = wire::encode_entry(entry)?;
+        let mut message = PublishMessage::build()
+            .headers(headers)
+            .payload(data.into())
+            .expected_last_subject_sequence(expected);
+        if let Some(id) = dedupe {
+            message = message.message_id(id);
+        }
+        let subject = self.inner.names.dlq_entry(queue, entry.id());
+        match self
+            .publish_retrying(&subject, message, "write a DLQ entry")
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
+            Err(e) => Err(backend("write a DLQ entry", e)),
+        }
+    }
+
+    /// Moves a delivered message to its queue's DLQ (see the module documentation).
+    /// `attempt` is the failed delivery to add to its history, if any; `delivery_count`
+    /// the deliveries the entry reports.
+    pub(crate) async fn move_to_dlq(
+        &self,
+        msg: &JetStreamMessage,
+        failure: &Failure,
+        report: &FailureReport<'_>,
+        attempt: Option<Attempt>,
+        delivery_count: u32,
+        now: u64,
+    ) -> Result<()> {
+        let o = &self.inner.options;
+        let queue = &*msg.queue;
+        let mut history = self.read_history(msg.id, msg.generation).await?;
+        if history.first_received_at_ms.is_none() && msg.delivered == 1 {
+            history.first_received_at_ms = Some(msg.leased_at_ms);
+        }
+        if let Some(a) = attempt {
+            history.push(a, o.max_history);
+        }
+        let entry = DeadLetter {
+            payload: msg.payload.to_vec(),
+            replaced_payload: history.replaced()?,
+            metadata: OriginalMetadata {
+                id: msg.id,
+                queue: queue.to_string(),
+                enqueued_at_ms: msg.enqueued_at_ms,
+                first_received_at_ms: history.first_received_at_ms,
+                delivery_count,
+                attributes: msg.attributes.clone(),
+            },
+            failure: FailureInfo {
+                error_kind: failure.kind.clone(),
+                error_message: failure.message.clone(),
+                details: failure.details().map(str::to_string),
+                stack_trace: None,
+                attempts: history.attempts,
+                attempts_dropped: history.dropped,
+                failed_at_ms: now,
+                context: failure.context().clone(),
+            },
+            dlq: DlqMetadata {
+                dead_lettered_at_ms: now,
+                worker: report.worker.map(str::to_string),
+                environment: o.environment.clone(),
+                code_version: o.code_version.clone(),
+                tags: report.tags.clone(),
+                expires_at_ms: o.retention.map(|r| now + r.as_millis() as u64),
+            },
+            generation: msg.generation,
+            status: EntryStatus::Pending,
+            dlq_name: self.dlq_name(queue),
+        };
+        let dedupe = format!("dl-{}-{}", msg.id, msg.generation);
+        if !self
+            .put_entry(queue, &entry, 0, Some(dedupe.clone()))
+            .await?
+        {
+            // The subject holds an entry already: this delivery's own earlier move (done),
+            // or an entry of an earlier generation whose replay did not finish removing it.
+            match self.find_entry(queue, msg.id).await? {
+                Some(found) if found.entry.generation < msg.generation => {
+                    self.delete_entry_at(found.sequence).await?;
+                    if !self.put_entry(queue, &entry, 0, Some(dedupe)).await? {
+                        return Err(deadletter::Error::InvalidState {
+                            id: msg.id,
+                            expected: "free to move to the DLQ",
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        let key = format!("{}-{}", msg.id, msg.generation);
+        self.count_event(queue, Event::DeadLettered, Some(format!("ev-dl-{key}")))
+            .await?;
+        if let Some(origin) = &msg.replayed_from {
+            self.count_event(
+                origin,
+                Event::ReprocessedFailed,
+                Some(format!("ev-rf-{key}")),
+            )
+            .await?;
+        }
+        self.ack_retrying(&msg.reply, acks::term()).await?;
+        self.forget_history(msg.id).await;
+        self.check_alerts(queue).await
+    }
+
+    /// Deletes the DLQ stream's message at `sequence`.
+    pub(crate) async fn delete_entry_at(&self, sequence: u64) -> Result<()> {
+        let stream = self.stream(&self.inner.names.dlq_stream()).await?;
+        stream
+            .delete_message(sequence)
+            .await
+            .map(|_| ())
+            .map_err(|e| backend("delete a DLQ entry", e))
+    }
+}
+
+/// The history record of one failed delivery.
+pub(crate) fn attempt_of(number: u32, now: u64, report: &FailureReport<'_>) -> Attempt {
+    Attempt {
+        number,
+        at_ms: now,
+        error_kind: report.failure.kind.clone(),
+        error_message: report.failure.message.clone(),
+        details: report.failure.details().map(str::to_string),
+        duration_ms: report.duration.as_millis() as u64,
+        worker: report.worker.map(str::to_string),
+    }
+}
+
+/// Headers of a queue message, from its parts.
+pub(crate) fn message_headers(
+    attributes: &std::collections::BTreeMap<String, String>,
+    expires_at: Option<u64>,
+) -> Result<Option<HeaderMap>> {
+    if attributes.is_empty() && expires_at.is_none() {
+        return Ok(None);
+    }
+    let mut h = HeaderMap::new();
+    if !attributes.is_empty() {
+        let json = serde_json::to_string(attributes)
+            .map_err(|e| deadletter::Error::Codec(e.to_string()))?;
+        h.insert(wire::headers::ATTRIBUTES, json.as_str());
+    }
+    if let Some(t) = expires_at {
+        h.insert(wire::headers::EXPIRES_AT, t.to_string().as_str());
+    }
+    Ok(Some(h))
+}

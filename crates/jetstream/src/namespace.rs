@@ -1,0 +1,413 @@
+//! [`JetStream`]: a connection to one namespace on a NATS server, the JetStream analogue of
+//! a `deadletter::Store`. It creates the namespace's shared streams, registers queues
+//! (each gets a number, part of its message ids), and hands out queue and DLQ handles.
+//!
+//! Invariants:
+//! - a queue's number never changes: it is the sequence of its registration message,
+//!   written once (a publish that expects the subject to be empty);
+//! - every handle of this connection shares one client and one runtime.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
+use deadletter::{DlqAlert, Error, QueueOptions, Result};
+use parking_lot::Mutex;
+
+use crate::client::{backend, Conn};
+use crate::dlq::JetStreamDlq;
+use crate::names::{self, Names, CONSUMER};
+use crate::options::{JetStreamOptions, Storage};
+use crate::queue::JetStreamQueue;
+
+/// A connection to a namespace of queues and DLQs on a NATS JetStream server. Cheap to
+/// clone; usable from any number of threads.
+///
+/// ```no_run
+/// use deadletter::{DeadLetterQueue, MessageQueue};
+/// use deadletter_jetstream::JetStream;
+///
+/// # fn main() -> deadletter::Result<()> {
+/// let js = JetStream::connect("nats://127.0.0.1:4222", "shop")?;
+/// let orders = js.queue("orders")?; // its DLQ: "orders-dlq"
+/// orders.enqueue(br#"{"orderId":"ORD-1"}"#)?; // returns once the server stored it
+/// println!("{:?}", orders.dlq().stats()?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct JetStream {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) conn: Conn,
+    pub(crate) names: Names,
+    pub(crate) options: JetStreamOptions,
+    queues: Mutex<HashMap<String, Arc<QueueInfo>>>,
+    alerts: Mutex<Vec<Hook>>,
+}
+
+/// What a queue handle needs of the server: its number, stream and consumer.
+pub(crate) struct QueueInfo {
+    pub(crate) name: Arc<str>,
+    pub(crate) number: u64,
+    pub(crate) subject: String,
+    pub(crate) stream: String,
+    pub(crate) consumer: PullConsumer,
+}
+
+struct Hook {
+    queue: String,
+    threshold: u64,
+    above: bool,
+    callback: Arc<dyn Fn(&DlqAlert) + Send + Sync>,
+}
+
+impl std::fmt::Debug for JetStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JetStream")
+            .field("namespace", &self.inner.names.namespace())
+            .finish()
+    }
+}
+
+impl JetStream {
+    /// Connects to the server at `url` (`nats://host:port`) and opens namespace
+    /// `namespace` with the default options.
+    pub fn connect(url: &str, namespace: &str) -> Result<JetStream> {
+        Self::connect_with(url, JetStreamOptions::new(namespace))
+    }
+
+    /// Connects with `options`, creating the namespace's shared streams if they are new.
+    pub fn connect_with(url: &str, options: JetStreamOptions) -> Result<JetStream> {
+        let names = Names::new(&options.namespace)?;
+        let conn = Conn::connect(url, options.request_timeout)?;
+        let js = JetStream {
+            inner: Arc::new(Inner {
+                conn,
+                names,
+                options,
+                queues: Mutex::new(HashMap::new()),
+                alerts: Mutex::new(Vec::new()),
+            }),
+        };
+        js.inner.conn.run(js.create_shared_streams())?;
+        Ok(js)
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        self.inner.names.namespace()
+    }
+
+    /// The options.
+    pub fn options(&self) -> &JetStreamOptions {
+        &self.inner.options
+    }
+
+    /// Opens queue `name` with the default queue options, creating it if new.
+    pub fn queue(&self, name: &str) -> Result<JetStreamQueue> {
+        self.queue_with(name, self.inner.options.queue_defaults.clone())
+    }
+
+    /// Opens queue `name` with `options`, creating it if new. Its lease length
+    /// (`visibility_timeout`) is the ack wait of the queue's consumer, shared by every
+    /// process: the last process to open the queue with another length changes it for all.
+    pub fn queue_with(&self, name: &str, options: QueueOptions) -> Result<JetStreamQueue> {
+        if options.max_attempts == 0 {
+            return Err(Error::InvalidConfig("max_attempts of zero".into()));
+        }
+        let info = self.inner.conn.run(self.open_queue(name, &options, true))?;
+        Ok(JetStreamQueue::new(self.clone(), info, options))
+    }
+
+    /// An existing queue, or `Error::UnknownQueue`.
+    pub fn existing_queue(&self, name: &str) -> Result<JetStreamQueue> {
+        if !self.queue_names()?.iter().any(|q| q == name) {
+            return Err(Error::UnknownQueue(name.to_string()));
+        }
+        self.queue(name)
+    }
+
+    /// The names of all queues of the namespace, in creation order.
+    pub fn queue_names(&self) -> Result<Vec<String>> {
+        self.inner.conn.run(async {
+            let names = &self.inner.names;
+            let mut stream = self.stream(&names.registry_stream()).await?;
+            let last = stream
+                .info()
+                .await
+                .map_err(|e| backend("read the queue registry", e))?
+                .state
+                .last_sequence;
+            let mut out = Vec::new();
+            let mut seq = 1;
+            while seq <= last {
+                let msg = match stream
+                    .raw_message_builder()
+                    .sequence(seq)
+                    .next_by_subject(names.registry_subjects())
+                    .send()
+                    .await
+                {
+                    Ok(m) => m,
+                    Err(_) => break,
+                };
+                if let Some(q) = names.queue_of_registry(&msg.subject) {
+                    out.push(q.to_string());
+                }
+                seq = msg.sequence + 1;
+            }
+            Ok(out)
+        })
+    }
+
+    /// The DLQ named `name` (such as `"orders-dlq"`), or the DLQ of queue `name`.
+    pub fn dlq(&self, name: &str) -> Result<JetStreamDlq> {
+        for queue in self.queue_names()? {
+            if self.dlq_name(&queue) == name || queue == name {
+                return Ok(self.queue(&queue)?.dlq_handle());
+            }
+        }
+        Err(Error::UnknownQueue(name.to_string()))
+    }
+
+    /// The DLQ name of queue `queue` under the configured pattern.
+    pub fn dlq_name(&self, queue: &str) -> String {
+        let o = &self.inner.options;
+        o.dlq_name_pattern
+            .replace("{queue_name}", queue)
+            .replace("{environment}", o.environment.as_deref().unwrap_or(""))
+    }
+
+    /// Deletes every stream of the namespace: its queues, DLQ, histories, counters and
+    /// registry. For tests and tools; nothing of the namespace is left.
+    pub fn delete_namespace(&self) -> Result<()> {
+        let names = &self.inner.names;
+        let queues = self.queue_names()?;
+        self.inner.conn.run(async {
+            let js = &self.inner.conn.js;
+            let mut streams: Vec<String> = queues.iter().map(|q| names.queue_stream(q)).collect();
+            streams.extend([
+                names.dlq_stream(),
+                names.history_stream(),
+                names.events_stream(),
+                names.registry_stream(),
+            ]);
+            for s in streams {
+                if let Err(e) = js.delete_stream(&s).await {
+                    if !e.to_string().contains("not found") {
+                        return Err(backend("delete a stream", e));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        self.inner.queues.lock().clear();
+        Ok(())
+    }
+
+    pub(crate) async fn stream(&self, name: &str) -> Result<jetstream::stream::Stream> {
+        self.inner
+            .conn
+            .js
+            .get_stream(name)
+            .await
+            .map_err(|e| backend("open a stream", e))
+    }
+
+    fn stream_config(&self, name: String, subjects: String) -> stream::Config {
+        let o = &self.inner.options;
+        stream::Config {
+            name,
+            subjects: vec![subjects],
+            storage: match o.storage {
+                Storage::File => StorageType::File,
+                Storage::Memory => StorageType::Memory,
+            },
+            num_replicas: o.replicas,
+            duplicate_window: o.duplicate_window,
+            ..Default::default()
+        }
+    }
+
+    async fn create_shared_streams(&self) -> Result<()> {
+        let n = &self.inner.names;
+        let o = &self.inner.options;
+        let mut dlq = self.stream_config(n.dlq_stream(), n.dlq_subjects());
+        // Limits retention: entries stay until deleted or expired, so they can be browsed.
+        dlq.max_messages_per_subject = 1;
+        dlq.max_age = o.retention.unwrap_or(Duration::ZERO);
+        let mut history = self.stream_config(n.history_stream(), n.history_subjects());
+        history.max_messages_per_subject = 1;
+        let events = self.stream_config(n.events_stream(), n.events_subjects());
+        let mut registry = self.stream_config(n.registry_stream(), n.registry_subjects());
+        registry.max_messages_per_subject = 1;
+        for config in [dlq, history, events, registry] {
+            self.inner
+                .conn
+                .js
+                .get_or_create_stream(config)
+                .await
+                .map_err(|e| backend("create a stream", e))?;
+        }
+        Ok(())
+    }
+
+    /// The queue's number, stream and consumer, created if new (`create`) and cached.
+    pub(crate) async fn open_queue(
+        &self,
+        name: &str,
+        options: &QueueOptions,
+        create: bool,
+    ) -> Result<Arc<QueueInfo>> {
+        names::validate_queue(name)?;
+        let cached = self.inner.queues.lock().get(name).cloned();
+        if let Some(info) = cached {
+            if create {
+                self.set_ack_wait(&info, options.visibility_timeout).await?;
+            }
+            return Ok(info);
+        }
+        let n = &self.inner.names;
+        let js = &self.inner.conn.js;
+        let number = self.register(name).await?;
+        let mut config = self.stream_config(n.queue_stream(name), n.queue_subject(name));
+        // Work-queue retention: an acknowledged (or terminated) message is removed.
+        config.retention = RetentionPolicy::WorkQueue;
+        let stream = js
+            .get_or_create_stream(config)
+            .await
+            .map_err(|e| backend("create a queue stream", e))?;
+        let consumer_config = consumer_config(n.queue_subject(name), options.visibility_timeout);
+        let consumer: PullConsumer = stream
+            .get_or_create_consumer(CONSUMER, consumer_config)
+            .await
+            .map_err(|e| backend("create the queue's consumer", e))?;
+        let info = Arc::new(QueueInfo {
+            name: name.into(),
+            number,
+            subject: n.queue_subject(name),
+            stream: n.queue_stream(name),
+            consumer,
+        });
+        self.set_ack_wait(&info, options.visibility_timeout).await?;
+        self.inner
+            .queues
+            .lock()
+            .insert(name.to_string(), Arc::clone(&info));
+        Ok(info)
+    }
+
+    /// Makes the consumer's ack wait `lease` if it is not (a create of the same durable
+    /// consumer with another ack wait updates it).
+    async fn set_ack_wait(&self, info: &QueueInfo, lease: Duration) -> Result<()> {
+        let config = consumer_config(info.subject.clone(), lease);
+        let mut consumer = info.consumer.clone();
+        let current = consumer
+            .info()
+            .await
+            .map_err(|e| backend("read the queue's consumer", e))?
+            .config
+            .ack_wait;
+        if current == config.ack_wait {
+            return Ok(());
+        }
+        let stream = self.stream(&info.stream).await?;
+        stream
+            .create_consumer(config)
+            .await
+            .map(|_: PullConsumer| ())
+            .map_err(|e| backend("change the queue's lease length", e))
+    }
+
+    /// The queue's number: the sequence of its registration message, written once.
+    async fn register(&self, name: &str) -> Result<u64> {
+        let n = &self.inner.names;
+        let js = &self.inner.conn.js;
+        let subject = n.registry(name);
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(name.to_string().into())
+            .expected_last_subject_sequence(0);
+        let sent = js
+            .send_publish(subject.clone(), publish)
+            .await
+            .map_err(|e| backend("register a queue", e))?;
+        match sent.await {
+            Ok(ack) => Ok(ack.sequence),
+            Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                let stream = self.stream(&n.registry_stream()).await?;
+                let msg = stream
+                    .get_last_raw_message_by_subject(&subject)
+                    .await
+                    .map_err(|e| backend("read a queue's registration", e))?;
+                Ok(msg.sequence)
+            }
+            Err(e) => Err(backend("register a queue", e)),
+        }
+    }
+
+    /// Registers an alert hook on the DLQ of `queue`; checks it at once.
+    pub(crate) fn add_alert(
+        &self,
+        queue: &str,
+        threshold: u64,
+        callback: Arc<dyn Fn(&DlqAlert) + Send + Sync>,
+    ) -> Result<()> {
+        self.inner.alerts.lock().push(Hook {
+            queue: queue.to_string(),
+            threshold: threshold.max(1),
+            above: false,
+            callback,
+        });
+        self.inner.conn.run(self.check_alerts(queue))
+    }
+
+    /// Fires the hooks of `queue`'s DLQ that its size crossed since the last check (the
+    /// changes this process made; another process's changes are seen at the next check).
+    pub(crate) async fn check_alerts(&self, queue: &str) -> Result<()> {
+        if !self.inner.alerts.lock().iter().any(|h| h.queue == queue) {
+            return Ok(());
+        }
+        let size = crate::dlq::count_entries(self, queue).await?;
+        let dlq = self.dlq_name(queue);
+        let mut fired = Vec::new();
+        for hook in self.inner.alerts.lock().iter_mut() {
+            if hook.queue != queue {
+                continue;
+            }
+            let above = size >= hook.threshold;
+            if above != hook.above {
+                hook.above = above;
+                fired.push((
+                    Arc::clone(&hook.callback),
+                    DlqAlert::new(dlq.clone(), size, hook.threshold, above),
+                ));
+            }
+        }
+        for (callback, alert) in fired {
+            callback(&alert);
+        }
+        Ok(())
+    }
+}
+
+/// The configuration of a queue's durable pull consumer.
+fn consumer_config(subject: String, lease: Duration) -> pull::Config {
+    pull::Config {
+        durable_name: Some(CONSUMER.to_string()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: lease.max(Duration::from_millis(100)),
+        // Unlimited: the last attempt is enforced by this package, which moves the message
+        // to the DLQ with its envelope rather than let the server drop it.
+        max_deliver: -1,
+        deliver_policy: DeliverPolicy::All,
+        filter_subject: subject,
+        max_ack_pending: 100_000,
+        ..Default::default()
+    }
+}

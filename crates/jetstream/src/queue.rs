@@ -1,0 +1,508 @@
+//! [`JetStreamQueue`]: a queue on JetStream, implementing `deadletter::MessageQueue`.
+//!
+//! The mapping:
+//! - **enqueue**: a publish to the queue's subject; it returns when the server's publish
+//!   acknowledgement arrives (the message is stored). The id is computed from the
+//!   sequence. An idempotency key is the publish's deduplication id (`Nats-Msg-Id`).
+//! - **lease**: a fetch from the queue's durable pull consumer, shared by every worker
+//!   of every process; the consumer's ack wait is the visibility timeout. The server
+//!   counts the delivery (`num_delivered`) before it sends the message, so a consumer
+//!   that dies in its handler has used an attempt.
+//! - **ack**: `+ACK`, confirmed by the server (the work-queue stream removes the message).
+//! - **retry**: the failed attempt is added to the message's history record, then a
+//!   negative acknowledgement with a delay (`-NAK {"delay":...}`) makes the server
+//!   redeliver it after the backoff; nothing sleeps and later messages keep flowing.
+//! - **dead-letter** (a permanent failure, the last attempt, a lost last lease, an expired
+//!   time to live): the move in `moves`.
+//!
+//! Before a delivery is handed out, `admit` settles what an earlier delivery left
+//! unfinished: a move to the DLQ whose final acknowledgement was lost (the entry exists:
+//! the delivery is terminated), a replay that did not remove its DLQ entry (removed now),
+//! a delivery past the last attempt (to the DLQ as `LeaseExpired`), an expired time to
+//! live, and a delayed message that came too early (given back, not counted).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{self, consumer::PullConsumer};
+use bytes::Bytes;
+use deadletter::{
+    Delivery, EnqueueOptions, Error, Failure, FailureOutcome, FailureReport, MessageId,
+    MessageQueue, QueueOptions, QueueStats, Result,
+};
+use futures_util::StreamExt;
+
+use crate::client::{acks, backend, now_ms};
+use crate::dlq::{self, JetStreamDlq};
+use crate::message::JetStreamMessage;
+use crate::moves::{attempt_of, message_headers};
+use crate::names::{self, Event};
+use crate::namespace::{JetStream, QueueInfo};
+use crate::wire::{self, header_u64, headers};
+
+/// A queue on a JetStream server. Cheap to clone; usable from any number of threads and
+/// processes (they share the queue's consumer).
+#[derive(Clone)]
+pub struct JetStreamQueue {
+    js: JetStream,
+    info: Arc<QueueInfo>,
+    options: QueueOptions,
+}
+
+impl std::fmt::Debug for JetStreamQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JetStreamQueue")
+            .field("name", &self.info.name)
+            .finish()
+    }
+}
+
+impl JetStreamQueue {
+    pub(crate) fn new(js: JetStream, info: Arc<QueueInfo>, options: QueueOptions) -> Self {
+        JetStreamQueue { js, info, options }
+    }
+
+    /// The options of this handle.
+    pub fn options(&self) -> &QueueOptions {
+        &self.options
+    }
+
+    /// The connection.
+    pub fn backend(&self) -> &JetStream {
+        &self.js
+    }
+
+    pub(crate) fn dlq_handle(&self) -> JetStreamDlq {
+        JetStreamDlq::new(self.js.clone(), Arc::clone(&self.info.name))
+    }
+
+    fn consumer(&self) -> &PullConsumer {
+        &self.info.consumer
+    }
+
+    /// Builds the publish of one payload.
+    fn publish_of(
+        &self,
+        payload: &[u8],
+        options: &EnqueueOptions,
+        now: u64,
+    ) -> Result<PublishMessage> {
+        let ttl = options.ttl.or(self.options.default_ttl);
+        let expires = ttl.map(|t| now + t.as_millis() as u64);
+        let mut headers = message_headers(&options.attributes, expires)?;
+        if let Some(delay) = options.delay.filter(|d| !d.is_zero()) {
+            let h = headers.get_or_insert_with(async_nats::HeaderMap::new);
+            h.insert(
+                headers::NOT_BEFORE,
+                (now + delay.as_millis() as u64).to_string().as_str(),
+            );
+        }
+        let mut m = PublishMessage::build().payload(Bytes::copy_from_slice(payload));
+        if let Some(h) = headers {
+            m = m.headers(h);
+        }
+        if let Some(key) = &options.idempotency_key {
+            m = m.message_id(key);
+        }
+        Ok(m)
+    }
+
+    async fn publish_all<'p>(
+        &self,
+        payloads: impl Iterator<Item = &'p [u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<Vec<MessageId>> {
+        let now = now_ms();
+        let js = &self.js.inner.conn.js;
+        // Send every publish first, then wait for the acknowledgements: one round trip
+        // for the batch.
+        let mut pending = Vec::new();
+        for payload in payloads {
+            let m = self.publish_of(payload, options, now)?;
+            let ack = js
+                .send_publish(self.info.subject.clone(), m)
+                .await
+                .map_err(|e| backend("enqueue", e))?;
+            pending.push(ack);
+        }
+        let mut ids = Vec::with_capacity(pending.len());
+        for ack in pending {
+            let ack = ack.await.map_err(|e| backend("enqueue", e))?;
+            ids.push(names::message_id(self.info.number, ack.sequence)?);
+        }
+        Ok(ids)
+    }
+
+    /// Fetches up to `max` deliveries; with `wait`, waits that long for the first one.
+    async fn fetch(&self, max: usize, wait: Option<Duration>) -> Result<Vec<jetstream::Message>> {
+        let mut out = Vec::new();
+        if let Some(wait) = wait {
+            // One message, waiting; a request for more would leave the server sending
+            // messages after this call returned.
+            let mut batch = self
+                .consumer()
+                .batch()
+                .max_messages(1)
+                .expires(wait.max(Duration::from_millis(10)))
+                .messages()
+                .await
+                .map_err(|e| backend("lease", e))?;
+            while let Some(m) = batch.next().await {
+                out.push(m.map_err(|e| backend("lease", e))?);
+            }
+            if out.is_empty() || max <= 1 {
+                return Ok(out);
+            }
+        }
+        let mut batch = self
+            .consumer()
+            .fetch()
+            .max_messages(max - out.len())
+            .messages()
+            .await
+            .map_err(|e| backend("lease", e))?;
+        while let Some(m) = batch.next().await {
+            out.push(m.map_err(|e| backend("lease", e))?);
+        }
+        Ok(out)
+    }
+
+    async fn lease_async(
+        &self,
+        max: usize,
+        wait: Option<Duration>,
+    ) -> Result<Vec<JetStreamMessage>> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let give_up = wait.map(|w| std::time::Instant::now() + w);
+        loop {
+            let left = give_up.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+            let raw = self.fetch(max, left).await?;
+            let now = now_ms();
+            let mut out = Vec::with_capacity(raw.len());
+            let fetched = raw.len();
+            for m in raw {
+                if let Some(msg) = self.admit(m, now).await? {
+                    out.push(msg);
+                }
+            }
+            // Everything fetched was settled rather than delivered: look again while the
+            // caller is willing to wait.
+            let again = out.is_empty()
+                && fetched > 0
+                && give_up.is_some_and(|t| std::time::Instant::now() < t);
+            if !again {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Turns a delivery into a message for the caller, or settles it (see the module
+    /// documentation) and returns `None`.
+    async fn admit(&self, m: jetstream::Message, now: u64) -> Result<Option<JetStreamMessage>> {
+        let info = m.info().map_err(|e| backend("read a delivery", e))?;
+        let sequence = info.stream_sequence;
+        let delivered = info.delivered.max(1) as u32;
+        let published = (info.published.unix_timestamp_nanos() / 1_000_000) as u64;
+        let reply: Arc<str> = match &m.reply {
+            Some(r) => Arc::from(r.as_str()),
+            None => {
+                return Err(Error::InvalidState {
+                    id: sequence,
+                    expected: "a delivery with a reply subject",
+                })
+            }
+        };
+        let h = m.headers.as_ref();
+        let id = match header_u64(h, headers::ID) {
+            Some(id) => id,
+            None => names::message_id(self.info.number, sequence)?,
+        };
+        let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
+        let base = header_u64(h, headers::ATTEMPTS_BASE).unwrap_or(0) as u32;
+        let not_before = header_u64(h, headers::NOT_BEFORE);
+        let mut deferred = 0;
+        if let Some(nb) = not_before {
+            if delivered > 1 {
+                deferred = self.js.read_history(id, generation).await?.deferred;
+            }
+            if now < nb {
+                // Too early: given back for the rest of the delay, and not counted.
+                let mut history = self.js.read_history(id, generation).await?;
+                history.deferred = deferred + 1;
+                self.js.write_history(id, &history).await?;
+                let wait = Duration::from_millis(nb - now);
+                self.js.ack_retrying(&reply, acks::nak(wait)).await?;
+                return Ok(None);
+            }
+        }
+        let delivered = delivered.saturating_sub(deferred).max(1);
+        let msg = JetStreamMessage {
+            id,
+            queue: Arc::clone(&self.info.name),
+            attempt: base + delivered,
+            delivered,
+            deferred,
+            generation,
+            enqueued_at_ms: header_u64(h, headers::ENQUEUED_AT).unwrap_or(published),
+            leased_at_ms: now,
+            attributes: wire::attributes(h),
+            replayed_from: h
+                .and_then(|h| h.get(headers::REPLAYED_FROM))
+                .map(|v| Arc::from(v.as_str())),
+            reply,
+            sequence,
+            payload: m.message.payload.clone(),
+        };
+        if delivered > 1 {
+            // An earlier delivery may have moved it to the DLQ and lost only the final
+            // acknowledgement: finish that move.
+            if let Some(found) = self.js.find_entry(&self.info.name, id).await? {
+                if found.entry.generation == generation {
+                    self.js.ack_retrying(&msg.reply, acks::term()).await?;
+                    return Ok(None);
+                }
+            }
+        } else if let Some(origin) = msg.replayed_from.clone() {
+            // The first delivery of a replayed message: a replay that stopped before
+            // removing its DLQ entry is finished here.
+            if let Some(found) = self.js.find_entry(&origin, id).await? {
+                if found.entry.generation < generation {
+                    self.js.delete_entry_at(found.sequence).await?;
+                    self.js.check_alerts(&origin).await?;
+                }
+            }
+        }
+        if let Some(expires) = header_u64(h, headers::EXPIRES_AT) {
+            if expires <= now {
+                self.expire(&msg, now).await?;
+                return Ok(None);
+            }
+        }
+        // Past the last attempt because an earlier delivery of this copy ended without an
+        // outcome (a replay that kept the count may deliver past the limit once).
+        if msg.delivered > 1 && msg.attempt > self.options.max_attempts {
+            let lost = msg.attempt - 1;
+            let failure = Failure::transient(
+                "LeaseExpired",
+                format!(
+                    "delivery {lost} of {} ended without an ack or failure before its lease expired",
+                    self.options.max_attempts
+                ),
+            );
+            let report = FailureReport::new(&failure);
+            let attempt = attempt_of(lost, now, &report);
+            self.js
+                .move_to_dlq(&msg, &failure, &report, Some(attempt), lost, now)
+                .await?;
+            return Ok(None);
+        }
+        Ok(Some(msg))
+    }
+
+    /// A message whose time to live passed: to the DLQ or dropped, per the options.
+    async fn expire(&self, msg: &JetStreamMessage, now: u64) -> Result<()> {
+        let key = format!("{}-{}", msg.id, msg.generation);
+        self.js
+            .count_event(
+                &self.info.name,
+                Event::Expired,
+                Some(format!("ev-ex-{key}")),
+            )
+            .await?;
+        if self.options.expired_to_dlq {
+            let failure = Failure::permanent(
+                deadletter::EXPIRED_KIND,
+                "the message's time to live passed",
+            );
+            let report = FailureReport::new(&failure);
+            let count = msg.attempt - 1;
+            self.js
+                .move_to_dlq(msg, &failure, &report, None, count, now)
+                .await
+        } else {
+            self.js
+                .count_event(
+                    &self.info.name,
+                    Event::Dropped,
+                    Some(format!("ev-dr-{key}")),
+                )
+                .await?;
+            self.js.ack_retrying(&msg.reply, acks::term()).await
+        }
+    }
+
+    async fn retry_async(
+        &self,
+        msg: &JetStreamMessage,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<FailureOutcome> {
+        let now = now_ms();
+        let attempt = attempt_of(msg.attempt, now, report);
+        if report.failure.is_permanent() || msg.attempt >= self.options.max_attempts {
+            self.js
+                .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
+                .await?;
+            return Ok(FailureOutcome::DeadLettered);
+        }
+        let fresh = msg.delivered == 1 && msg.generation == 0 && msg.deferred == 0;
+        let mut history = if fresh {
+            crate::wire::HistoryV1::new(0)
+        } else {
+            self.js.read_history(msg.id, msg.generation).await?
+        };
+        history.deferred = history.deferred.max(msg.deferred);
+        if history.first_received_at_ms.is_none() && msg.delivered == 1 {
+            history.first_received_at_ms = Some(msg.leased_at_ms);
+        }
+        history.push(attempt, self.js.inner.options.max_history);
+        self.js.write_history(msg.id, &history).await?;
+        self.js
+            .count_event(&self.info.name, Event::Retried, None)
+            .await?;
+        let visible_at = retry_at_ms.max(now + 1);
+        let delay = Duration::from_millis(visible_at - now);
+        self.js
+            .inner
+            .conn
+            .ack_confirmed(&msg.reply, acks::nak(delay))
+            .await?;
+        Ok(FailureOutcome::Retried {
+            visible_at_ms: visible_at,
+        })
+    }
+
+    async fn stats_async(&self) -> Result<QueueStats> {
+        let mut consumer = self.consumer().clone();
+        let c = consumer
+            .info()
+            .await
+            .map_err(|e| backend("read the queue's consumer", e))?
+            .clone();
+        let mut stream = self.js.stream(&self.info.stream).await?;
+        let state = stream
+            .info()
+            .await
+            .map_err(|e| backend("read the queue's stream", e))?
+            .state
+            .clone();
+        let events = dlq::event_counts(&self.js, &self.info.name).await?;
+        let count = |e: Event| events.get(&e).copied().unwrap_or(0);
+        let mut s = QueueStats::new(&*self.info.name, self.js.dlq_name(&self.info.name));
+        s.ready = c.num_pending;
+        s.in_flight = c.num_ack_pending as u64;
+        s.enqueued = state.last_sequence;
+        s.retried = count(Event::Retried);
+        s.dead_lettered = count(Event::DeadLettered);
+        s.expired = count(Event::Expired);
+        s.deleted = count(Event::Deleted);
+        let removed = state.last_sequence.saturating_sub(state.messages);
+        s.acked = removed.saturating_sub(s.dead_lettered + count(Event::Dropped));
+        s.dlq_size = dlq::count_entries(&self.js, &self.info.name).await?;
+        s.oldest_ready_at_ms = (s.ready > 0 && state.messages > 0)
+            .then(|| (state.first_timestamp.unix_timestamp_nanos() / 1_000_000) as u64);
+        Ok(s)
+    }
+}
+
+impl MessageQueue for JetStreamQueue {
+    type Message = JetStreamMessage;
+    type Dlq = JetStreamDlq;
+
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+    fn dlq(&self) -> JetStreamDlq {
+        self.dlq_handle()
+    }
+    fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self> {
+        let options = self
+            .options
+            .clone()
+            .max_attempts(max_attempts)
+            .visibility_timeout(lease);
+        self.js.queue_with(&self.info.name, options)
+    }
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+    fn enqueue_with(
+        &self,
+        payload: impl AsRef<[u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<MessageId> {
+        let ids = self
+            .js
+            .inner
+            .conn
+            .run(self.publish_all(std::iter::once(payload.as_ref()), options))?;
+        Ok(ids[0])
+    }
+    fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>> {
+        let options = EnqueueOptions::default();
+        self.js
+            .inner
+            .conn
+            .run(self.publish_all(payloads.iter().map(|p| p.as_ref()), &options))
+    }
+    fn lease(&self, max: usize) -> Result<Vec<JetStreamMessage>> {
+        self.js.inner.conn.run(self.lease_async(max, None))
+    }
+    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<JetStreamMessage>> {
+        self.js.inner.conn.run(self.lease_async(max, Some(timeout)))
+    }
+    fn ack_all(&self, msgs: &[JetStreamMessage]) -> Result<()> {
+        self.js.inner.conn.run(async {
+            let conn = &self.js.inner.conn;
+            let acks = msgs
+                .iter()
+                .map(|m| conn.ack_confirmed(&m.reply, acks::ack()));
+            for r in futures_util::future::join_all(acks).await {
+                r?;
+            }
+            for m in msgs {
+                if let Some(origin) = &m.replayed_from {
+                    let dedupe = format!("ev-ok-{}-{}", m.id, m.generation);
+                    self.js
+                        .count_event(origin, Event::ReprocessedOk, Some(dedupe))
+                        .await?;
+                }
+            }
+            Ok(())
+        })
+    }
+    fn extend(&self, msg: &JetStreamMessage, _visibility: Duration) -> Result<()> {
+        self.js.inner.conn.run(
+            self.js
+                .inner
+                .conn
+                .ack_confirmed(&msg.reply, acks::progress()),
+        )
+    }
+    fn retry(
+        &self,
+        msg: &JetStreamMessage,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<FailureOutcome> {
+        self.js
+            .inner
+            .conn
+            .run(self.retry_async(msg, report, retry_at_ms))
+    }
+    fn dead_letter(&self, msg: &JetStreamMessage, report: &FailureReport<'_>) -> Result<()> {
+        self.js.inner.conn.run(async {
+            let now = now_ms();
+            let attempt = attempt_of(msg.attempt(), now, report);
+            self.js
+                .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
+                .await
+        })
+    }
+    fn stats(&self) -> Result<QueueStats> {
+        self.js.inner.conn.run(self.stats_async())
+    }
+}
