@@ -15,7 +15,8 @@
 //!
 //! A crash or an outage between 1 and 3 leaves the entry in the DLQ and the message
 //! unacknowledged; its next delivery finds the entry (same id, same generation) and only
-//! terminates it (see `queue`). A second move of the same delivery (another worker after
+//! terminates it (see `queue`). The same happens when a server that crashed forgot the
+//! termination (nats-server 2.9 writes acknowledgements to disk lazily). A second move of the same delivery (another worker after
 //! a lost lease) is refused by the server in step 1, so an entry is never written twice,
 //! and never replaced by a later, different failure.
 

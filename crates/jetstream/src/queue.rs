@@ -17,7 +17,9 @@
 //!
 //! Before a delivery is handed out, `admit` settles what an earlier delivery left
 //! unfinished: a move to the DLQ whose final acknowledgement was lost (the entry exists:
-//! the delivery is terminated), a replay that did not remove its DLQ entry (removed now),
+//! the delivery is terminated; checked on every delivery, because a server that crashes
+//! may forget acknowledgements and delivery counts alike, so one lookup per delivery,
+//! overlapped across a fetched batch), a replay that did not remove its DLQ entry (removed now),
 //! a delivery past the last attempt (to the DLQ as `LeaseExpired`), an expired time to
 //! live, and a delayed message that came too early (given back, not counted).
 
@@ -181,12 +183,13 @@ impl JetStreamQueue {
             let left = give_up.map(|t| t.saturating_duration_since(std::time::Instant::now()));
             let raw = self.fetch(max, left).await?;
             let now = now_ms();
-            let mut out = Vec::with_capacity(raw.len());
             let fetched = raw.len();
-            for m in raw {
-                if let Some(msg) = self.admit(m, now).await? {
-                    out.push(msg);
-                }
+            // Admitted together: their lookups overlap, one round trip for the batch.
+            let admitted =
+                futures_util::future::join_all(raw.into_iter().map(|m| self.admit(m, now))).await;
+            let mut out = Vec::with_capacity(fetched);
+            for m in admitted {
+                out.extend(m?);
             }
             // Everything fetched was settled rather than delivered: look again while the
             // caller is willing to wait.
@@ -256,23 +259,27 @@ impl JetStreamQueue {
             sequence,
             payload: m.message.payload.clone(),
         };
-        if delivered > 1 {
-            // An earlier delivery may have moved it to the DLQ and lost only the final
-            // acknowledgement: finish that move.
-            if let Some(found) = self.js.find_entry(&self.info.name, id).await? {
-                if found.entry.generation == generation {
-                    self.js.ack_retrying(&msg.reply, acks::term()).await?;
-                    return Ok(None);
-                }
+        // A move to the DLQ whose final acknowledgement was lost (a crash, or a server
+        // restart that forgot it: then even the delivery count starts again) left the
+        // message here: finish that move instead of delivering it again.
+        let own = self.js.find_entry(&self.info.name, id).await?;
+        if let Some(found) = &own {
+            if found.entry.generation == generation {
+                self.js.ack_retrying(&msg.reply, acks::term()).await?;
+                return Ok(None);
             }
-        } else if let Some(origin) = msg.replayed_from.clone() {
+        }
+        if let (1, Some(origin)) = (delivered, msg.replayed_from.clone()) {
             // The first delivery of a replayed message: a replay that stopped before
             // removing its DLQ entry is finished here.
-            if let Some(found) = self.js.find_entry(&origin, id).await? {
-                if found.entry.generation < generation {
-                    self.js.delete_entry_at(found.sequence).await?;
-                    self.js.check_alerts(&origin).await?;
-                }
+            let stale = if *origin == *self.info.name {
+                own
+            } else {
+                self.js.find_entry(&origin, id).await?
+            };
+            if let Some(found) = stale.filter(|f| f.entry.generation < generation) {
+                self.js.delete_entry_at(found.sequence).await?;
+                self.js.check_alerts(&origin).await?;
             }
         }
         if let Some(expires) = header_u64(h, headers::EXPIRES_AT) {
