@@ -1,6 +1,6 @@
 //! Commands that read without changing anything: `stats`, `list`, `show`, `analyze`.
 
-use deadletter::{DeadLetter, EntryStatus, Page};
+use deadletter::{Analysis, DeadLetter, EntryStatus, MessageId, Page};
 use deadletter_dashboard::api;
 use deadletter_dashboard::export::{envelope_to_json, PayloadEncoding};
 use deadletter_dashboard::time::format_utc;
@@ -118,8 +118,13 @@ pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
             .collect();
         return print_json(&json!({ "entries": list, "next_cursor": next }));
     }
+    print(&render_list(&entries, next))
+}
+
+/// The table of a page of entries, and where the next page starts.
+pub fn render_list(entries: &[DeadLetter], next: Option<MessageId>) -> String {
     if entries.is_empty() {
-        return print("no matching DLQ entries\n");
+        return "no matching DLQ entries\n".into();
     }
     let mut t = Table::new(&[
         ">ID",
@@ -131,7 +136,7 @@ pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
         "MESSAGE",
         "PAYLOAD",
     ]);
-    for e in &entries {
+    for e in entries {
         t.row(vec![
             e.id().to_string(),
             e.dlq_name.clone(),
@@ -151,7 +156,7 @@ pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
         )),
         None => text.push_str(&format!("\n{} entries\n", entries.len())),
     }
-    print(&text)
+    text
 }
 
 pub fn show(args: &ShowArgs, json: bool) -> Result<(), CliError> {
@@ -290,78 +295,7 @@ pub fn analyze(args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
             }));
             continue;
         }
-        if a.total == 0 {
-            text.push_str(&format!("{}: no matching entries\n\n", dlq.name()));
-            continue;
-        }
-        text.push_str(&format!(
-            "{}: {} entries, {:.1} deliveries on average",
-            dlq.name(),
-            a.total,
-            a.average_attempts
-        ));
-        if let Some((lo, hi)) = a.time_range {
-            text.push_str(&format!(
-                ", dead-lettered from {} to {}",
-                format_utc(lo),
-                format_utc(hi)
-            ));
-        }
-        text.push_str("\n\n");
-        let mut kinds = Table::new(&["ERROR KIND", ">ENTRIES", ">SHARE"]);
-        let mut by_kind: Vec<_> = a.by_error_kind.iter().collect();
-        by_kind.sort_by(|x, y| y.1.cmp(x.1).then_with(|| x.0.cmp(y.0)));
-        for (kind, n) in by_kind {
-            kinds.row(vec![
-                kind.clone(),
-                n.to_string(),
-                format!("{:.0}%", *n as f64 * 100.0 / a.total as f64),
-            ]);
-        }
-        text.push_str(&kinds.render());
-        let workers: Vec<_> = a.by_worker.iter().filter(|(w, _)| !w.is_empty()).collect();
-        if !workers.is_empty() {
-            let mut t = Table::new(&["WORKER", ">ENTRIES"]);
-            for (w, n) in workers {
-                t.row(vec![w.clone(), n.to_string()]);
-            }
-            text.push('\n');
-            text.push_str(&t.render());
-        }
-        text.push_str("\nDead-letterings by hour of day (UTC):\n");
-        let max = a.by_hour_of_day.iter().copied().max().unwrap_or(0).max(1);
-        for (hour, &n) in a.by_hour_of_day.iter().enumerate() {
-            if n > 0 {
-                let bar = "#".repeat(((n * 40).div_ceil(max)) as usize);
-                text.push_str(&format!("  {hour:02}:00  {bar} {n}\n"));
-            }
-        }
-        if a.patterns.is_empty() {
-            text.push_str("\nNo pattern (no error kind with 3 or more entries).\n");
-        } else {
-            text.push_str("\nPatterns (error kinds with 3 or more entries):\n");
-            for p in &a.patterns {
-                text.push_str(&format!(
-                    "  {} x{}, from {} to {}",
-                    p.error_kind,
-                    p.count,
-                    format_utc(p.first_ms),
-                    format_utc(p.last_ms)
-                ));
-                if !p.workers.is_empty() {
-                    let w: Vec<&str> = p.workers.iter().map(String::as_str).collect();
-                    text.push_str(&format!(", workers {}", w.join(", ")));
-                }
-                text.push('\n');
-                for (m, n) in &p.common_messages {
-                    text.push_str(&format!("    message x{n}: {}\n", clip(m, 80)));
-                }
-                for (c, n) in &p.common_context {
-                    text.push_str(&format!("    context x{n}: {}\n", clip(c, 80)));
-                }
-            }
-        }
-        text.push('\n');
+        text.push_str(&render_analysis(&dlq.name(), &a));
     }
     if json {
         return print_json(&json!({ "dlqs": docs }));
@@ -371,4 +305,79 @@ pub fn analyze(args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
     }
     print(text.trim_end_matches('\n'))?;
     print("\n")
+}
+
+/// The human view of an analysis of DLQ `name`.
+pub fn render_analysis(name: &str, a: &Analysis) -> String {
+    let mut text = String::new();
+    if a.total == 0 {
+        return format!("{name}: no matching entries\n\n");
+    }
+    text.push_str(&format!(
+        "{}: {} entries, {:.1} deliveries on average",
+        name, a.total, a.average_attempts
+    ));
+    if let Some((lo, hi)) = a.time_range {
+        text.push_str(&format!(
+            ", dead-lettered from {} to {}",
+            format_utc(lo),
+            format_utc(hi)
+        ));
+    }
+    text.push_str("\n\n");
+    let mut kinds = Table::new(&["ERROR KIND", ">ENTRIES", ">SHARE"]);
+    let mut by_kind: Vec<_> = a.by_error_kind.iter().collect();
+    by_kind.sort_by(|x, y| y.1.cmp(x.1).then_with(|| x.0.cmp(y.0)));
+    for (kind, n) in by_kind {
+        kinds.row(vec![
+            kind.clone(),
+            n.to_string(),
+            format!("{:.0}%", *n as f64 * 100.0 / a.total as f64),
+        ]);
+    }
+    text.push_str(&kinds.render());
+    let workers: Vec<_> = a.by_worker.iter().filter(|(w, _)| !w.is_empty()).collect();
+    if !workers.is_empty() {
+        let mut t = Table::new(&["WORKER", ">ENTRIES"]);
+        for (w, n) in workers {
+            t.row(vec![w.clone(), n.to_string()]);
+        }
+        text.push('\n');
+        text.push_str(&t.render());
+    }
+    text.push_str("\nDead-letterings by hour of day (UTC):\n");
+    let max = a.by_hour_of_day.iter().copied().max().unwrap_or(0).max(1);
+    for (hour, &n) in a.by_hour_of_day.iter().enumerate() {
+        if n > 0 {
+            let bar = "#".repeat(((n * 40).div_ceil(max)) as usize);
+            text.push_str(&format!("  {hour:02}:00  {bar} {n}\n"));
+        }
+    }
+    if a.patterns.is_empty() {
+        text.push_str("\nNo pattern (no error kind with 3 or more entries).\n");
+    } else {
+        text.push_str("\nPatterns (error kinds with 3 or more entries):\n");
+        for p in &a.patterns {
+            text.push_str(&format!(
+                "  {} x{}, from {} to {}",
+                p.error_kind,
+                p.count,
+                format_utc(p.first_ms),
+                format_utc(p.last_ms)
+            ));
+            if !p.workers.is_empty() {
+                let w: Vec<&str> = p.workers.iter().map(String::as_str).collect();
+                text.push_str(&format!(", workers {}", w.join(", ")));
+            }
+            text.push('\n');
+            for (m, n) in &p.common_messages {
+                text.push_str(&format!("    message x{n}: {}\n", clip(m, 80)));
+            }
+            for (c, n) in &p.common_context {
+                text.push_str(&format!("    context x{n}: {}\n", clip(c, 80)));
+            }
+        }
+    }
+    text.push('\n');
+    text
 }

@@ -11,6 +11,10 @@ use deadletter::{Filter, MessageId};
 use crate::timefmt;
 
 /// Inspect, replay and operate the queues and dead letter queues of a deadletter store.
+///
+/// Where a command takes the store directory, `nats://HOST:PORT/NAMESPACE` names a queue
+/// namespace on NATS JetStream instead (stats, list, show, analyze, replay, delete, purge,
+/// export, enqueue).
 #[derive(Debug, Parser)]
 #[command(name = "deadletter", version, propagate_version = true)]
 #[command(after_help = "Exit codes: 0 success, 1 the operation failed, 2 bad usage.")]
@@ -50,6 +54,27 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Serve the web dashboard and /metrics.
     Serve(ServeArgs),
+}
+
+impl Command {
+    /// The store directory the command works on, or a `nats://host:port/namespace` URL
+    /// given in its place.
+    pub fn target(&self) -> &std::path::Path {
+        match self {
+            Command::Stats(a) => &a.dir,
+            Command::List(a) => &a.dir,
+            Command::Show(a) => &a.dir,
+            Command::Analyze(a) => &a.dir,
+            Command::Replay(a) => &a.dir,
+            Command::Delete(a) => &a.dir,
+            Command::Purge(a) => &a.dir,
+            Command::Export(a) => &a.dir,
+            Command::Import(a) => &a.dir,
+            Command::Enqueue(a) => &a.dir,
+            Command::Verify(a) => &a.dir,
+            Command::Serve(a) => &a.dir,
+        }
+    }
 }
 
 /// Which DLQ entries: filters shared by list, analyze, replay, delete and export.

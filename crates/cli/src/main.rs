@@ -1,6 +1,8 @@
-//! `deadletter`: the operator's command-line tool for a deadletter store directory.
+//! `deadletter`: the operator's command-line tool for a deadletter store directory, or a
+//! queue namespace on NATS JetStream.
 //!
-//! Every command takes the store directory as its first argument, prints aligned tables for
+//! Every command takes the store directory as its first argument (or, in its place,
+//! `nats://host:port/namespace`: see [`remote`]), prints aligned tables for
 //! people and, with `--json`, stable JSON for scripts. Exit codes: 0 success, 1 the operation
 //! failed (including a store locked by another process, which is left untouched), 2 bad
 //! usage. Errors go to stderr as one line. Long operations draw a progress bar on stderr
@@ -8,7 +10,8 @@
 //!
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
 //! [`change`] (replay, delete, purge, enqueue), [`transfer`] (export, import),
-//! [`check`] (verify), [`serve`] (the dashboard), and helpers: [`error`], [`output`],
+//! [`check`] (verify), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
+//! and helpers: [`error`], [`output`],
 //! [`progress`], [`timefmt`], [`store_access`].
 
 mod browse;
@@ -18,6 +21,7 @@ mod cli;
 mod error;
 mod output;
 mod progress;
+mod remote;
 mod serve;
 mod store_access;
 mod timefmt;
@@ -47,6 +51,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), CliError> {
     let json = cli.json;
+    if let Some((url, namespace)) = remote::parse_target(cli.command.target()) {
+        return remote::run(&url, &namespace, &cli.command, json);
+    }
     match cli.command {
         Command::Stats(a) => browse::stats(&a, json),
         Command::List(a) => browse::list(&a, json),

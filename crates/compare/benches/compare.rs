@@ -22,6 +22,14 @@
 //!   a DLQ, `compare/rust_queue.rs`). Found with `cargo info rustqueue`
 //!   (0.3.0); it builds and works as an embedded library, so no other crate was
 //!   needed. Its async API needs tokio (already one of its dependencies).
+//! * `deadletter-jetstream`: the `deadletter-jetstream` package (queues and the DLQ
+//!   envelope on NATS JetStream), and `jetstream-plain`: what a user builds by hand
+//!   with the async-nats client (a work-queue stream, a pull consumer, and a second
+//!   stream the last delivery is published to), so the report shows what the envelope
+//!   costs (`compare/jetstream.rs`). Each run starts its own nats-server on a free
+//!   loopback port with its store in the run's directory. Measured on the enqueue
+//!   workloads, drain and failure_flow, with file storage ("durable" rows; see
+//!   `compare/jetstream.rs` for what nats-server 2.9 syncs).
 //!
 //! Sizes and durations: `compare/plan.rs`. What each workload does and how
 //! it is measured: `compare/workloads.rs`. Peak RSS method: `compare/measure.rs`.
@@ -33,8 +41,8 @@
 //!
 //! This package (`crates/compare`, not published) exists so that these
 //! contestants' dependencies — serde (derive), serde_json, uuid (v4), rusqlite
-//! (bundled SQLite), tempfile, rustqueue (default-features = false) and tokio
-//! (rt-multi-thread), about 300 crates — are built only when the comparison
+//! (bundled SQLite), tempfile, rustqueue (default-features = false), tokio
+//! (rt-multi-thread), async-nats, futures-util and bytes, about 300 crates — are built only when the comparison
 //! is, never by the library's tests or the examples. Peak RSS and the
 //! `chattr`/`sync` helpers are Linux-specific and degrade to `null` / no-ops
 //! elsewhere.
@@ -45,6 +53,8 @@ mod contestant;
 mod deadletter_queue;
 #[path = "compare/fs_json.rs"]
 mod fs_json;
+#[path = "compare/jetstream.rs"]
+mod jetstream;
 #[path = "compare/machine.rs"]
 mod machine;
 #[path = "compare/measure.rs"]
@@ -74,18 +84,32 @@ fn registry() -> Vec<Entry> {
         Entry {
             name: "deadletter",
             open: deadletter_queue::open,
+            runs: contestant::all_runs,
         },
         Entry {
             name: "filesystem-json",
             open: fs_json::open,
+            runs: contestant::all_runs,
         },
         Entry {
             name: "sqlite",
             open: sqlite::open,
+            runs: contestant::all_runs,
         },
         Entry {
             name: "rustqueue",
             open: rust_queue::open,
+            runs: contestant::all_runs,
+        },
+        Entry {
+            name: "deadletter-jetstream",
+            open: jetstream::open_deadletter,
+            runs: jetstream::runs,
+        },
+        Entry {
+            name: "jetstream-plain",
+            open: jetstream::open_plain,
+            runs: jetstream::runs,
         },
     ]
 }
@@ -197,7 +221,7 @@ fn main() {
         }
         for &size in &plan.payload_sizes {
             for &durable in w.durabilities() {
-                for entry in &entries {
+                for entry in entries.iter().filter(|e| (e.runs)(w, durable)) {
                     let case = Case {
                         plan: &plan,
                         entry,

@@ -84,7 +84,7 @@ pub fn retry_waits_and_blocks_nothing<B: TestBackend>(backend: &B) {
 /// A lease not reported before its visibility timeout comes back with the next attempt
 /// number; where the backend tells deliveries apart, the old delivery's ack is refused.
 pub fn lost_lease_comes_back<B: TestBackend>(backend: &B) {
-    let queue = backend.queue("lost-lease", options(5, 1_000)).unwrap();
+    let queue = backend.queue("lost-lease", options(5, 2_000)).unwrap();
     let id = queue.enqueue("slow").unwrap();
     let first = lease_one(&queue);
     assert_eq!((first.id(), first.attempt()), (id, 1));

@@ -137,9 +137,9 @@ impl JetStream {
     pub fn queue_names(&self) -> Result<Vec<String>> {
         self.inner.conn.run(async {
             let names = &self.inner.names;
-            let mut stream = self.stream(&names.registry_stream()).await?;
+            let stream = self.stream(&names.registry_stream()).await?;
             let last = stream
-                .info()
+                .get_info()
                 .await
                 .map_err(|e| backend("read the queue registry", e))?
                 .state
@@ -211,11 +211,13 @@ impl JetStream {
         Ok(())
     }
 
-    pub(crate) async fn stream(&self, name: &str) -> Result<jetstream::stream::Stream> {
+    /// A handle on stream `name` (no request: the streams of a namespace are created at
+    /// connect or at a queue's first open).
+    pub(crate) async fn stream(&self, name: &str) -> Result<jetstream::stream::Stream<()>> {
         self.inner
             .conn
             .js
-            .get_stream(name)
+            .get_stream_no_info(name)
             .await
             .map_err(|e| backend("open a stream", e))
     }
@@ -241,6 +243,8 @@ impl JetStream {
         let mut dlq = self.stream_config(n.dlq_stream(), n.dlq_subjects());
         // Limits retention: entries stay until deleted or expired, so they can be browsed.
         dlq.max_messages_per_subject = 1;
+        // Every delivery looks up its own entry: direct gets, served apart from the API.
+        dlq.allow_direct = true;
         dlq.max_age = o.retention.unwrap_or(Duration::ZERO);
         let mut history = self.stream_config(n.history_stream(), n.history_subjects());
         history.max_messages_per_subject = 1;
@@ -248,12 +252,22 @@ impl JetStream {
         let mut registry = self.stream_config(n.registry_stream(), n.registry_subjects());
         registry.max_messages_per_subject = 1;
         for config in [dlq, history, events, registry] {
-            self.inner
-                .conn
-                .js
-                .get_or_create_stream(config)
+            let js = &self.inner.conn.js;
+            let mut stream = js
+                .get_or_create_stream(config.clone())
                 .await
                 .map_err(|e| backend("create a stream", e))?;
+            let current = stream
+                .info()
+                .await
+                .map_err(|e| backend("read a stream", e))?;
+            if current.config.allow_direct != config.allow_direct {
+                let mut updated = current.config.clone();
+                updated.allow_direct = config.allow_direct;
+                js.update_stream(updated)
+                    .await
+                    .map_err(|e| backend("update a stream", e))?;
+            }
         }
         Ok(())
     }

@@ -389,9 +389,9 @@ impl JetStreamQueue {
             .await
             .map_err(|e| backend("read the queue's consumer", e))?
             .clone();
-        let mut stream = self.js.stream(&self.info.stream).await?;
+        let stream = self.js.stream(&self.info.stream).await?;
         let state = stream
-            .info()
+            .get_info()
             .await
             .map_err(|e| backend("read the queue's stream", e))?
             .state

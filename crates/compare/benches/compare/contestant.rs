@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::Path;
 
+use crate::plan::Workload;
+
 /// Error type of every contestant operation (any engine error boxes into it).
 pub type BenchError = Box<dyn Error + Send + Sync>;
 
@@ -118,4 +120,11 @@ pub struct Entry {
     pub name: &'static str,
     /// How to open a store.
     pub open: OpenFn,
+    /// The workloads and durabilities it is measured on.
+    pub runs: fn(Workload, bool) -> bool,
+}
+
+/// Every workload, both durabilities.
+pub fn all_runs(_: Workload, _: bool) -> bool {
+    true
 }

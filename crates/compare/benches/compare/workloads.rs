@@ -302,11 +302,20 @@ fn failure_flow(
 ) -> BenchResult<usize> {
     let mut done = 0;
     let mut acks = Vec::with_capacity(lease_batch);
+    let mut idle_since: Option<Instant> = None;
     loop {
         let leased = c.lease(lease_batch)?;
         if leased.is_empty() {
-            break;
+            // A retried message may become visible a moment later (after its engine's
+            // retry delay, or once a server redelivers it): wait for it, not forever.
+            let idle = *idle_since.get_or_insert_with(Instant::now);
+            if done >= n || idle.elapsed() > Duration::from_secs(2) {
+                break;
+            }
+            thread::sleep(Duration::from_millis(1));
+            continue;
         }
+        idle_since = None;
         acks.clear();
         for m in &leased {
             let seq = payload_seq(&m.payload).ok_or("payload without sequence number")?;
