@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::publish::PublishAck;
-use async_nats::jetstream::stream::{DirectGetErrorKind, LastRawMessageErrorKind};
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::HeaderMap;
 use deadletter::{
     Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureInfo, FailureReport, MessageId,
@@ -168,7 +168,7 @@ impl JetStream {
         let names = &self.inner.names;
         let stream = self.stream(&names.dlq_stream()).await?;
         match stream
-            .direct_get_last_for_subject(names.dlq_entry(queue, id))
+            .get_last_raw_message_by_subject(&names.dlq_entry(queue, id))
             .await
         {
             Ok(msg) => {
@@ -178,7 +178,7 @@ impl JetStream {
                     entry,
                 }))
             }
-            Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(backend("read a DLQ entry", e)),
         }
     }

@@ -243,8 +243,6 @@ impl JetStream {
         let mut dlq = self.stream_config(n.dlq_stream(), n.dlq_subjects());
         // Limits retention: entries stay until deleted or expired, so they can be browsed.
         dlq.max_messages_per_subject = 1;
-        // Every delivery looks up its own entry: direct gets, served apart from the API.
-        dlq.allow_direct = true;
         dlq.max_age = o.retention.unwrap_or(Duration::ZERO);
         let mut history = self.stream_config(n.history_stream(), n.history_subjects());
         history.max_messages_per_subject = 1;
@@ -252,22 +250,12 @@ impl JetStream {
         let mut registry = self.stream_config(n.registry_stream(), n.registry_subjects());
         registry.max_messages_per_subject = 1;
         for config in [dlq, history, events, registry] {
-            let js = &self.inner.conn.js;
-            let mut stream = js
-                .get_or_create_stream(config.clone())
+            self.inner
+                .conn
+                .js
+                .get_or_create_stream(config)
                 .await
                 .map_err(|e| backend("create a stream", e))?;
-            let current = stream
-                .info()
-                .await
-                .map_err(|e| backend("read a stream", e))?;
-            if current.config.allow_direct != config.allow_direct {
-                let mut updated = current.config.clone();
-                updated.allow_direct = config.allow_direct;
-                js.update_stream(updated)
-                    .await
-                    .map_err(|e| backend("update a stream", e))?;
-            }
         }
         Ok(())
     }
