@@ -366,10 +366,14 @@ impl JetStreamQueue {
             history.first_received_at_ms = Some(msg.leased_at_ms);
         }
         history.push(attempt, self.js.inner.options.max_history);
-        self.js.write_history(msg.id, &history).await?;
-        self.js
-            .count_event(&self.info.name, Event::Retried, None)
-            .await?;
+        // Both before the NAK, in parallel: one round trip.
+        let (written, counted) = futures_util::future::join(
+            self.js.write_history(msg.id, &history),
+            self.js.count_event(&self.info.name, Event::Retried, None),
+        )
+        .await;
+        written?;
+        counted?;
         let visible_at = retry_at_ms.max(now + 1);
         let delay = Duration::from_millis(visible_at - now);
         self.js
