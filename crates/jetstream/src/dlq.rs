@@ -248,7 +248,7 @@ impl JetStreamDlq {
             .payload(Bytes::copy_from_slice(body))
             .message_id(format!("rp-{id}-{generation}"));
         self.js
-            .publish_retrying(&target_info.subject, message, "replay")
+            .publish_retrying(&target_info.subject, message)
             .await
             .map_err(|e| backend("replay", e))?;
         self.js.delete_entry_at(found.sequence).await?;

@@ -52,7 +52,6 @@ impl JetStream {
         &self,
         subject: &str,
         message: PublishMessage,
-        op: &'static str,
     ) -> std::result::Result<PublishAck, async_nats::jetstream::context::PublishError> {
         let give_up = Instant::now() + self.inner.options.move_patience;
         let mut pause = Duration::from_millis(50);
@@ -77,7 +76,6 @@ impl JetStream {
                             | PublishErrorKind::StreamNotFound
                     ) && Instant::now() < give_up =>
                 {
-                    let _ = op;
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
@@ -116,7 +114,7 @@ impl JetStream {
             message = message.message_id(id);
         }
         let subject = self.inner.names.event(queue, event);
-        self.publish_retrying(&subject, message, "count an event")
+        self.publish_retrying(&subject, message)
             .await
             .map(|_| ())
             .map_err(|e| backend("count an event", e))
@@ -149,7 +147,7 @@ impl JetStream {
     pub(crate) async fn write_history(&self, id: MessageId, h: &HistoryV1) -> Result<()> {
         let subject = self.inner.names.history(id);
         let message = PublishMessage::build().payload(h.encode()?.into());
-        self.publish_retrying(&subject, message, "write an attempt history")
+        self.publish_retrying(&subject, message)
             .await
             .map(|_| ())
             .map_err(|e| backend("write an attempt history", e))
@@ -202,10 +200,7 @@ impl JetStream {
             message = message.message_id(id);
         }
         let subject = self.inner.names.dlq_entry(queue, entry.id());
-        match self
-            .publish_retrying(&subject, message, "write a DLQ entry")
-            .await
-        {
+        match self.publish_retrying(&subject, message).await {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
             Err(e) => Err(backend("write a DLQ entry", e)),

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
-use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::context::{GetStreamErrorKind, PublishErrorKind};
 use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
+use async_nats::jetstream::ErrorCode;
 use deadletter::{DlqAlert, Error, QueueOptions, Result};
 use parking_lot::Mutex;
 
@@ -199,10 +200,12 @@ impl JetStream {
                 names.registry_stream(),
             ]);
             for s in streams {
-                if let Err(e) = js.delete_stream(&s).await {
-                    if !e.to_string().contains("not found") {
-                        return Err(backend("delete a stream", e));
-                    }
+                match js.delete_stream(&s).await {
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
+                            if j.error_code() == ErrorCode::STREAM_NOT_FOUND) => {}
+                    Err(e) => return Err(backend("delete a stream", e)),
                 }
             }
             Ok(())
