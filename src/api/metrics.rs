@@ -30,6 +30,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::dlq::DlqStats;
+use crate::api::queue::QueueStats;
 use crate::api::store::Store;
 
 /// The numbers of one queue and its DLQ.
@@ -105,6 +107,36 @@ pub struct Metrics {
     pub queues: Vec<QueueMetrics>,
 }
 
+impl QueueMetrics {
+    /// The numbers of one queue from its counts and its DLQ's (a backend's, or the
+    /// store's), `at_ms` being now by the backend's clock.
+    pub fn from_stats(queue: &QueueStats, dlq: &DlqStats, at_ms: u64) -> QueueMetrics {
+        QueueMetrics {
+            queue: queue.name.clone(),
+            dlq: queue.dlq_name.clone(),
+            depth: queue.ready,
+            in_flight: queue.in_flight,
+            enqueued: queue.enqueued,
+            acked: queue.acked,
+            retried: queue.retried,
+            dead_lettered: queue.dead_lettered,
+            expired: queue.expired,
+            dlq_size: queue.dlq_size,
+            dlq_pending: dlq.pending,
+            dlq_replayed: dlq.replayed,
+            oldest_message_age_ms: queue.oldest_ready_at_ms.map(|t| at_ms.saturating_sub(t)),
+            dlq_oldest_age_ms: dlq.oldest_age_ms,
+        }
+    }
+}
+
+impl Metrics {
+    /// A snapshot taken at `at_ms` of `queues`.
+    pub fn new(at_ms: u64, queues: Vec<QueueMetrics>) -> Metrics {
+        Metrics { at_ms, queues }
+    }
+}
+
 impl Store {
     /// The numbers of every queue and DLQ, from incrementally kept counters (no scan).
     pub fn metrics_snapshot(&self) -> Metrics {
@@ -113,28 +145,9 @@ impl Store {
             .queue_names()
             .iter()
             .filter_map(|name| self.existing_queue(name).ok())
-            .map(|queue| {
-                let q = queue.stats();
-                let d = queue.dlq().stats();
-                QueueMetrics {
-                    queue: q.name,
-                    dlq: q.dlq_name,
-                    depth: q.ready,
-                    in_flight: q.in_flight,
-                    enqueued: q.enqueued,
-                    acked: q.acked,
-                    retried: q.retried,
-                    dead_lettered: q.dead_lettered,
-                    expired: q.expired,
-                    dlq_size: q.dlq_size,
-                    dlq_pending: d.pending,
-                    dlq_replayed: d.replayed,
-                    oldest_message_age_ms: q.oldest_ready_at_ms.map(|t| at_ms.saturating_sub(t)),
-                    dlq_oldest_age_ms: d.oldest_age_ms,
-                }
-            })
+            .map(|queue| QueueMetrics::from_stats(&queue.stats(), &queue.dlq().stats(), at_ms))
             .collect();
-        Metrics { at_ms, queues }
+        Metrics::new(at_ms, queues)
     }
 }
 

@@ -1,9 +1,10 @@
 //! Commands that read without changing anything: `stats`, `list`, `show`, `analyze`.
 
+use deadletter::DeadLetterQueue;
 use deadletter::{Analysis, DeadLetter, EntryStatus, MessageId, Page};
-use deadletter_dashboard::api;
 use deadletter_dashboard::export::{envelope_to_json, PayloadEncoding};
 use deadletter_dashboard::time::format_utc;
+use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};
 
 use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
@@ -23,11 +24,16 @@ pub fn status_text(s: &EntryStatus) -> &'static str {
 
 pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
+    stats_on(&store, json)
+}
+
+/// `stats` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn stats_on<S: Source>(store: &S, json: bool) -> Result<(), CliError> {
     if json {
         // The same document as the dashboard's `/api/stats`.
-        return print_json(&api::stats_json(&store)?);
+        return print_json(&api::stats_json(store)?);
     }
-    let metrics = store.metrics_snapshot();
+    let metrics = store.metrics()?;
     if metrics.queues.is_empty() {
         return print("no queues yet\n");
     }
@@ -48,7 +54,7 @@ pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
     ]);
     let mut kinds = Table::new(&["DLQ", "ERROR KIND", ">ENTRIES"]);
     for q in &metrics.queues {
-        let d = store.dlq(&q.dlq)?.stats();
+        let d = store.dlq(&q.dlq)?.stats()?;
         t.row(vec![
             q.queue.clone(),
             q.depth.to_string(),
@@ -78,7 +84,12 @@ pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
 
 pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let dlqs = select_dlqs(&store, args.sel.queue.as_deref())?;
+    list_on(&store, args, json)
+}
+
+/// `list` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn list_on<S: Source>(store: &S, args: &ListArgs, json: bool) -> Result<(), CliError> {
+    let dlqs = select_dlqs(store, args.sel.queue.as_deref())?;
     let filter = args.sel.filter();
     let limit = args.limit as usize;
     // The cursor is an entry id: start in the DLQ that holds it, just after it.
@@ -161,7 +172,12 @@ pub fn render_list(entries: &[DeadLetter], next: Option<MessageId>) -> String {
 
 pub fn show(args: &ShowArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let (_, e) = api::find_entry(&store, args.id)?;
+    show_on(&store, args, json)
+}
+
+/// `show` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn show_on<S: Source>(store: &S, args: &ShowArgs, json: bool) -> Result<(), CliError> {
+    let (_, e) = api::find_entry(store, args.id)?;
     if json {
         let encoding = if args.hex {
             PayloadEncoding::Hex
@@ -279,7 +295,12 @@ fn payload_block(title: &str, bytes: &[u8], force_hex: bool) -> String {
 
 pub fn analyze(args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let dlqs = select_dlqs(&store, args.sel.queue.as_deref())?;
+    analyze_on(&store, args, json)
+}
+
+/// `analyze` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn analyze_on<S: Source>(store: &S, args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
+    let dlqs = select_dlqs(store, args.sel.queue.as_deref())?;
     let filter = args.sel.filter();
     let mut docs = Vec::new();
     let mut text = String::new();

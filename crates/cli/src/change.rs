@@ -6,9 +6,9 @@
 
 use std::io::{IsTerminal, Read};
 
-use deadletter::{Dlq, EnqueueOptions, Filter, MessageId, ReplayOptions};
-use deadletter_dashboard::api;
+use deadletter::{DeadLetterQueue, EnqueueOptions, Filter, MessageId, MessageQueue, ReplayOptions};
 use deadletter_dashboard::time::format_utc;
+use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};
 
 use crate::cli::{DeleteArgs, EnqueueArgs, PurgeArgs, ReplayArgs};
@@ -20,14 +20,17 @@ use crate::store_access::{self, select_dlqs, Open};
 /// Entries replayed or deleted per batch (one fsync each).
 const BATCH: usize = 500;
 
+/// A DLQ and the ids of the entries selected in it.
+type Selected<D> = (D, Vec<MessageId>);
+
 /// The entries a replay or delete works on, per DLQ.
-fn selected(
-    store: &deadletter::Store,
+fn selected<S: Source>(
+    store: &S,
     id: Option<MessageId>,
     queue: Option<&str>,
     filter: &Filter,
     limit: Option<usize>,
-) -> Result<Vec<(Dlq, Vec<MessageId>)>, CliError> {
+) -> Result<Vec<Selected<S::Dlq>>, CliError> {
     if let Some(id) = id {
         let (dlq, _) = api::find_entry(store, id)?;
         if let Some(q) = queue {
@@ -57,9 +60,14 @@ fn selected(
 
 pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
+    replay_on(&store, args, json)
+}
+
+/// `replay` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<(), CliError> {
     let filter = args.sel.filter();
     let groups = selected(
-        &store,
+        store,
         args.id,
         args.sel.queue.as_deref(),
         &filter,
@@ -110,7 +118,7 @@ pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
         if args.dry_run && !moved.is_empty() {
             let mut t = Table::new(&[">ID", "FROM", "TO", "ERROR KIND", ">ATTEMPTS", "MESSAGE"]);
             for (id, from, to) in &moved {
-                let (kind, attempts, message) = match api::find_entry(&store, *id) {
+                let (kind, attempts, message) = match api::find_entry(store, *id) {
                     Ok((_, e)) => (
                         e.failure.error_kind,
                         e.metadata.delivery_count.to_string(),
@@ -169,8 +177,13 @@ pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
 
 pub fn delete(args: &DeleteArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
+    delete_on(&store, args, json)
+}
+
+/// `delete` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn delete_on<S: Source>(store: &S, args: &DeleteArgs, json: bool) -> Result<(), CliError> {
     let filter = args.sel.filter();
-    let groups = selected(&store, args.id, args.sel.queue.as_deref(), &filter, None)?;
+    let groups = selected(store, args.id, args.sel.queue.as_deref(), &filter, None)?;
     let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
     let mut progress = Progress::new("deleting", total as u64, Unit::Items);
     let mut deleted: Vec<(MessageId, String)> = Vec::new();
@@ -220,8 +233,13 @@ pub fn delete(args: &DeleteArgs, json: bool) -> Result<(), CliError> {
 
 pub fn purge(args: &PurgeArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let dlqs = select_dlqs(&store, args.queue.as_deref())?;
-    let now = store.config().clock.now_ms();
+    purge_on(&store, args, json)
+}
+
+/// `purge` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<(), CliError> {
+    let dlqs = select_dlqs(store, args.queue.as_deref())?;
+    let now = store.now_ms();
     let cutoff = now.saturating_sub(args.older_than.as_millis() as u64);
     let old = Filter::all().between(None, Some(cutoff));
     let mut progress = Progress::new("purging", dlqs.len() as u64, Unit::Items);
@@ -283,6 +301,14 @@ pub fn purge(args: &PurgeArgs, json: bool) -> Result<(), CliError> {
 }
 
 pub fn enqueue(args: &EnqueueArgs, json: bool) -> Result<(), CliError> {
+    let (payload, options) = message_of(args)?;
+    let store = store_access::open(&args.dir, Open::Create)?;
+    let queue = store.queue(&args.queue)?;
+    enqueue_on(&queue, &payload, &options, json)
+}
+
+/// The payload (the argument, or stdin) and options of an `enqueue`.
+pub fn message_of(args: &EnqueueArgs) -> Result<(Vec<u8>, EnqueueOptions), CliError> {
     let payload: Vec<u8> = match &args.payload {
         Some(p) => p.clone().into_bytes(),
         None => {
@@ -307,9 +333,17 @@ pub fn enqueue(args: &EnqueueArgs, json: bool) -> Result<(), CliError> {
     options.delay = args.delay;
     options.ttl = args.ttl;
     options.idempotency_key = args.idempotency_key.clone();
-    let store = store_access::open(&args.dir, Open::Create)?;
-    let queue = store.queue(&args.queue)?;
-    let id = queue.enqueue_with(&payload, &options)?;
+    Ok((payload, options))
+}
+
+/// Enqueues `payload` on any backend's queue and says so.
+pub fn enqueue_on<Q: MessageQueue>(
+    queue: &Q,
+    payload: &[u8],
+    options: &EnqueueOptions,
+    json: bool,
+) -> Result<(), CliError> {
+    let id = queue.enqueue_with(payload, options)?;
     if json {
         return print_json(&json!({
             "id": id,

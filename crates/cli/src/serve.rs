@@ -1,6 +1,6 @@
 //! `serve`: the web dashboard and `/metrics`, in this process, until it is stopped.
 
-use deadletter_dashboard::{self as dashboard, DashboardOptions};
+use deadletter_dashboard::{self as dashboard, DashboardOptions, Source};
 
 use crate::cli::ServeArgs;
 use crate::error::CliError;
@@ -9,11 +9,17 @@ use crate::store_access::{self, Open};
 
 pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
+    serve_on(store, args, json)
+}
+
+/// `serve` of any source of queues and DLQs (a store, a JetStream namespace).
+pub fn serve_on<S: Source>(store: S, args: &ServeArgs, json: bool) -> Result<(), CliError> {
+    let what = store.describe();
     let mut options = DashboardOptions::default().bind(args.bind);
     if let Some(token) = &args.token {
         options = options.token(token);
     }
-    let server = dashboard::serve(store, options).map_err(CliError::Dashboard)?;
+    let server = dashboard::serve_source(store, options).map_err(CliError::Dashboard)?;
     let text = if json {
         serde_json::json!({
             "url": server.url(),
@@ -29,7 +35,7 @@ pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
              token for replay and delete: {}\n\
              open: {}\n\
              metrics: {}metrics\n",
-            args.dir.display(),
+            what,
             server.url(),
             server.token(),
             server.url_with_token(),

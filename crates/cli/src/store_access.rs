@@ -7,7 +7,8 @@
 
 use std::path::Path;
 
-use deadletter::{Config, Dlq, Store};
+use deadletter::{Config, Store};
+use deadletter_dashboard::Source;
 
 use crate::error::CliError;
 
@@ -53,13 +54,13 @@ pub fn open(dir: &Path, mode: Open) -> Result<Store, CliError> {
 }
 
 /// The DLQs a command works on: the one of `queue` (a queue or DLQ name), or all of them.
-pub fn select_dlqs(store: &Store, queue: Option<&str>) -> Result<Vec<Dlq>, CliError> {
+pub fn select_dlqs<S: Source>(source: &S, queue: Option<&str>) -> Result<Vec<S::Dlq>, CliError> {
     match queue {
-        Some(name) => Ok(vec![store.dlq(name)?]),
-        None => store
-            .queue_names()
+        Some(name) => Ok(vec![source.dlq(name)?]),
+        None => source
+            .queue_names()?
             .iter()
-            .map(|n| Ok(store.existing_queue(n)?.dlq()))
+            .map(|n| Ok(source.dlq(n)?))
             .collect(),
     }
 }

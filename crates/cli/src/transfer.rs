@@ -9,8 +9,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use deadletter::{DeadLetter, Dlq, Store};
+use deadletter::{DeadLetter, DeadLetterQueue, Dlq, Store};
 use deadletter_dashboard::export::{envelope_to_line, parse_line};
+use deadletter_dashboard::Source;
 use serde_json::{json, Value};
 
 use crate::cli::{ExportArgs, ImportArgs};
@@ -21,7 +22,12 @@ use crate::store_access::{self, select_dlqs, Open};
 
 pub fn export(args: &ExportArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open(&args.dir, Open::Existing)?;
-    let dlqs = select_dlqs(&store, args.sel.queue.as_deref())?;
+    export_on(&store, args, json)
+}
+
+/// `export` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn export_on<S: Source>(store: &S, args: &ExportArgs, json: bool) -> Result<(), CliError> {
+    let dlqs = select_dlqs(store, args.sel.queue.as_deref())?;
     let filter = args.sel.filter();
     let mut groups = Vec::new();
     for dlq in dlqs {
@@ -60,9 +66,9 @@ pub fn export(args: &ExportArgs, json: bool) -> Result<(), CliError> {
     }
 }
 
-fn export_to_file(
+fn export_to_file<D: DeadLetterQueue>(
     path: &Path,
-    groups: &[(Dlq, Vec<u64>)],
+    groups: &[(D, Vec<u64>)],
     total: usize,
 ) -> Result<usize, CliError> {
     let mut tmp_name = path.as_os_str().to_owned();
@@ -94,9 +100,9 @@ fn export_to_file(
     }
 }
 
-fn write_entries(
+fn write_entries<D: DeadLetterQueue>(
     out: &mut impl Write,
-    groups: &[(Dlq, Vec<u64>)],
+    groups: &[(D, Vec<u64>)],
     total: usize,
     what: &str,
 ) -> Result<usize, CliError> {

@@ -27,11 +27,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use deadletter::{
-    DeadLetter, Dlq, EntryStatus, Error, Filter, MessageId, Page, ReplayOptions, Store,
+    DeadLetter, DeadLetterQueue, EntryStatus, Error, Filter, MessageId, Page, ReplayOptions,
 };
 
 use crate::export::{envelope_to_json, PayloadEncoding};
 use crate::routes::Reply;
+use crate::source::Source;
 
 /// A change the API makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +159,7 @@ fn lib_error(e: &Error) -> Reply {
 }
 
 /// Answers a `GET` under `/api/`.
-pub(crate) fn get(store: &Store, path: &str, query: &str) -> Reply {
+pub(crate) fn get<S: Source>(store: &S, path: &str, query: &str) -> Reply {
     let rest = &path["/api/".len()..];
     let (what, arg) = rest.split_once('/').unwrap_or((rest, ""));
     let arg = match path_segment(arg) {
@@ -185,26 +186,27 @@ fn to_json(value: &impl serde::Serialize) -> Value {
 }
 
 /// The stats document of `/api/stats` (and of `deadletter stats --json`): `{"dir",
-/// "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`.
-pub fn stats_json(store: &Store) -> Result<Value, Error> {
-    let metrics = store.metrics_snapshot();
+/// "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`; `dir` says what is
+/// served (a store's directory, a namespace's URL).
+pub fn stats_json<S: Source>(store: &S) -> Result<Value, Error> {
+    let metrics = store.metrics()?;
     let mut queues = Vec::new();
     for q in &metrics.queues {
         let mut value = to_json(q);
-        let dlq_stats = to_json(&store.dlq(&q.dlq)?.stats());
+        let dlq_stats = to_json(&store.dlq(&q.dlq)?.stats()?);
         if let Value::Object(map) = &mut value {
             map.insert("dlq_stats".into(), dlq_stats);
         }
         queues.push(value);
     }
     Ok(json!({
-        "dir": store.dir().display().to_string(),
+        "dir": store.describe(),
         "at_ms": metrics.at_ms,
         "queues": queues,
     }))
 }
 
-fn stats(store: &Store) -> Reply {
+fn stats<S: Source>(store: &S) -> Reply {
     match stats_json(store) {
         Ok(doc) => Reply::json(200, &doc),
         Err(e) => lib_error(&e),
@@ -242,7 +244,7 @@ pub(crate) fn status_name(s: &EntryStatus) -> &'static str {
     }
 }
 
-fn list(store: &Store, name: &str, query: &str) -> Reply {
+fn list<S: Source>(store: &S, name: &str, query: &str) -> Reply {
     let (spec, after, limit) = match FilterSpec::from_query(query) {
         Ok(x) => x,
         Err(e) => return Reply::error(400, e),
@@ -285,9 +287,9 @@ fn list(store: &Store, name: &str, query: &str) -> Reply {
 }
 
 /// Finds the entry `id` in whichever DLQ holds it.
-pub fn find_entry(store: &Store, id: MessageId) -> Result<(Dlq, DeadLetter), Error> {
-    for name in store.queue_names() {
-        let dlq = store.existing_queue(&name)?.dlq();
+pub fn find_entry<S: Source>(store: &S, id: MessageId) -> Result<(S::Dlq, DeadLetter), Error> {
+    for name in store.queue_names()? {
+        let dlq = store.dlq(&name)?;
         match dlq.get(id) {
             Ok(e) => return Ok((dlq, e)),
             Err(Error::NotFound(_)) => continue,
@@ -297,7 +299,7 @@ pub fn find_entry(store: &Store, id: MessageId) -> Result<(Dlq, DeadLetter), Err
     Err(Error::NotFound(id))
 }
 
-fn entry(store: &Store, id: MessageId) -> Reply {
+fn entry<S: Source>(store: &S, id: MessageId) -> Reply {
     match find_entry(store, id) {
         Ok((_, e)) => Reply::json(200, &envelope_to_json(&e, PayloadEncoding::Base64, true)),
         Err(e) => lib_error(&e),
@@ -306,7 +308,7 @@ fn entry(store: &Store, id: MessageId) -> Reply {
 
 const HOUR_MS: u64 = 3_600_000;
 
-fn timeline(store: &Store, name: &str, query: &str) -> Reply {
+fn timeline<S: Source>(store: &S, name: &str, query: &str) -> Reply {
     let mut hours = 24u64;
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
         match key.as_ref() {
@@ -321,7 +323,7 @@ fn timeline(store: &Store, name: &str, query: &str) -> Reply {
         Ok(d) => d,
         Err(e) => return lib_error(&e),
     };
-    let now = store.config().clock.now_ms();
+    let now = store.now_ms();
     let end = (now / HOUR_MS + 1) * HOUR_MS;
     let start = end.saturating_sub(hours * HOUR_MS);
     let count = |since: Option<u64>, until: Option<u64>| {
@@ -372,7 +374,7 @@ struct ChangeRequest {
 }
 
 /// Carries out a replay or delete; also returns a one-line summary for the log.
-pub(crate) fn mutate(store: &Store, action: Action, body: &[u8]) -> (Reply, String) {
+pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Reply, String) {
     let req: ChangeRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {

@@ -37,6 +37,10 @@
 //! # }
 //! ```
 //!
+//! It serves any [`Source`] of queues and DLQs ([`serve_source`]): a store, or another
+//! backend through a small adapter (`deadletter serve nats://...` serves a JetStream
+//! namespace).
+//!
 //! The crate also holds the JSON form of DLQ envelopes ([`export`]), which the
 //! `deadletter` command uses for `--json`, `export` and `import`.
 //!
@@ -65,7 +69,9 @@ pub mod api;
 pub mod export;
 mod routes;
 mod server;
+pub mod source;
 pub mod time;
 
 pub use routes::TOKEN_HEADER;
-pub use server::{serve, Dashboard, DashboardError, DashboardOptions};
+pub use server::{serve, serve_source, Dashboard, DashboardError, DashboardOptions};
+pub use source::Source;

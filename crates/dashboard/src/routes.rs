@@ -7,6 +7,7 @@ use std::io::Read;
 use tiny_http::{Header, Method, Request, Response};
 
 use crate::server::Ctx;
+use crate::source::Source;
 use crate::{api, time};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -71,7 +72,7 @@ fn header_value<'r>(request: &'r Request, name: &'static str) -> Option<&'r str>
         .map(|h| h.value.as_str())
 }
 
-pub(crate) fn handle(ctx: &Ctx, mut request: Request) {
+pub(crate) fn handle<S: Source>(ctx: &Ctx<S>, mut request: Request) {
     let reply = route(ctx, &mut request);
     let mut response = Response::from_string(reply.body).with_status_code(reply.status);
     let headers = [
@@ -95,7 +96,7 @@ pub(crate) fn handle(ctx: &Ctx, mut request: Request) {
     let _ = request.respond(response);
 }
 
-fn route(ctx: &Ctx, request: &mut Request) -> Reply {
+fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
     if let Some(hosts) = &ctx.hosts {
         let host = header_value(request, "Host").unwrap_or("");
         if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
@@ -114,11 +115,14 @@ fn route(ctx: &Ctx, request: &mut Request) -> Reply {
         }
         (Method::Get, "/app.js") => Reply::text(200, "text/javascript; charset=utf-8", APP_JS),
         (Method::Get, "/style.css") => Reply::text(200, "text/css; charset=utf-8", STYLE_CSS),
-        (Method::Get, "/metrics") => Reply::text(
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            ctx.store.metrics_snapshot().to_prometheus(),
-        ),
+        (Method::Get, "/metrics") => match ctx.store.metrics() {
+            Ok(m) => Reply::text(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                m.to_prometheus(),
+            ),
+            Err(e) => Reply::error(500, e.to_string()),
+        },
         (Method::Get, "/healthz") => Reply::text(200, "text/plain; charset=utf-8", "ok\n"),
         (Method::Get, "/api/replay") | (Method::Get, "/api/delete") => {
             Reply::error(405, "this endpoint takes POST only")
@@ -142,7 +146,7 @@ fn route(ctx: &Ctx, request: &mut Request) -> Reply {
     }
 }
 
-fn token_ok(ctx: &Ctx, request: &Request) -> bool {
+fn token_ok<S: Source>(ctx: &Ctx<S>, request: &Request) -> bool {
     header_value(request, TOKEN_HEADER)
         .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), ctx.token.as_bytes()))
 }
@@ -167,7 +171,7 @@ fn same_origin(request: &Request) -> Result<(), String> {
     Ok(())
 }
 
-fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
+fn mutate<S: Source>(ctx: &Ctx<S>, request: &mut Request, action: api::Action) -> Reply {
     let remote = request
         .remote_addr()
         .map(|a| a.to_string())
@@ -177,7 +181,7 @@ fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
         if ctx.log_actions {
             eprintln!(
                 "{} dashboard: refused POST {what} from {remote}: {why}",
-                time::format_utc(ctx.store.config().clock.now_ms())
+                time::format_utc(ctx.store.now_ms())
             );
         }
         Reply::error(status, why)
@@ -214,7 +218,7 @@ fn mutate(ctx: &Ctx, request: &mut Request, action: api::Action) -> Reply {
     if ctx.log_actions {
         eprintln!(
             "{} dashboard: POST {what} from {remote}: {summary}",
-            time::format_utc(ctx.store.config().clock.now_ms())
+            time::format_utc(ctx.store.now_ms())
         );
     }
     reply

@@ -13,6 +13,7 @@ use deadletter::Store;
 use tiny_http::Server;
 
 use crate::routes;
+use crate::source::Source;
 
 /// How the dashboard is served: [`DashboardOptions::default`], then the builder methods
 /// (new options can be added without breaking a caller).
@@ -190,8 +191,9 @@ impl Dashboard {
 }
 
 /// Shared by the request threads.
-pub(crate) struct Ctx {
-    pub(crate) store: Store,
+pub(crate) struct Ctx<S> {
+    /// What is served.
+    pub(crate) store: S,
     pub(crate) token: String,
     /// `Host` header values accepted (`None`: any, for an unspecified bind address).
     pub(crate) hosts: Option<Vec<String>>,
@@ -204,6 +206,15 @@ pub(crate) struct Ctx {
 /// [`DashboardError::Bind`] when the address is taken and
 /// [`DashboardError::InvalidToken`] when a given token cannot be sent in a header.
 pub fn serve(store: Store, options: DashboardOptions) -> Result<Dashboard, DashboardError> {
+    serve_source(store, options)
+}
+
+/// Starts the dashboard of any [`Source`] of queues and DLQs (a [`Store`] is one; see
+/// [`crate::source`]), as [`serve`] does for a store.
+pub fn serve_source<S: Source>(
+    store: S,
+    options: DashboardOptions,
+) -> Result<Dashboard, DashboardError> {
     let token = match options.token {
         Some(t) => {
             if t.is_empty()
@@ -274,7 +285,7 @@ pub fn serve(store: Store, options: DashboardOptions) -> Result<Dashboard, Dashb
     })
 }
 
-fn worker(server: &Server, ctx: &Ctx, stop: &AtomicBool) {
+fn worker<S: Source>(server: &Server, ctx: &Ctx<S>, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         match server.recv_timeout(Duration::from_millis(200)) {
             Ok(Some(request)) => routes::handle(ctx, request),

@@ -308,19 +308,6 @@ impl JetStream {
     }
 }
 
-/// The history record of one failed delivery.
-pub(crate) fn attempt_of(number: u32, now: u64, report: &FailureReport<'_>) -> Attempt {
-    Attempt {
-        number,
-        at_ms: now,
-        error_kind: report.failure.kind.clone(),
-        error_message: report.failure.message.clone(),
-        details: report.failure.details().map(str::to_string),
-        duration_ms: report.duration.as_millis() as u64,
-        worker: report.worker.map(str::to_string),
-    }
-}
-
 /// Headers of a queue message, from its parts.
 pub(crate) fn message_headers(
     attributes: &std::collections::BTreeMap<String, String>,

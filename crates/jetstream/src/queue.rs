@@ -38,7 +38,7 @@ use futures_util::StreamExt;
 use crate::client::{acks, backend, now_ms};
 use crate::dlq::{self, JetStreamDlq};
 use crate::message::JetStreamMessage;
-use crate::moves::{attempt_of, message_headers};
+use crate::moves::message_headers;
 use crate::names::{self, Event};
 use crate::namespace::{JetStream, QueueInfo};
 use crate::wire::{self, header_u64, headers};
@@ -300,7 +300,7 @@ impl JetStreamQueue {
                 ),
             );
             let report = FailureReport::new(&failure);
-            let attempt = attempt_of(lost, now, &report);
+            let attempt = report.attempt(lost, now);
             self.js
                 .move_to_dlq(&msg, &failure, &report, Some(attempt), lost, now)
                 .await?;
@@ -348,7 +348,7 @@ impl JetStreamQueue {
         retry_at_ms: u64,
     ) -> Result<FailureOutcome> {
         let now = now_ms();
-        let attempt = attempt_of(msg.attempt, now, report);
+        let attempt = report.attempt(msg.attempt, now);
         if report.failure.is_permanent() || msg.attempt >= self.options.max_attempts {
             self.js
                 .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
@@ -507,7 +507,7 @@ impl MessageQueue for JetStreamQueue {
     fn dead_letter(&self, msg: &JetStreamMessage, report: &FailureReport<'_>) -> Result<()> {
         self.js.inner.conn.run(async {
             let now = now_ms();
-            let attempt = attempt_of(msg.attempt(), now, report);
+            let attempt = report.attempt(msg.attempt(), now);
             self.js
                 .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
                 .await

@@ -63,6 +63,20 @@ impl<'a> FailureReport<'a> {
         self.tags.insert(key.into(), value.into());
         self
     }
+
+    /// The history record of this failure of delivery `number` at `at_ms`, as a message's
+    /// failure history keeps it (on any backend).
+    pub fn attempt(&self, number: u32, at_ms: u64) -> Attempt {
+        Attempt {
+            number,
+            at_ms,
+            error_kind: self.failure.kind.clone(),
+            error_message: self.failure.message.clone(),
+            details: self.failure.details().map(str::to_string),
+            duration_ms: self.duration.as_millis() as u64,
+            worker: self.worker.map(str::to_string),
+        }
+    }
 }
 
 impl Queue {
@@ -130,7 +144,7 @@ impl Queue {
                 .read_history(extra.and_then(|e| e.history_pos))?;
             history.first_received_at = extra.and_then(|e| e.first_received_at);
             let max_history = self.store.config().max_history;
-            history.push(attempt_of(m.attempts, now, report), max_history);
+            history.push(report.attempt(m.attempts, now), max_history);
             // At least one millisecond ahead: a message retried at once goes behind the
             // messages already waiting, never ahead of them on a tie.
             let visible_at = retry_at_ms.max(now + 1);
@@ -176,7 +190,7 @@ impl Queue {
             || report.failure.kind == "ConsumerDied"
             || report.failure.kind == "LeaseExpired"
         {
-            history.push(attempt_of(m.attempts, now, report), config.max_history);
+            history.push(report.attempt(m.attempts, now), config.max_history);
         }
         let f = report.failure;
         Ok(Op::DeadLetter {
@@ -230,17 +244,5 @@ impl Queue {
                 expired: true,
             })
         }
-    }
-}
-
-fn attempt_of(number: u32, now: u64, report: &FailureReport<'_>) -> Attempt {
-    Attempt {
-        number,
-        at_ms: now,
-        error_kind: report.failure.kind.clone(),
-        error_message: report.failure.message.clone(),
-        details: report.failure.details().map(str::to_string),
-        duration_ms: report.duration.as_millis() as u64,
-        worker: report.worker.map(str::to_string),
     }
 }

@@ -8,7 +8,8 @@
 //! - `transfer`: export and import;
 //! - `verify`: the read-only check;
 //! - `errors`: locked and missing stores, bad usage;
-//! - `serve`: the dashboard.
+//! - `serve`: the dashboard;
+//! - `nats`: the commands on a JetStream namespace (the machine's NATS server).
 //!
 //! `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -24,6 +25,7 @@ mod run;
 mod browse;
 mod change;
 mod errors;
+mod nats;
 mod serve;
 mod transfer;
 mod verify;

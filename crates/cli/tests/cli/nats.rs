@@ -2,13 +2,16 @@
 //! directory), against the machine's NATS server (`DEADLETTER_NATS_URL`, default
 //! `nats://127.0.0.1:4222`), each test in a fresh namespace.
 
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 
 use deadletter::{DeadLetterQueue, Failure, FailureReport, MessageQueue};
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_deadletter");
+use crate::http;
+use crate::run::{json as ok_json, run, serial, stdout, BIN};
 
 fn server() -> String {
     std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
@@ -39,43 +42,33 @@ fn namespace() -> (JetStream, String) {
     (js, target)
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn ok_json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn read_commands_on_a_namespace() {
+    let _serial = serial();
     let (js, target) = namespace();
+    // The same document as a store's (the dashboard's /api/stats).
     let stats = ok_json(&["--json", "stats", &target]);
+    assert_eq!(stats["dir"], target.as_str());
     let q = &stats["queues"][0];
-    assert_eq!(q["name"], "orders");
+    assert_eq!(q["queue"], "orders");
     assert_eq!(
-        (q["ready"].as_u64(), q["dlq_size"].as_u64()),
+        (q["depth"].as_u64(), q["dlq_size"].as_u64()),
         (Some(1), Some(2))
     );
     assert_eq!(q["dlq_stats"]["by_error_kind"]["Invalid"], 1);
+    assert!(stdout(&run(&["stats", &target])).contains("orders-dlq"));
 
     let list = ok_json(&["--json", "list", &target, "--error-kind", "Timeout"]);
     let entries = list["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1);
     let id = entries[0]["id"].as_u64().unwrap();
-    let text = String::from_utf8(run(&["list", &target]).stdout).unwrap();
+    let text = stdout(&run(&["list", &target]));
     assert!(
         text.contains("Invalid") && text.contains("orders-dlq"),
         "{text}"
     );
 
-    let shown = String::from_utf8(run(&["show", &target, &id.to_string()]).stdout).unwrap();
+    let shown = stdout(&run(&["show", &target, &id.to_string()]));
     assert!(shown.contains("Timeout: Timeout order"), "{shown}");
     assert!(shown.contains("billing-1"), "{shown}");
 
@@ -95,11 +88,13 @@ fn read_commands_on_a_namespace() {
     // What is about a directory says so.
     let out = run(&["verify", &target]);
     assert_eq!(out.status.code(), Some(2));
+    assert_eq!(run(&["import", &target]).status.code(), Some(2));
     js.delete_namespace().unwrap();
 }
 
 #[test]
 fn changes_on_a_namespace() {
+    let _serial = serial();
     let (js, target) = namespace();
     let orders = js.queue("orders").unwrap();
     let dlq = orders.dlq();
@@ -135,5 +130,58 @@ fn changes_on_a_namespace() {
     let enq = ok_json(&["--json", "enqueue", &target, "-q", "orders", "ORD-9"]);
     assert_eq!(enq["queue"], "orders");
     assert_eq!(orders.stats().unwrap().ready, 1);
+    js.delete_namespace().unwrap();
+}
+
+#[test]
+fn serve_a_namespace() {
+    let _serial = serial();
+    let (js, target) = namespace();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            &target,
+            "--bind",
+            "127.0.0.1:0",
+            "--token",
+            "t0k3n",
+            "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let info: Value = serde_json::from_str(&line).unwrap();
+    let addr: SocketAddr = info["addr"].as_str().unwrap().parse().unwrap();
+    let stats = http::request(addr, "GET", "/api/stats", &[], "");
+    let list = http::request(
+        addr,
+        "GET",
+        "/api/dlq/orders-dlq?error_kind=Invalid",
+        &[],
+        "",
+    );
+    let metrics = http::request(addr, "GET", "/metrics", &[], "");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(stats.status, 200, "{}", stats.body);
+    let v: Value = serde_json::from_str(&stats.body).unwrap();
+    assert_eq!(v["queues"][0]["dlq_size"], 2);
+    assert_eq!(list.status, 200, "{}", list.body);
+    let v: Value = serde_json::from_str(&list.body).unwrap();
+    assert_eq!(v["matched"], 1);
+    assert_eq!(v["entries"][0]["error_kind"], "Invalid");
+    assert!(
+        metrics
+            .body
+            .contains(r#"deadletter_dlq_size{queue="orders",dlq="orders-dlq"} 2"#),
+        "{}",
+        metrics.body
+    );
     js.delete_namespace().unwrap();
 }

@@ -1,0 +1,45 @@
+//! What the dashboard serves: any [`Source`] of queues and DLQs. A [`Store`] is one (the
+//! dashboard of a store directory); another backend is one through a small adapter (the
+//! `deadletter` command serves a JetStream namespace this way).
+//!
+//! The dashboard needs the names of the queues, each DLQ by name (the backend's
+//! [`DeadLetterQueue`] handle: list, get, stats, replay, delete), the numbers of every
+//! queue ([`Metrics`], also served as Prometheus text at `/metrics`), the time now, and
+//! a line saying what it serves.
+
+use deadletter::{DeadLetterQueue, Error, Metrics, Store};
+
+/// Queues and DLQs the dashboard can serve.
+pub trait Source: Send + Sync + 'static {
+    /// The backend's DLQ handle.
+    type Dlq: DeadLetterQueue;
+    /// What is served, for people: a store's directory, a namespace's URL.
+    fn describe(&self) -> String;
+    /// The names of every queue, in creation order.
+    fn queue_names(&self) -> Result<Vec<String>, Error>;
+    /// The DLQ named `name` (such as `orders-dlq`), or the DLQ of queue `name`.
+    fn dlq(&self, name: &str) -> Result<Self::Dlq, Error>;
+    /// The numbers of every queue and its DLQ.
+    fn metrics(&self) -> Result<Metrics, Error>;
+    /// The time now (ms since the epoch) by the backend's clock.
+    fn now_ms(&self) -> u64;
+}
+
+impl Source for Store {
+    type Dlq = deadletter::Dlq;
+    fn describe(&self) -> String {
+        self.dir().display().to_string()
+    }
+    fn queue_names(&self) -> Result<Vec<String>, Error> {
+        Ok(Store::queue_names(self))
+    }
+    fn dlq(&self, name: &str) -> Result<deadletter::Dlq, Error> {
+        Store::dlq(self, name)
+    }
+    fn metrics(&self) -> Result<Metrics, Error> {
+        Ok(self.metrics_snapshot())
+    }
+    fn now_ms(&self) -> u64 {
+        self.config().clock.now_ms()
+    }
+}
