@@ -1,4 +1,6 @@
-//! The `deadletter` contestant: the engine itself, through its public API only.
+//! The `deadletter` contestant: the engine itself, through its public API only, written
+//! against the backend traits so that the JetStream backend runs the same code
+//! (`Backend`).
 //!
 //! One store per run with one queue (`bench`, at most 3 deliveries, a lease longer than any
 //! run). Durable runs use `Durability::Always` (group commit), the others `Never`.
@@ -9,19 +11,38 @@ use std::path::Path;
 use std::time::Duration;
 
 use deadletter::{
-    CompactionOptions, Config, Durability, Failure as DlFailure, FailureReport, Filter, Message,
-    Page, Queue, QueueOptions, ReplayOptions, Store,
+    CompactionOptions, Config, DeadLetterQueue, Delivery, Durability, Failure as DlFailure,
+    FailureReport, Filter, MessageQueue, Page, QueueOptions, ReplayOptions, Store,
 };
 use parking_lot::Mutex;
 
 use crate::contestant::{BenchResult, Contestant, DlqEntry, DlqStats, Failure, Id, Leased};
 
-struct Deadletter {
-    // Kept so the store outlives the queue handle explicitly.
-    _store: Store,
-    queue: Queue,
+/// A contestant on any deadletter backend: the embedded store here, JetStream in
+/// `jetstream.rs`. `G` is kept alive after the queue handle (the store, or a server).
+pub struct Backend<Q: MessageQueue, G: Send + Sync + 'static = ()> {
+    queue: Q,
     /// Deliveries handed out and not yet reported, by id (an ack needs the delivery).
-    leased: Mutex<HashMap<u64, Message>>,
+    leased: Mutex<HashMap<u64, Q::Message>>,
+    _guard: G,
+}
+
+impl<Q: MessageQueue, G: Send + Sync + 'static> Backend<Q, G> {
+    /// A contestant on `queue`; `guard` is dropped after it.
+    pub fn new(queue: Q, guard: G) -> Self {
+        Backend {
+            queue,
+            leased: Mutex::new(HashMap::new()),
+            _guard: guard,
+        }
+    }
+
+    fn take(&self, id: Id) -> BenchResult<Q::Message> {
+        self.leased
+            .lock()
+            .remove(&(id.0 as u64))
+            .ok_or_else(|| format!("message {} is not leased", id.0).into())
+    }
 }
 
 /// Opens the contestant's store in `dir`.
@@ -40,11 +61,7 @@ pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
             .max_attempts(3)
             .visibility_timeout(Duration::from_secs(3600)),
     )?;
-    Ok(Box::new(Deadletter {
-        _store: store,
-        queue,
-        leased: Mutex::new(HashMap::new()),
-    }))
+    Ok(Box::new(Backend::new(queue, store)))
 }
 
 fn entry(e: deadletter::DeadLetter) -> DlqEntry {
@@ -57,16 +74,7 @@ fn entry(e: deadletter::DeadLetter) -> DlqEntry {
     }
 }
 
-impl Deadletter {
-    fn take(&self, id: Id) -> BenchResult<Message> {
-        self.leased
-            .lock()
-            .remove(&(id.0 as u64))
-            .ok_or_else(|| format!("message {} is not leased", id.0).into())
-    }
-}
-
-impl Contestant for Deadletter {
+impl<Q: MessageQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
     fn enqueue(&self, payload: &[u8]) -> BenchResult<()> {
         self.queue.enqueue(payload)?;
         Ok(())
@@ -108,7 +116,8 @@ impl Contestant for Deadletter {
         match *failure {
             Failure::Transient { error } => {
                 let f = DlFailure::transient("Transient", error);
-                self.queue.retry(&msg, &FailureReport::new(&f), 0)?;
+                let now = self.queue.now_ms();
+                self.queue.retry(&msg, &FailureReport::new(&f), now)?;
             }
             Failure::Permanent { kind, error } => {
                 let f = DlFailure::permanent(kind, error);
@@ -119,7 +128,7 @@ impl Contestant for Deadletter {
     }
 
     fn dlq_stats(&self) -> BenchResult<DlqStats> {
-        let s = self.queue.dlq().stats();
+        let s = self.queue.dlq().stats()?;
         Ok(DlqStats {
             total: s.total,
             by_kind: s.by_error_kind,

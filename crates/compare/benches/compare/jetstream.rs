@@ -23,15 +23,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::PullConsumer, stream::RetentionPolicy, AckKind};
-use deadletter::{
-    DeadLetterQueue, Failure as DlFailure, FailureReport, Filter, MessageQueue, Page, QueueOptions,
-    ReplayOptions,
-};
-use deadletter_jetstream::{JetStream, JetStreamMessage, JetStreamOptions, JetStreamQueue};
+use deadletter::QueueOptions;
+use deadletter_jetstream::{JetStream, JetStreamOptions};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 
 use crate::contestant::{BenchResult, Contestant, DlqEntry, DlqStats, Failure, Id, Leased};
+use crate::deadletter_queue::Backend;
 use crate::plan::Workload;
 
 /// The workloads the JetStream contestants run: writes, drain and the failure flow, with
@@ -92,17 +90,8 @@ impl Drop for Server {
 const MAX_DELIVERIES: u32 = 3;
 const LEASE: Duration = Duration::from_secs(3600);
 
-// ---------------------------------------------------------------------------------
-// deadletter-jetstream
-
-struct DeadletterJs {
-    queue: JetStreamQueue,
-    leased: Mutex<HashMap<u64, JetStreamMessage>>,
-    // Dropped last: the connection closes before the server stops.
-    _server: Server,
-}
-
-/// Opens the `deadletter-jetstream` contestant on its own server in `dir`.
+/// Opens the `deadletter-jetstream` contestant on its own server in `dir`: the same
+/// contestant code as the embedded store's (`deadletter::Backend`).
 pub fn open_deadletter(dir: &Path, _durable: bool) -> BenchResult<Box<dyn Contestant>> {
     let server = Server::start(dir)?;
     let js = JetStream::connect_with(&server.url, JetStreamOptions::new("bench"))?;
@@ -112,116 +101,7 @@ pub fn open_deadletter(dir: &Path, _durable: bool) -> BenchResult<Box<dyn Contes
             .max_attempts(MAX_DELIVERIES)
             .visibility_timeout(LEASE),
     )?;
-    Ok(Box::new(DeadletterJs {
-        queue,
-        leased: Mutex::new(HashMap::new()),
-        _server: server,
-    }))
-}
-
-fn dl_entry(e: deadletter::DeadLetter) -> DlqEntry {
-    DlqEntry {
-        id: Id(e.id() as u128),
-        attempts: e.metadata.delivery_count,
-        error_kind: e.failure.error_kind,
-        error: e.failure.error_message,
-        payload: e.payload,
-    }
-}
-
-impl DeadletterJs {
-    fn take(&self, id: Id) -> BenchResult<JetStreamMessage> {
-        self.leased
-            .lock()
-            .remove(&(id.0 as u64))
-            .ok_or_else(|| format!("message {} is not leased", id.0).into())
-    }
-}
-
-impl Contestant for DeadletterJs {
-    fn enqueue(&self, payload: &[u8]) -> BenchResult<()> {
-        self.queue.enqueue(payload)?;
-        Ok(())
-    }
-
-    fn enqueue_batch(&self, payloads: &[&[u8]]) -> BenchResult<()> {
-        self.queue.enqueue_batch(payloads)?;
-        Ok(())
-    }
-
-    fn lease(&self, max: usize) -> BenchResult<Vec<Leased>> {
-        use deadletter::Delivery;
-        let msgs = self.queue.lease(max)?;
-        let out = msgs
-            .iter()
-            .map(|m| Leased {
-                id: Id(m.id() as u128),
-                payload: m.payload().to_vec(),
-                attempt: m.attempt(),
-            })
-            .collect();
-        let mut leased = self.leased.lock();
-        for m in msgs {
-            leased.insert(deadletter::Delivery::id(&m), m);
-        }
-        Ok(out)
-    }
-
-    fn ack(&self, ids: &[Id]) -> BenchResult<()> {
-        let msgs = ids
-            .iter()
-            .map(|&id| self.take(id))
-            .collect::<BenchResult<Vec<_>>>()?;
-        self.queue.ack_all(&msgs)?;
-        Ok(())
-    }
-
-    fn nack(&self, id: Id, failure: &Failure<'_>) -> BenchResult<()> {
-        let msg = self.take(id)?;
-        match *failure {
-            Failure::Transient { error } => {
-                let f = DlFailure::transient("Transient", error);
-                let now = self.queue.now_ms();
-                self.queue.retry(&msg, &FailureReport::new(&f), now)?;
-            }
-            Failure::Permanent { kind, error } => {
-                let f = DlFailure::permanent(kind, error);
-                self.queue.dead_letter(&msg, &FailureReport::new(&f))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn dlq_stats(&self) -> BenchResult<DlqStats> {
-        let s = self.queue.dlq().stats()?;
-        Ok(DlqStats {
-            total: s.total,
-            by_kind: s.by_error_kind,
-        })
-    }
-
-    fn dlq_list(&self, kind: Option<&str>, limit: usize) -> BenchResult<Vec<DlqEntry>> {
-        let filter = kind.map(Filter::error_kind).unwrap_or_default();
-        let list = self.queue.dlq().list(&filter, Page::first(limit))?;
-        Ok(list.into_iter().map(dl_entry).collect())
-    }
-
-    fn dlq_get(&self, id: Id) -> BenchResult<Option<DlqEntry>> {
-        match self.queue.dlq().get(id.0 as u64) {
-            Ok(e) => Ok(Some(dl_entry(e))),
-            Err(deadletter::Error::NotFound(_)) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    fn dlq_replay(&self, ids: &[Id]) -> BenchResult<usize> {
-        let ids: Vec<u64> = ids.iter().map(|id| id.0 as u64).collect();
-        let report = self
-            .queue
-            .dlq()
-            .replay_ids(&ids, &ReplayOptions::to_origin())?;
-        Ok(report.replayed.len())
-    }
+    Ok(Box::new(Backend::new(queue, server)))
 }
 
 // ---------------------------------------------------------------------------------
