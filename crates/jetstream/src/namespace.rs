@@ -126,12 +126,19 @@ impl JetStream {
         Ok(JetStreamQueue::new(self.clone(), info, options))
     }
 
-    /// An existing queue, or `Error::UnknownQueue`.
+    /// An existing queue, or `Error::UnknownQueue`, with the default queue options; its
+    /// consumer's lease length is left as the workers set it (a tool that reads a queue
+    /// must not change how long the workers' leases last).
     pub fn existing_queue(&self, name: &str) -> Result<JetStreamQueue> {
         if !self.queue_names()?.iter().any(|q| q == name) {
             return Err(Error::UnknownQueue(name.to_string()));
         }
-        self.queue(name)
+        let options = self.inner.options.queue_defaults.clone();
+        let info = self
+            .inner
+            .conn
+            .run(self.open_queue(name, &options, false))?;
+        Ok(JetStreamQueue::new(self.clone(), info, options))
     }
 
     /// The names of all queues of the namespace, in creation order.
@@ -171,7 +178,7 @@ impl JetStream {
     pub fn dlq(&self, name: &str) -> Result<JetStreamDlq> {
         for queue in self.queue_names()? {
             if self.dlq_name(&queue) == name || queue == name {
-                return Ok(self.queue(&queue)?.dlq_handle());
+                return Ok(self.existing_queue(&queue)?.dlq_handle());
             }
         }
         Err(Error::UnknownQueue(name.to_string()))
@@ -263,17 +270,19 @@ impl JetStream {
         Ok(())
     }
 
-    /// The queue's number, stream and consumer, created if new (`create`) and cached.
+    /// The queue's number, stream and consumer, created if new, and cached. With
+    /// `set_lease`, the consumer's ack wait becomes `options.visibility_timeout`; without,
+    /// an existing consumer keeps its own.
     pub(crate) async fn open_queue(
         &self,
         name: &str,
         options: &QueueOptions,
-        create: bool,
+        set_lease: bool,
     ) -> Result<Arc<QueueInfo>> {
         names::validate_queue(name)?;
         let cached = self.inner.queues.lock().get(name).cloned();
         if let Some(info) = cached {
-            if create {
+            if set_lease {
                 self.set_ack_wait(&info, options.visibility_timeout).await?;
             }
             return Ok(info);
@@ -300,7 +309,9 @@ impl JetStream {
             stream: n.queue_stream(name),
             consumer,
         });
-        self.set_ack_wait(&info, options.visibility_timeout).await?;
+        if set_lease {
+            self.set_ack_wait(&info, options.visibility_timeout).await?;
+        }
         self.inner
             .queues
             .lock()
