@@ -2,16 +2,12 @@
 //! directory), against the machine's NATS server (`DEADLETTER_NATS_URL`, default
 //! `nats://127.0.0.1:4222`), each test in a fresh namespace.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-
 use deadletter::{DeadLetterQueue, Failure, FailureReport, MessageQueue};
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 use serde_json::Value;
 
 use crate::http;
-use crate::run::{json as ok_json, run, serial, stdout, BIN};
+use crate::run::{json as ok_json, run, serial, stdout};
 
 fn server() -> String {
     std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
@@ -137,27 +133,7 @@ fn changes_on_a_namespace() {
 fn serve_a_namespace() {
     let _serial = serial();
     let (js, target) = namespace();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            &target,
-            "--bind",
-            "127.0.0.1:0",
-            "--token",
-            "t0k3n",
-            "--json",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let info: Value = serde_json::from_str(&line).unwrap();
-    let addr: SocketAddr = info["addr"].as_str().unwrap().parse().unwrap();
+    let (mut child, addr) = crate::serve::start(&target);
     let stats = http::request(addr, "GET", "/api/stats", &[], "");
     let list = http::request(
         addr,

@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
@@ -10,14 +10,13 @@ use crate::fixture::fixture;
 use crate::http;
 use crate::run::{serial, BIN};
 
-#[test]
-fn serve_starts_and_answers() {
-    let _serial = serial();
-    let f = fixture();
+/// Starts `deadletter serve TARGET` on a free loopback port with token `t0k3n`; returns
+/// the process (to kill) and the address it printed.
+pub fn start(target: &str) -> (Child, SocketAddr) {
     let mut child = Command::new(BIN)
         .args([
             "serve",
-            f.path(),
+            target,
             "--bind",
             "127.0.0.1:0",
             "--token",
@@ -36,6 +35,14 @@ fn serve_starts_and_answers() {
     let info: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(info["token"], "t0k3n");
     let addr: SocketAddr = info["addr"].as_str().unwrap().parse().unwrap();
+    (child, addr)
+}
+
+#[test]
+fn serve_starts_and_answers() {
+    let _serial = serial();
+    let f = fixture();
+    let (mut child, addr) = start(f.path());
     let reply = http::request(addr, "GET", "/api/stats", &[], "");
     let _ = child.kill();
     let _ = child.wait();
