@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use deadletter::{
-    DeadLetterQueue, Delivery, Error, Failure, FailureOutcome, Filter, MessageQueue, Page, Retry,
-    WorkerPool,
+    DeadLetterQueue, Delivery, EnqueueOptions, Error, Failure, FailureOutcome, Filter,
+    MessageQueue, Page, Retry, WorkerPool,
 };
 use serde::{Deserialize, Serialize};
 
@@ -230,4 +230,46 @@ pub(crate) fn fail_permanently<Q: MessageQueue>(
         Duration::ZERO,
     );
     assert_eq!(outcome, FailureOutcome::DeadLettered);
+}
+
+/// A delayed message is not delivered before its delay and then counts its first attempt;
+/// a message whose time to live passed goes to the DLQ (kind `expired`) instead of being
+/// delivered, without using an attempt.
+pub fn delays_and_time_to_live<B: TestBackend>(backend: &B) {
+    let queue = backend.queue("timed", options(3, 30_000)).unwrap();
+    let before = queue.now_ms();
+    let delayed = queue
+        .enqueue_with(
+            "later",
+            &EnqueueOptions::new().delay(Duration::from_millis(800)),
+        )
+        .unwrap();
+    let now = queue.enqueue("now").unwrap();
+    let first = lease_one(&queue);
+    assert_eq!(first.id(), now, "the delayed message waited");
+    queue.ack(&first).unwrap();
+    let later = lease_one(&queue);
+    assert!(queue.now_ms() >= before + 800, "delivered before its delay");
+    assert_eq!((later.id(), later.attempt()), (delayed, 1));
+    queue.ack(&later).unwrap();
+
+    let short = queue
+        .enqueue_with(
+            "too late",
+            &EnqueueOptions::new().ttl(Duration::from_millis(200)),
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let dlq = queue.dlq();
+    eventually("the expired message reaches the DLQ", || {
+        let got = queue.lease_wait(10, Duration::from_millis(200)).unwrap();
+        assert!(got.is_empty(), "an expired message was delivered");
+        dlq.len().unwrap() == 1
+    });
+    let e = dlq.get(short).unwrap();
+    assert_eq!(e.failure.error_kind, deadletter::EXPIRED_KIND);
+    assert_eq!(e.metadata.delivery_count, 0);
+    assert!(e.failure.attempts.is_empty());
+    assert_eq!(e.payload, b"too late");
+    assert_eq!(held(&queue), 0);
 }

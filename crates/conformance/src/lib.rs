@@ -68,6 +68,7 @@ macro_rules! conformance_tests {
             delivery::lost_lease_comes_back,
             delivery::lost_lease_on_the_last_attempt_goes_to_the_dlq,
             delivery::typed_payloads,
+            delivery::delays_and_time_to_live,
             delivery::worker_pool,
             dlq::envelope_keeps_everything,
             dlq::browse_has_no_side_effects,
