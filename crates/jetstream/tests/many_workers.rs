@@ -103,10 +103,11 @@ fn three_worker_processes_one_killed_lose_nothing_and_dead_letter_once() {
         .map(|i| ids[i])
         .collect();
 
-    let done = Arc::new(Mutex::new(Vec::<u64>::new()));
+    // (child index, message id) of every DONE line.
+    let done = Arc::new(Mutex::new(Vec::<(usize, u64)>::new()));
     let mut children = Vec::new();
     let mut readers = Vec::new();
-    for _ in 0..3 {
+    for c in 0..3 {
         let mut child = spawn_child(&namespace);
         let stdout = child.stdout.take().unwrap();
         let done = Arc::clone(&done);
@@ -116,20 +117,28 @@ fn three_worker_processes_one_killed_lose_nothing_and_dead_letter_once() {
                 // The test harness's own "test child_worker_process ... " has no newline
                 // of its own: the first DONE line follows it.
                 if let Some(at) = line.find("DONE ") {
-                    done.lock()
-                        .unwrap()
-                        .push(line[at + 5..].trim().parse().unwrap());
+                    let id = line[at + 5..].trim().parse().unwrap();
+                    done.lock().unwrap().push((c, id));
                 }
             }
         }));
         children.push(child);
     }
 
-    // Kill the first worker process once a third of the work is done.
+    // Kill the first worker process in the middle of its work: once it has handled 20
+    // messages and the three together a third of them (its two workers are then almost
+    // always inside a handler).
     let give_up = Instant::now() + Duration::from_secs(120);
-    while done.lock().unwrap().len() < MESSAGES / 3 {
+    loop {
+        let (mine, all) = {
+            let d = done.lock().unwrap();
+            (d.iter().filter(|(c, _)| *c == 0).count(), d.len())
+        };
+        if mine >= 20 && all >= MESSAGES / 3 {
+            break;
+        }
         assert!(Instant::now() < give_up, "the workers made no progress");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(1));
     }
     children[0].kill().unwrap();
     children[0].wait().unwrap();
@@ -171,7 +180,7 @@ fn three_worker_processes_one_killed_lose_nothing_and_dead_letter_once() {
     assert_eq!(stats.acked, (MESSAGES - poison.len()) as u64);
     // Every other message was handled (at least once: the killed process may have handled
     // some whose acknowledgement it never sent).
-    let handled: BTreeSet<u64> = done.lock().unwrap().iter().copied().collect();
+    let handled: BTreeSet<u64> = done.lock().unwrap().iter().map(|(_, id)| *id).collect();
     let expected: BTreeSet<u64> = ids
         .iter()
         .copied()
