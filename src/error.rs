@@ -20,7 +20,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum CorruptionKind {
     /// A record failed its checksum, and valid records written after it prove it was durable.
     BadRecord,
-    /// A segment header has a wrong magic number, version or checksum.
+    /// A segment header has a wrong magic number or checksum, or a version or header length
+    /// no version of deadletter writes. (A header of a newer version is not damage:
+    /// [`Error::UnsupportedFormat`].)
     BadHeader,
     /// A sealed (non-last) segment ends before the next segment begins.
     TruncatedSegment,
@@ -143,6 +145,17 @@ pub enum Error {
         /// Where: a file and byte offset, or a record's log position.
         location: CorruptionLocation,
     },
+    /// The store (a segment or a checkpoint) was written in a newer on-disk format than this
+    /// build reads. The data is intact; this reader is too old for it. Nothing in the
+    /// directory was changed: open it with a newer deadletter.
+    UnsupportedFormat {
+        /// The segment or checkpoint file that says so.
+        path: PathBuf,
+        /// The format version it was written in.
+        found: u16,
+        /// The newest format version this build reads ([`crate::FORMAT_VERSION`]).
+        supported: u16,
+    },
     /// An fsync failed earlier: the page cache may have dropped the data, so the log refuses
     /// writes until the store is reopened (retrying fsync would report success falsely).
     Poisoned,
@@ -263,6 +276,16 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Corruption { kind, location } => write!(f, "corruption in {location}: {kind}"),
+            Error::UnsupportedFormat {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{} is in on-disk format version {found}, newer than this build of deadletter \
+                 reads (versions up to {supported}); open the store with a newer deadletter",
+                path.display()
+            ),
             Error::Poisoned => f.write_str(
                 "an earlier fsync failed; the log refuses writes until the store is reopened",
             ),

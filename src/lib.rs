@@ -78,7 +78,10 @@
 //! - the backend contract: [`MessageQueue`], [`DeadLetterQueue`] and [`Delivery`], which
 //!   the embedded handles implement and other engines can (the `deadletter-jetstream`
 //!   package does, on NATS JetStream), so a [`WorkerPool`] and code written against the
-//!   traits run on either.
+//!   traits run on either;
+//! - [`FORMAT_VERSION`], the on-disk format version this build writes and the newest it
+//!   reads: a store written by an older version opens as it is, one written by a newer
+//!   version is refused with [`Error::UnsupportedFormat`] (`docs/FORMAT.md`).
 //!
 //! The layers below (the segmented log, the records, the state machine) are private:
 //! nothing public can write a raw record. `docs/ARCHITECTURE.md` describes them.
@@ -156,6 +159,7 @@ pub use engine::compaction::CompactionReport;
 pub use engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
 pub use engine::state::EXPIRED_KIND;
 pub use error::{CorruptionKind, CorruptionLocation, Error, Result};
+pub use storage::format::FORMAT_VERSION;
 pub use storage::log::{
     Durability, QuarantinedRange, RecoveryMode, RecoveryReport, SegmentInfo, TornTail,
 };

@@ -1,6 +1,8 @@
-//! Decodes arbitrary bytes as record frames, as a segment (header + recovery scan), and as a
-//! segment file that a `Log` opens in both recovery modes. Nothing may panic, and every record
-//! that comes back must pass a checksum computed here, independently of the library's frame codec.
+//! Decodes arbitrary bytes as record frames, as a segment (header + recovery scan), as a
+//! segment file that a `Log` opens in both recovery modes, and as a record body and a
+//! checkpoint file (the wire codec). Nothing may panic, every record that comes back must
+//! pass a checksum computed here, independently of the library's frame codec, and a body or
+//! checkpoint that decodes must decode the same once re-encoded.
 //!
 //! Each input is used twice: as raw bytes, and as the recipe for a well-formed segment (chunks
 //! of `length byte, body`) that is then damaged at places the input's last bytes choose, so
@@ -14,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use deadletter::sim::{self, LockGuard, Log, LogOptions, MappedView, RealFs, Vfs, VfsFile};
 use deadletter::sim::SEGMENT_HEADER_LEN;
-use deadletter::RecoveryMode;
+use deadletter::{RecoveryMode, FORMAT_VERSION};
 use libfuzzer_sys::fuzz_target;
 
 const MAX_BODY: usize = 4096;
@@ -58,9 +60,21 @@ fn fuzz_frames(data: &[u8]) {
     }
 }
 
+/// Decodes `data` as a record body of every version this build reads, and as a checkpoint.
+fn fuzz_wire(data: &[u8]) {
+    for version in 1..=FORMAT_VERSION {
+        if let Err(e) = sim::check_record_body(version, data) {
+            panic!("record body of version {version}: {e}");
+        }
+    }
+    if let Err(e) = sim::check_checkpoint(data) {
+        panic!("checkpoint: {e}");
+    }
+}
+
 /// Scans `data` as a segment; every record the scan counts must check out independently.
 fn fuzz_scan(data: &[u8]) {
-    let Ok(header) = sim::decode_segment_header(data) else {
+    let Ok(header) = sim::decode_segment_header(data, FORMAT_VERSION) else {
         return;
     };
     let stored = u32::from_le_bytes(data[28..32].try_into().unwrap());
@@ -163,7 +177,7 @@ fn fuzz_log(data: &[u8]) {
     if data.len() > 64 << 10 {
         return;
     }
-    let base = sim::decode_segment_header(data)
+    let base = sim::decode_segment_header(data, FORMAT_VERSION)
         .map(|h| h.base)
         .unwrap_or(0)
         // Keep a little room below u64::MAX so position arithmetic cannot overflow.
@@ -200,7 +214,11 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
     }
     let (recipe, tail) = data.split_at(data.len() - 4);
     let base = 4096u64;
-    let mut seg = sim::encode_segment_header(&sim::SegmentHeader { base }).to_vec();
+    let header = sim::SegmentHeader {
+        base,
+        version: FORMAT_VERSION,
+    };
+    let mut seg = sim::encode_segment_header(&header).to_vec();
     let mut i = 0;
     while i < recipe.len() {
         let len = (recipe[i] as usize % 64) + 1;
@@ -227,6 +245,7 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
 }
 
 fuzz_target!(|data: &[u8]| {
+    fuzz_wire(data);
     fuzz_frames(data);
     fuzz_scan(data);
     fuzz_log(data);

@@ -1,17 +1,19 @@
 //! Recovery of an arbitrary store directory image.
 //!
 //! The input describes a directory (several segment files with any names and bases, leftover
-//! temporary and spare files, checkpoint slots, foreign files), either raw (mode 0) or as a
+//! temporary and spare files, checkpoint slots, foreign files), either raw (mode 0), or as a
 //! valid store built by the library and then damaged (mode 1: bit flips, truncations, removed
-//! and duplicated files, garbage files). The image is written into a `SimDisk`, then opened
-//! as a `Log` and as a `Store` under both recovery modes. Nothing may panic, and every record
-//! the log returns must pass a CRC computed here, independently of the library's frame codec, over
-//! the bytes of the file it came from.
+//! and duplicated files, garbage files), or as one of the compatibility fixture stores
+//! (`tests/fixtures/v*/store`, written by every format version, with relocated records and
+//! checkpoints) damaged the same way (mode 2). The image is written into a `SimDisk`, then
+//! opened as a `Log` and as a `Store` under both recovery modes. Nothing may panic, and every
+//! record the log returns must pass a CRC computed here, independently of the library's frame
+//! codec, over the bytes of the file it came from.
 
 #![no_main]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadletter::sim::inspect::census;
@@ -100,6 +102,44 @@ fn config(disk: &SimDisk, recovery: RecoveryMode) -> Config {
     .clock(ManualClock::new(1_700_000_000_000))
 }
 
+/// The fixture stores, read once: for each, its files' names and bytes.
+fn fixture_stores() -> &'static [Vec<(String, Vec<u8>)>] {
+    static STORES: OnceLock<Vec<Vec<(String, Vec<u8>)>>> = OnceLock::new();
+    STORES.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+            .expect("tests/fixtures")
+            .map(|e| e.expect("an entry").path().join("store"))
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        dirs.iter()
+            .map(|dir| {
+                let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+                    .expect("a fixture store")
+                    .map(|e| {
+                        let e = e.expect("a file");
+                        let bytes = std::fs::read(e.path()).expect("readable");
+                        (e.file_name().to_string_lossy().into_owned(), bytes)
+                    })
+                    .collect();
+                files.sort();
+                files
+            })
+            .collect()
+    })
+}
+
+/// Mode 2: a fixture store, then damage.
+fn damaged_fixture(disk: &SimDisk, input: &mut Input) {
+    let stores = fixture_stores();
+    let store = &stores[input.byte() as usize % stores.len()];
+    for (name, bytes) in store {
+        disk.write_durable(&Path::new(DIR).join(name), bytes);
+    }
+    damage(disk, input);
+}
+
 /// Mode 1: a valid store, then damage.
 fn damaged_store(disk: &SimDisk, input: &mut Input) {
     {
@@ -143,6 +183,12 @@ fn damaged_store(disk: &SimDisk, input: &mut Input) {
             }
         }
     }
+    damage(disk, input);
+}
+
+/// Damages the store image as the rest of the input says: bit flips, truncations, removed
+/// files, copies under other names.
+fn damage(disk: &SimDisk, input: &mut Input) {
     let dir = PathBuf::from(DIR);
     while !input.is_empty() {
         let names = disk.durable_list(&dir);
@@ -222,10 +268,10 @@ fuzz_target!(|data: &[u8]| {
     let disk = SimDisk::new();
     disk.create_dir_all(Path::new(DIR)).unwrap();
     disk.sync_dir(Path::new("/")).unwrap();
-    if input.byte() % 2 == 0 {
-        raw_image(&disk, &mut input);
-    } else {
-        damaged_store(&disk, &mut input);
+    match input.byte() % 3 {
+        0 => raw_image(&disk, &mut input),
+        1 => damaged_store(&disk, &mut input),
+        _ => damaged_fixture(&disk, &mut input),
     }
     for mode in [RecoveryMode::Strict, RecoveryMode::Quarantine] {
         check_log(&disk.fork(), mode);

@@ -9,12 +9,18 @@
 //! the store; a segment that process is appending to may then show a tail still being
 //! written.
 //!
-//! What it reports, per segment: the header's state, the valid records and the bytes they
-//! occupy, a torn tail (bad bytes after the last record, which an open of the last segment
-//! truncates), damaged ranges (bad bytes followed by valid records, which an open refuses or
-//! quarantines); and across segments: boundaries where one segment does not end exactly
+//! What it reports, per segment: the header's state and the format version it names, the
+//! valid records and the bytes they occupy, a torn tail (bad bytes after the last record,
+//! which an open of the last segment truncates), damaged ranges (bad bytes followed by
+//! valid records, which an open refuses or quarantines); and across segments: boundaries where one segment does not end exactly
 //! where the next begins (a missing, truncated or overlapping segment). Checkpoint files
-//! (index snapshots written by compaction) are checked against their checksum too.
+//! (index snapshots written by compaction) are checked against their checksum and decoded
+//! too.
+//!
+//! A segment or checkpoint written in a newer format version than this build reads is not
+//! damage, and is not counted as a problem: it is listed in
+//! [`VerifyReport::newer_versions`], left unchecked (its layout is unknown here), and makes
+//! the report not clean.
 
 use std::fs::File;
 use std::io::Read;
@@ -26,7 +32,7 @@ use crate::api::config::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::engine::checkpoint;
 use crate::engine::record::RECORD_OVERHEAD;
 use crate::error::{Error, Result};
-use crate::storage::format::{self, HeaderError, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, HeaderError, FORMAT_VERSION, SEGMENT_HEADER_LEN};
 use crate::storage::log::{DEFAULT_SEGMENT_SIZE, LOCK_FILE};
 use crate::storage::segment;
 
@@ -66,12 +72,17 @@ pub enum HeaderStatus {
     Short,
     /// The magic number is not deadletter's.
     BadMagic,
-    /// A format version this build does not read.
+    /// An intact header of a newer format version than this build reads
+    /// ([`SegmentReport::version`] says which): not damage, but this build cannot check the
+    /// records behind it, nor open the store.
     UnsupportedVersion,
     /// The header's checksum fails.
     BadChecksum,
     /// The header is valid but names another base position than the file name.
     BaseMismatch,
+    /// The header's checksum passes, but it names a format version (0) or a header length
+    /// that no version of deadletter writes.
+    Invalid,
 }
 
 /// A torn tail: bytes after the last valid record that do not form a record.
@@ -110,6 +121,9 @@ pub struct SegmentReport {
     pub file_len: u64,
     /// The header's state.
     pub header: HeaderStatus,
+    /// The format version the header names, when the header is intact (a newer version
+    /// than this build reads included).
+    pub version: Option<u16>,
     /// True for the last segment (the one a writer appends to).
     pub last: bool,
     /// True when the whole file is zeros (a last segment never written; an open removes it).
@@ -174,9 +188,13 @@ pub struct Boundary {
 pub struct CheckpointReport {
     /// The file's name.
     pub file: String,
+    /// The format version it was written in, when it is intact (a newer version than this
+    /// build reads included: then it is not decoded, and neither `position` nor `error` is
+    /// set).
+    pub version: Option<u16>,
     /// The log position it covers, when it is valid.
     pub position: Option<u64>,
-    /// Why it is not valid, when it is not.
+    /// Why it is not valid, when it is damaged.
     pub error: Option<String>,
 }
 
@@ -186,6 +204,8 @@ pub struct CheckpointReport {
 pub struct VerifyReport {
     /// The directory verified.
     pub dir: PathBuf,
+    /// The newest format version this build reads ([`crate::FORMAT_VERSION`]).
+    pub supported_version: u16,
     /// One report per segment file, in log order.
     pub segments: Vec<SegmentReport>,
     /// Boundary problems between consecutive segments.
@@ -208,13 +228,18 @@ pub struct VerifyReport {
 impl VerifyReport {
     /// Problems found: bad headers, damaged ranges, torn tails in sealed segments, boundary
     /// problems and damaged checkpoints. A torn tail in the last segment is not counted (see
-    /// [`VerifyReport::torn_tail`]).
+    /// [`VerifyReport::torn_tail`]), nor are files in a newer format version (see
+    /// [`VerifyReport::newer_versions`]).
     pub fn problems(&self) -> usize {
         let in_segments: usize = self
             .segments
             .iter()
             .map(|s| {
-                usize::from(s.header != HeaderStatus::Ok)
+                let bad_header = !matches!(
+                    s.header,
+                    HeaderStatus::Ok | HeaderStatus::UnsupportedVersion
+                );
+                usize::from(bad_header)
                     + s.damaged.len()
                     + usize::from(!s.last && s.torn_tail.is_some())
             })
@@ -227,9 +252,26 @@ impl VerifyReport {
         in_segments + self.boundaries.len() + checkpoints
     }
 
-    /// True when no problem was found.
+    /// The files (segments, then checkpoints) written in a newer format version than this
+    /// build reads, with that version. Such a store opens only with a newer deadletter
+    /// ([`crate::Error::UnsupportedFormat`]), and this build did not check those files.
+    pub fn newer_versions(&self) -> Vec<(&str, u16)> {
+        let segments = self
+            .segments
+            .iter()
+            .filter(|s| s.header == HeaderStatus::UnsupportedVersion)
+            .filter_map(|s| Some((s.file.as_str(), s.version?)));
+        let checkpoints = self.checkpoints.iter().filter_map(|c| match c.version {
+            Some(v) if v > self.supported_version => Some((c.file.as_str(), v)),
+            _ => None,
+        });
+        segments.chain(checkpoints).collect()
+    }
+
+    /// True when no problem was found and every file was checked (none is in a newer
+    /// format version).
     pub fn is_clean(&self) -> bool {
-        self.problems() == 0
+        self.problems() == 0 && self.newer_versions().is_empty()
     }
 
     /// The torn tail of the last segment, which the next open truncates, if any.
@@ -306,6 +348,7 @@ pub fn verify_with(
     let dir = dir.as_ref();
     let mut report = VerifyReport {
         dir: dir.to_path_buf(),
+        supported_version: FORMAT_VERSION,
         segments: Vec::new(),
         boundaries: Vec::new(),
         checkpoints: Vec::new(),
@@ -408,21 +451,24 @@ const CHECKPOINT_TEMP: &str = "checkpoint.tmp";
 /// Reads and decodes one checkpoint file; a read error is reported as its error too (the
 /// segments are what an open cannot do without).
 fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
+    let mut report = CheckpointReport {
+        file,
+        version: None,
+        position: None,
+        error: None,
+    };
     match std::fs::read(path)
         .map_err(|e| Error::io("read", path, e))
         .and_then(|bytes| checkpoint::decode(&bytes, path))
     {
-        Ok((position, _)) => CheckpointReport {
-            file,
-            position: Some(position),
-            error: None,
-        },
-        Err(e) => CheckpointReport {
-            file,
-            position: None,
-            error: Some(e.to_string()),
-        },
+        Ok(checkpoint) => {
+            report.version = Some(checkpoint.version);
+            report.position = Some(checkpoint.position);
+        }
+        Err(Error::UnsupportedFormat { found, .. }) => report.version = Some(found),
+        Err(e) => report.error = Some(e.to_string()),
     }
+    report
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>> {
@@ -446,6 +492,7 @@ fn check_segment(
         base,
         file_len: bytes.len() as u64,
         header: HeaderStatus::Ok,
+        version: None,
         last,
         empty: bytes.iter().all(|&b| b == 0),
         records: 0,
@@ -457,13 +504,14 @@ fn check_segment(
     if seg.empty && last {
         return (seg, false);
     }
-    seg.header = match format::decode_segment_header(bytes) {
-        Ok(h) if h.base == base => HeaderStatus::Ok,
-        Ok(_) => HeaderStatus::BaseMismatch,
-        Err(HeaderError::Short) => HeaderStatus::Short,
-        Err(HeaderError::Magic) => HeaderStatus::BadMagic,
-        Err(HeaderError::Version(_)) => HeaderStatus::UnsupportedVersion,
-        Err(HeaderError::Checksum) => HeaderStatus::BadChecksum,
+    (seg.header, seg.version) = match format::decode_segment_header(bytes, FORMAT_VERSION) {
+        Ok(h) if h.base == base => (HeaderStatus::Ok, Some(h.version)),
+        Ok(h) => (HeaderStatus::BaseMismatch, Some(h.version)),
+        Err(HeaderError::Newer(v)) => (HeaderStatus::UnsupportedVersion, Some(v)),
+        Err(HeaderError::Short) => (HeaderStatus::Short, None),
+        Err(HeaderError::Magic) => (HeaderStatus::BadMagic, None),
+        Err(HeaderError::Checksum) => (HeaderStatus::BadChecksum, None),
+        Err(HeaderError::Invalid) => (HeaderStatus::Invalid, None),
     };
     if seg.header != HeaderStatus::Ok {
         return (seg, false);
@@ -498,7 +546,8 @@ mod tests {
     use crate::storage::format::{encode_frame, encode_segment_header, SegmentHeader};
 
     fn segment_bytes(base: u64, records: &[&[u8]], size: usize) -> Vec<u8> {
-        let mut out = encode_segment_header(&SegmentHeader { base }).to_vec();
+        let version = FORMAT_VERSION;
+        let mut out = encode_segment_header(&SegmentHeader { base, version }).to_vec();
         let mut data = Vec::new();
         for r in records {
             let pos = base + data.len() as u64;
@@ -514,6 +563,7 @@ mod tests {
         let bytes = segment_bytes(0, &[b"one", b"two"], 4096);
         let (seg, _) = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
         assert_eq!(seg.header, HeaderStatus::Ok);
+        assert_eq!(seg.version, Some(FORMAT_VERSION));
         assert_eq!(seg.records, 2);
         assert_eq!(seg.record_bytes, 2 * (16 + 3));
         assert!(seg.torn_tail.is_none());

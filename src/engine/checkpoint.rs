@@ -11,20 +11,17 @@
 //!   state; if both are damaged and the log no longer starts at position 0, opening fails
 //!   with a typed error instead of rebuilding a wrong state.
 //!
-//! File layout (little-endian):
-//!
-//! ```text
-//! 0      8        10       12       16         24          32
-//! +------+--------+--------+--------+----------+-----------+------------------+
-//! | magic| version| flags  | crc32  | position | body len  | body (bincode)   |
-//! +------+--------+--------+--------+----------+-----------+------------------+
-//! ```
-//! The CRC covers bytes 0..32 with the CRC field zeroed, then the body.
+//! The file's bytes are [`crate::engine::wire`]'s business (`wire/checkpoint.rs`,
+//! `docs/FORMAT.md`): a header with the format version, a CRC over the whole file, the
+//! position, and the snapshot. A checkpoint of a newer format version than this build
+//! reads is not damage: reading it is [`Error::UnsupportedFormat`], in every recovery mode,
+//! and the engine reads the slots before the log's recovery changes anything.
 
 use std::path::Path;
 
 use crate::engine::failpoint::failpoint;
 use crate::engine::state::{Snapshot, State};
+use crate::engine::wire::{self, CheckpointError, CheckpointFile, FORMAT_VERSION};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::log::Log;
 use crate::storage::vfs::Vfs;
@@ -32,62 +29,25 @@ use crate::storage::vfs::Vfs;
 /// The two slot file names.
 pub const SLOTS: [&str; 2] = ["checkpoint-0", "checkpoint-1"];
 const TEMP: &str = "checkpoint.tmp";
-const MAGIC: [u8; 8] = *b"DLTRCKPT";
-const VERSION: u16 = 1;
-const HEADER_LEN: usize = 32;
 
-fn bad(path: &Path, offset: u64) -> Error {
-    Error::corrupt_file(CorruptionKind::BadCheckpoint, path, offset)
+/// Encodes a checkpoint of `snapshot` covering the log up to `position`.
+pub fn encode(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
+    wire::encode_checkpoint(position, snapshot)
 }
 
-fn crc(header: &[u8], body: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    let mut head = [0u8; HEADER_LEN];
-    head.copy_from_slice(&header[..HEADER_LEN]);
-    head[12..16].fill(0);
-    h.update(&head);
-    h.update(body);
-    h.finalize()
-}
-
-/// Encodes a snapshot covering the log up to `position`.
-pub fn encode(position: u64, snapshot: &Snapshot) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; HEADER_LEN];
-    bincode::serde::encode_into_std_write(snapshot, &mut out, bincode::config::standard())
-        .map_err(|e| Error::Codec(e.to_string()))?;
-    let body_len = (out.len() - HEADER_LEN) as u64;
-    out[0..8].copy_from_slice(&MAGIC);
-    out[8..10].copy_from_slice(&VERSION.to_le_bytes());
-    out[16..24].copy_from_slice(&position.to_le_bytes());
-    out[24..32].copy_from_slice(&body_len.to_le_bytes());
-    let c = crc(&out[..HEADER_LEN], &out[HEADER_LEN..]);
-    out[12..16].copy_from_slice(&c.to_le_bytes());
-    Ok(out)
-}
-
-/// Decodes a checkpoint file's bytes; any damage is [`CorruptionKind::BadCheckpoint`].
-pub fn decode(bytes: &[u8], path: &Path) -> Result<(u64, Snapshot)> {
-    if bytes.len() < HEADER_LEN || bytes[0..8] != MAGIC {
-        return Err(bad(path, 0));
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    let stored = u32::from_le_bytes(bytes[12..16].try_into().map_err(|_| bad(path, 12))?);
-    let position = u64::from_le_bytes(bytes[16..24].try_into().map_err(|_| bad(path, 16))?);
-    let body_len = u64::from_le_bytes(bytes[24..32].try_into().map_err(|_| bad(path, 24))?);
-    if version != VERSION || body_len != (bytes.len() - HEADER_LEN) as u64 {
-        return Err(bad(path, 8));
-    }
-    let body = &bytes[HEADER_LEN..];
-    if crc(bytes, body) != stored {
-        return Err(bad(path, 12));
-    }
-    let (snapshot, used): (Snapshot, usize) =
-        bincode::serde::decode_from_slice(body, bincode::config::standard())
-            .map_err(|_| bad(path, HEADER_LEN as u64))?;
-    if used != body.len() {
-        return Err(bad(path, (HEADER_LEN + used) as u64));
-    }
-    Ok((position, snapshot))
+/// Decodes a checkpoint file's bytes. Damage is [`CorruptionKind::BadCheckpoint`] at the
+/// offset where it shows; a newer format version is [`Error::UnsupportedFormat`].
+pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<CheckpointFile> {
+    wire::decode_checkpoint(bytes).map_err(|e| match e {
+        CheckpointError::Damaged(offset) => {
+            Error::corrupt_file(CorruptionKind::BadCheckpoint, path, offset)
+        }
+        CheckpointError::Newer(found) => Error::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found,
+            supported: FORMAT_VERSION,
+        },
+    })
 }
 
 /// Writes `bytes` (from [`encode`]) into slot `slot` atomically.
@@ -119,7 +79,8 @@ pub enum SlotState {
     Damaged(Error),
 }
 
-/// Reads slot `slot`.
+/// Reads slot `slot`. A checkpoint of a newer format version is an error
+/// ([`Error::UnsupportedFormat`]), not a damaged slot.
 pub fn read(fs: &dyn Vfs, dir: &Path, slot: usize) -> Result<SlotState> {
     let path = dir.join(SLOTS[slot % 2]);
     let file = match fs.open(&path, true) {
@@ -141,9 +102,15 @@ pub fn read(fs: &dyn Vfs, dir: &Path, slot: usize) -> Result<SlotState> {
     }
     bytes.truncate(at);
     Ok(match decode(&bytes, &path) {
-        Ok((pos, snap)) => SlotState::Valid(pos, Box::new(snap)),
+        Ok(file) => SlotState::Valid(file.position, Box::new(file.snapshot)),
+        Err(e @ Error::UnsupportedFormat { .. }) => return Err(e),
         Err(e) => SlotState::Damaged(e),
     })
+}
+
+/// Reads both slots.
+pub(crate) fn read_slots(fs: &dyn Vfs, dir: &Path) -> Result<[SlotState; 2]> {
+    Ok([read(fs, dir, 0)?, read(fs, dir, 1)?])
 }
 
 /// Which checkpoint slots hold which positions, and which one is written next.
@@ -155,9 +122,9 @@ pub(crate) struct CheckpointSlots {
     pub next: usize,
 }
 
-/// Loads the newest usable checkpoint: the state it holds, the position to replay from,
-/// and the slots. Without one, replays from the start of the log, which is only possible
-/// while the log still starts at position 0.
+/// Loads the newest usable checkpoint of the two `read` (by [`read_slots`]): the state it
+/// holds, the position to replay from, and the slots. Without one, replays from the start
+/// of the log, which is only possible while the log still starts at position 0.
 ///
 /// A checkpoint is usable when its position lies within the log. One past the log's end
 /// covers records the log no longer has (compaction makes its position durable before
@@ -168,6 +135,7 @@ pub(crate) struct CheckpointSlots {
 pub(crate) fn load_newest(
     fs: &dyn Vfs,
     dir: &Path,
+    read: [SlotState; 2],
     log: &Log,
     strict: bool,
 ) -> Result<(State, u64, CheckpointSlots)> {
@@ -175,8 +143,8 @@ pub(crate) fn load_newest(
     let mut candidates = Vec::new();
     let mut damage = None;
     let (first, end) = (log.first_position(), log.end_position());
-    for (slot, name) in SLOTS.iter().enumerate() {
-        match read(fs, dir, slot)? {
+    for ((slot, name), state) in SLOTS.iter().enumerate().zip(read) {
+        match state {
             SlotState::Valid(pos, _) if pos > end => {
                 let path = dir.join(name);
                 let err = Error::corrupt_file(CorruptionKind::BadCheckpoint, &path, 16);

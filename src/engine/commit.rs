@@ -5,8 +5,9 @@
 //! consumers a write made work for. Because records are applied in log order, replaying the
 //! log at open rebuilds the same index.
 
-use super::record::{self, Decoded, Op};
+use super::record::{Decoded, Op};
 use super::state::{Effects, State};
+use super::wire;
 use super::Engine;
 use crate::error::Result;
 
@@ -15,7 +16,7 @@ pub(crate) type Batch<'a> = Vec<(Vec<u8>, Decoded<'a>)>;
 
 /// Builds the batch entry of an [`Op`].
 pub(crate) fn op_entry<'a>(op: Op) -> Result<(Vec<u8>, Decoded<'a>)> {
-    Ok((record::encode_op(&op)?, Decoded::Op(op)))
+    Ok((wire::encode_op(&op)?, Decoded::Op(op)))
 }
 
 impl Engine {

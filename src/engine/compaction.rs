@@ -58,6 +58,7 @@ use super::checkpoint;
 use super::failpoint::failpoint;
 use super::record::{self, Decoded};
 use super::state::{LiveRef, State};
+use super::wire;
 use super::Engine;
 use crate::error::Result;
 use crate::storage::format::FRAME_HEADER_LEN;
@@ -119,9 +120,11 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
     let sh = match shadow {
         Some(sh) => sh,
         None => {
+            let slots = checkpoint::read_slots(engine.fs.as_ref(), &engine.dir)?;
             let (state, position, _) = checkpoint::load_newest(
                 engine.fs.as_ref(),
                 &engine.dir,
+                slots,
                 &engine.log,
                 engine.strict,
             )?;
@@ -134,7 +137,8 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
             if pos >= target {
                 break;
             }
-            let decoded = record::decode_for_apply(&rec).map_err(|_| engine.bad_content(pos))?;
+            let decoded =
+                wire::decode_for_apply(rec.version(), &rec).map_err(|_| engine.bad_content(pos))?;
             sh.state.apply(&decoded, pos);
         }
         sh.position = target;
@@ -254,9 +258,10 @@ fn relocate(
             }
             copied = Some(r.pos);
             let rec = engine.log.read(r.pos)?;
-            let original = record::decode(&rec).map_err(|_| engine.bad_content(r.pos))?;
-            let original = detach(original);
-            copies.push((record::encode_relocated(&rec), original, r.pos));
+            let original =
+                wire::decode(rec.version(), &rec).map_err(|_| engine.bad_content(r.pos))?;
+            let body = wire::encode_relocated(&original)?;
+            copies.push((body, detach(original), r.pos));
         }
         let started = Instant::now();
         let (count, bytes) = {
@@ -328,8 +333,7 @@ fn write_checkpoint(
         report.checkpoint_position = Some(position);
         return Ok(first_needed);
     }
-    let bytes = checkpoint::encode(position, &snapshot)?;
-    drop(snapshot);
+    let bytes = checkpoint::encode(position, snapshot)?;
     let slot = slots.next;
     // Until the new file is complete the slot holds nothing usable for reclaim.
     slots.positions[slot] = None;

@@ -24,6 +24,7 @@ pub mod failpoint;
 mod read;
 pub mod record;
 pub mod state;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -84,14 +85,23 @@ pub(crate) struct Engine {
 impl Engine {
     /// Opens the log in `dir`, loads the newest usable checkpoint, replays the records after
     /// it, and releases every lease (their holder died with the process that held the lock).
+    ///
+    /// The checkpoint slots are read under the directory's lock before the log's recovery
+    /// changes anything, so that a store written in a newer format version, whether its
+    /// segments or its checkpoints say so, is refused untouched.
     pub(crate) fn open(dir: &Path, options: EngineOptions) -> Result<Engine> {
         let strict = options.log.recovery == RecoveryMode::Strict;
         let fs = options.fs;
-        let (log, report) = Log::open_with(Arc::clone(&fs), dir, options.log)?;
-        let (mut state, from, slots) = checkpoint::load_newest(fs.as_ref(), dir, &log, strict)?;
+        options.log.validate()?;
+        let lock = Log::lock_dir(fs.as_ref(), dir)?;
+        let slots = checkpoint::read_slots(fs.as_ref(), dir)?;
+        let (log, report) = Log::open_locked(Arc::clone(&fs), lock, options.log)?;
+        let (mut state, from, slots) =
+            checkpoint::load_newest(fs.as_ref(), dir, slots, &log, strict)?;
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
-            let decoded = record::decode_for_apply(&rec).map_err(|_| read::bad_content(pos))?;
+            let decoded =
+                wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
             state.apply(&decoded, pos);
         }
         state.release_all_leases();

@@ -4,7 +4,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::record::{self, Decoded, History, Op, PutCause};
+use super::record::{Decoded, History, Op, PutCause};
+use super::wire;
 use super::Engine;
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::log::Record;
@@ -25,7 +26,7 @@ impl Engine {
     /// Reads and decodes the non-payload record at `pos`.
     pub(crate) fn read_op(&self, pos: u64) -> Result<Op> {
         let rec = self.read_record(pos)?;
-        match record::decode(&rec) {
+        match wire::decode(rec.version(), &rec) {
             Ok(Decoded::Op(op)) => Ok(op),
             _ => Err(self.bad_content(pos)),
         }
@@ -38,7 +39,7 @@ impl Engine {
             return Ok(History::default());
         };
         let rec = self.read_record(pos)?;
-        let (failure, first_received_at) = match record::decode(&rec) {
+        let (failure, first_received_at) = match wire::decode(rec.version(), &rec) {
             Ok(Decoded::Op(Op::Retry { history, .. })) => return Ok(history),
             Ok(Decoded::Op(Op::DeadLetter {
                 failure,

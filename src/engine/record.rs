@@ -1,17 +1,14 @@
-//! The queue-level records stored in the log, and their encoding.
+//! The queue-level records, as the engine sees them: what each record says.
 //!
-//! A record body is one tag byte followed by a bincode-encoded struct. Records that carry a
-//! payload ([`Put`]) have the layout `tag | meta_len: u32 LE | meta (bincode) | payload`, so
-//! the payload sits at a known offset inside the record and is read straight from the log's
-//! memory map without copying. Every state change of a message is exactly one record, so a
-//! move between a queue and its DLQ is atomic: the log holds the record or it does not.
+//! Every state change of a message is exactly one record, so a move between a queue and
+//! its DLQ is atomic: the log holds the record or it does not. These types are the
+//! engine's model and carry no encoding: how each one is written on disk, version by
+//! version, is the business of [`crate::engine::wire`] alone, so they (and the public
+//! envelope types they hold) can change without changing what a store means.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
-use crate::error::{Error, Result};
 
 /// Dense number of a queue inside one store.
 pub type QueueId = u32;
@@ -21,7 +18,7 @@ pub type QueueId = u32;
 pub(crate) const RECORD_OVERHEAD: usize = 64 << 10;
 
 /// Metadata stored with a payload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutMeta {
     /// Message id.
     pub id: MessageId,
@@ -42,7 +39,7 @@ pub struct PutMeta {
 }
 
 /// Why a [`Put`] record was written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutCause {
     /// A new message.
     Enqueue,
@@ -63,7 +60,7 @@ pub enum PutCause {
 }
 
 /// The dead-letter part of an imported DLQ entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportedEntry {
     /// Failure and history.
     pub failure: FailureInfo,
@@ -91,7 +88,7 @@ pub struct Put<'a> {
 }
 
 /// Failure history carried by retry records (cumulative: the latest one holds it all).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     /// When the message was first delivered.
     pub first_received_at: Option<u64>,
@@ -117,7 +114,7 @@ impl History {
 // decoded to be applied, one at a time: boxing the large variants would only add an
 // allocation to each.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// Names a queue id.
     DeclareQueue {
@@ -211,25 +208,6 @@ pub enum Op {
     },
 }
 
-const TAG_PUT: u8 = 1;
-const TAG_OP: u8 = 2;
-/// A relocated copy: this tag followed by the original record's body, byte for byte.
-const TAG_RELOCATED: u8 = 3;
-
-fn config() -> impl bincode::config::Config {
-    bincode::config::standard()
-}
-
-/// A record body that does not decode. Its reader reports it as
-/// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
-/// position, which only the reader knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadContent;
-
-fn bad_content() -> BadContent {
-    BadContent
-}
-
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decoded<'a> {
@@ -237,190 +215,7 @@ pub enum Decoded<'a> {
     Put(Put<'a>),
     /// Any other record.
     Op(Op),
-    /// A relocated copy of a record: the message's pointer to that record moves here, and
-    /// nothing else changes.
+    /// A relocated copy of a record (written by compaction): the message's pointer to that
+    /// record moves here, and nothing else changes.
     Relocated(Box<Decoded<'a>>),
-}
-
-/// Encodes a payload record into `out` (cleared first).
-pub fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
-    out.clear();
-    out.push(TAG_PUT);
-    out.extend_from_slice(&[0; 4]);
-    let meta_len = bincode::serde::encode_into_std_write(meta, out, config())
-        .map_err(|e| Error::Codec(e.to_string()))?;
-    out[1..5].copy_from_slice(&(meta_len as u32).to_le_bytes());
-    out.extend_from_slice(payload);
-    Ok(())
-}
-
-/// Encodes any other record.
-pub fn encode_op(op: &Op) -> Result<Vec<u8>> {
-    let mut out = vec![TAG_OP];
-    bincode::serde::encode_into_std_write(op, &mut out, config())
-        .map_err(|e| Error::Codec(e.to_string()))?;
-    Ok(out)
-}
-
-/// Wraps a record body as a relocated copy (written by compaction to move a live record out
-/// of a segment it reclaims).
-/// A body that is already a relocated copy is copied as it is.
-pub fn encode_relocated(body: &[u8]) -> Vec<u8> {
-    if body.first() == Some(&TAG_RELOCATED) {
-        return body.to_vec();
-    }
-    let mut out = Vec::with_capacity(body.len() + 1);
-    out.push(TAG_RELOCATED);
-    out.extend_from_slice(body);
-    out
-}
-
-/// Decodes a record body as the state machine sees it: a relocated copy decodes as
-/// [`Decoded::Relocated`]. Readers that only want the content use [`decode`], which sees
-/// through relocation.
-pub fn decode_for_apply(body: &[u8]) -> std::result::Result<Decoded<'_>, BadContent> {
-    match body.first() {
-        Some(&TAG_RELOCATED) => {
-            let inner = &body[1..];
-            if inner.first() == Some(&TAG_RELOCATED) {
-                return Err(bad_content());
-            }
-            Ok(Decoded::Relocated(Box::new(decode(inner)?)))
-        }
-        _ => decode(body),
-    }
-}
-
-/// Decodes a record body (a relocated copy decodes as its original). A body that does not
-/// decode is [`BadContent`]; the caller reports it at the record's position.
-pub fn decode(body: &[u8]) -> std::result::Result<Decoded<'_>, BadContent> {
-    let body = match body.first() {
-        Some(&TAG_RELOCATED) if body.get(1) != Some(&TAG_RELOCATED) => &body[1..],
-        _ => body,
-    };
-    match body.first() {
-        Some(&TAG_PUT) => {
-            let (meta, payload) = split_put(body)?;
-            Ok(Decoded::Put(Put { meta, payload }))
-        }
-        Some(&TAG_OP) => {
-            let (op, used): (Op, usize) = bincode::serde::decode_from_slice(&body[1..], config())
-                .map_err(|_| bad_content())?;
-            if used + 1 != body.len() {
-                return Err(bad_content());
-            }
-            Ok(Decoded::Op(op))
-        }
-        _ => Err(bad_content()),
-    }
-}
-
-fn split_put(body: &[u8]) -> std::result::Result<(PutMeta, &[u8]), BadContent> {
-    let len_bytes: [u8; 4] = body
-        .get(1..5)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(bad_content)?;
-    let meta_len = u32::from_le_bytes(len_bytes) as usize;
-    let meta_end = 5usize.checked_add(meta_len).ok_or_else(bad_content)?;
-    let meta_bytes = body.get(5..meta_end).ok_or_else(bad_content)?;
-    let (meta, used): (PutMeta, usize) =
-        bincode::serde::decode_from_slice(meta_bytes, config()).map_err(|_| bad_content())?;
-    if used != meta_len {
-        return Err(bad_content());
-    }
-    Ok((meta, &body[meta_end..]))
-}
-
-/// The payload of a [`Put`] record body, without decoding its metadata.
-pub fn put_payload(body: &[u8]) -> std::result::Result<std::ops::Range<usize>, BadContent> {
-    if body.first() == Some(&TAG_RELOCATED) {
-        let inner = put_payload(body.get(1..).ok_or_else(bad_content)?)?;
-        return Ok(inner.start + 1..inner.end + 1);
-    }
-    if body.first() != Some(&TAG_PUT) {
-        return Err(bad_content());
-    }
-    let len_bytes: [u8; 4] = body
-        .get(1..5)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(bad_content)?;
-    let start = 5usize
-        .checked_add(u32::from_le_bytes(len_bytes) as usize)
-        .filter(|&s| s <= body.len())
-        .ok_or_else(bad_content)?;
-    Ok(start..body.len())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn put_round_trip_keeps_payload_at_known_offset() {
-        let meta = PutMeta {
-            id: 7,
-            queue: 1,
-            enqueued_at: 10,
-            visible_at: 10,
-            expires_at: None,
-            attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
-            idempotency_key: Some("key".into()),
-            cause: PutCause::Enqueue,
-        };
-        let mut out = Vec::new();
-        encode_put(&mut out, &meta, b"payload bytes").unwrap();
-        let range = put_payload(&out).unwrap();
-        assert_eq!(&out[range], b"payload bytes");
-        match decode(&out).unwrap() {
-            Decoded::Put(p) => {
-                assert_eq!(p.meta, meta);
-                assert_eq!(p.payload, b"payload bytes");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    #[test]
-    fn relocated_copies_decode_as_their_original() {
-        let op = Op::Ack {
-            at: 1,
-            ids: vec![4],
-        };
-        let body = encode_op(&op).unwrap();
-        let copy = encode_relocated(&body);
-        assert_eq!(decode(&copy).unwrap(), Decoded::Op(op.clone()));
-        assert_eq!(
-            decode_for_apply(&copy).unwrap(),
-            Decoded::Relocated(Box::new(Decoded::Op(op)))
-        );
-        assert_eq!(encode_relocated(&copy), copy);
-        assert!(decode(&[TAG_RELOCATED, TAG_RELOCATED, TAG_OP]).is_err());
-        let meta = PutMeta {
-            id: 1,
-            queue: 0,
-            enqueued_at: 0,
-            visible_at: 0,
-            expires_at: None,
-            attributes: BTreeMap::new(),
-            idempotency_key: None,
-            cause: PutCause::Enqueue,
-        };
-        let mut put = Vec::new();
-        encode_put(&mut put, &meta, b"xyz").unwrap();
-        let copy = encode_relocated(&put);
-        assert_eq!(&copy[put_payload(&copy).unwrap()], b"xyz");
-    }
-
-    #[test]
-    fn op_round_trip_and_garbage_is_bad_content() {
-        let op = Op::Ack {
-            at: 5,
-            ids: vec![1, 2, 3],
-        };
-        let body = encode_op(&op).unwrap();
-        assert_eq!(decode(&body).unwrap(), Decoded::Op(op));
-        assert_eq!(decode(&[9, 1, 2]), Err(BadContent));
-        assert!(decode(&[TAG_PUT, 255, 255, 255, 255]).is_err());
-        assert!(decode(&[TAG_OP, 200]).is_err());
-    }
 }

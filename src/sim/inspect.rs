@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use crate::api::store::Store;
 use crate::api::types::MessageId;
-use crate::engine::record::{self, Decoded};
+use crate::engine::record::Decoded;
 use crate::engine::state::{DeadStatus, Place};
+use crate::engine::wire;
 use crate::error::{Error, Result};
 
 /// Where a message is.
@@ -96,7 +97,7 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
             )
         } else {
             let rec = store.engine().read_record(m.payload_pos)?;
-            match record::decode(&rec) {
+            match wire::decode(rec.version(), &rec) {
                 Ok(Decoded::Put(put)) => (put.payload.to_vec(), None, None),
                 _ => return Err(store.engine().bad_content(m.payload_pos)),
             }

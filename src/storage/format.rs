@@ -9,24 +9,37 @@
 //!   payload, or left over from another place, never decode as a record where they lie;
 //! - a record body is never empty, so an all-zero frame header (a preallocated, never-written
 //!   region) never decodes as a record;
-//! - [`decode_frame`] never returns a body whose checksum failed.
+//! - [`decode_frame`] never returns a body whose checksum failed;
+//! - a segment header of a newer format version is recognised as such, never mistaken for
+//!   damage, and a damaged one never for a newer version (see [`decode_segment_header`]).
+
+/// The store's on-disk format version: the version this build writes, and the newest it
+/// reads. Every segment header and every checkpoint carries the version it was written in.
+/// It covers everything a store holds: the segment header and record frame (here), the
+/// record bodies and checkpoints (`engine::wire`). Any change to what is written on disk
+/// bumps it (see "Changing the format" in `docs/FORMAT.md`); versions 1 to this one are
+/// read, and a newer one is refused with [`crate::Error::UnsupportedFormat`].
+pub const FORMAT_VERSION: u16 = 1;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";
-/// Current segment format version.
-pub const SEGMENT_VERSION: u16 = 1;
 /// Length of the segment header in bytes; the first record starts here.
 pub const SEGMENT_HEADER_LEN: usize = 32;
 /// Length of a record frame header; the body starts this many bytes after the frame.
 pub const FRAME_HEADER_LEN: usize = 16;
 /// The largest body a frame can describe (the length field is a u32).
 pub const MAX_FRAME_BODY: usize = u32::MAX as usize;
+/// The longest header a later version may declare and still be recognised as intact (see
+/// [`decode_segment_header`]).
+const MAX_FUTURE_HEADER_LEN: usize = 4096;
 
 /// A decoded segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
     /// Log position of the first record in the segment.
     pub base: u64,
+    /// The format version its records are written in.
+    pub version: u16,
 }
 
 /// Why a segment header did not decode.
@@ -36,17 +49,21 @@ pub enum HeaderError {
     Short,
     /// The magic number is not ours: a foreign file.
     Magic,
-    /// A version this build does not read.
-    Version(u16),
     /// The header checksum fails.
     Checksum,
+    /// An intact header of a version newer than the reader's: the data is fine, the reader
+    /// is too old.
+    Newer(u16),
+    /// A checksummed header no version writes: version 0, or a header length its version
+    /// does not have.
+    Invalid,
 }
 
 /// Encodes a segment header.
 pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN] {
     let mut b = [0u8; SEGMENT_HEADER_LEN];
     b[0..8].copy_from_slice(&SEGMENT_MAGIC);
-    b[8..10].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    b[8..10].copy_from_slice(&header.version.to_le_bytes());
     b[10..12].copy_from_slice(&(SEGMENT_HEADER_LEN as u16).to_le_bytes());
     // 12..16 flags, 24..28 reserved: zero.
     b[16..24].copy_from_slice(&header.base.to_le_bytes());
@@ -55,25 +72,47 @@ pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN]
     b
 }
 
-/// Decodes a segment header from the start of `bytes`.
-pub fn decode_segment_header(bytes: &[u8]) -> Result<SegmentHeader, HeaderError> {
-    if bytes.len() < SEGMENT_HEADER_LEN {
+/// Decodes a segment header from the start of `bytes`, for a reader of versions 1 to
+/// `max_version`.
+///
+/// Every version keeps the first 12 bytes (magic, version, header length) and ends its
+/// header with the CRC-32 of the header's other bytes; that is how a header of a newer
+/// version is told apart from a damaged one without knowing its layout: intact, it is
+/// [`HeaderError::Newer`]; damaged, [`HeaderError::Checksum`].
+pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHeader, HeaderError> {
+    if bytes.len() < 12 {
         return Err(HeaderError::Short);
     }
     if bytes[0..8] != SEGMENT_MAGIC {
         return Err(HeaderError::Magic);
     }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    let header_len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
+    if version > max_version {
+        if !(16..=MAX_FUTURE_HEADER_LEN).contains(&header_len) {
+            return Err(HeaderError::Checksum);
+        }
+        let head = bytes.get(..header_len).ok_or(HeaderError::Short)?;
+        let stored = u32_at(head, header_len - 4);
+        if crc32fast::hash(&head[..header_len - 4]) != stored {
+            return Err(HeaderError::Checksum);
+        }
+        return Err(HeaderError::Newer(version));
+    }
+    // Version 1's layout (the only one so far; a version that changes the header decodes
+    // its own here).
+    if bytes.len() < SEGMENT_HEADER_LEN {
+        return Err(HeaderError::Short);
+    }
     let stored = u32_at(bytes, 28);
     if crc32fast::hash(&bytes[0..28]) != stored {
         return Err(HeaderError::Checksum);
     }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    let header_len = u16::from_le_bytes([bytes[10], bytes[11]]);
-    if version != SEGMENT_VERSION || header_len as usize != SEGMENT_HEADER_LEN {
-        return Err(HeaderError::Version(version));
+    if version == 0 || header_len != SEGMENT_HEADER_LEN {
+        return Err(HeaderError::Invalid);
     }
     let base = u64_at(bytes, 16);
-    Ok(SegmentHeader { base })
+    Ok(SegmentHeader { base, version })
 }
 
 /// The little-endian u32 at `at` (the caller checked the length).
@@ -202,16 +241,78 @@ mod tests {
 
     #[test]
     fn header_round_trip_and_rejections() {
-        let h = SegmentHeader { base: 12345 };
+        let h = SegmentHeader {
+            base: 12345,
+            version: FORMAT_VERSION,
+        };
         let b = encode_segment_header(&h);
-        assert_eq!(decode_segment_header(&b), Ok(h));
-        assert_eq!(decode_segment_header(&b[..10]), Err(HeaderError::Short));
+        assert_eq!(decode_segment_header(&b, FORMAT_VERSION), Ok(h));
+        assert_eq!(
+            decode_segment_header(&b[..10], FORMAT_VERSION),
+            Err(HeaderError::Short)
+        );
         let mut bad = b;
         bad[0] = b'X';
-        assert_eq!(decode_segment_header(&bad), Err(HeaderError::Magic));
+        assert_eq!(
+            decode_segment_header(&bad, FORMAT_VERSION),
+            Err(HeaderError::Magic)
+        );
         let mut bad = b;
         bad[17] ^= 1;
-        assert_eq!(decode_segment_header(&bad), Err(HeaderError::Checksum));
+        assert_eq!(
+            decode_segment_header(&bad, FORMAT_VERSION),
+            Err(HeaderError::Checksum)
+        );
+        let zero = encode_segment_header(&SegmentHeader {
+            base: 0,
+            version: 0,
+        });
+        assert_eq!(
+            decode_segment_header(&zero, FORMAT_VERSION),
+            Err(HeaderError::Invalid)
+        );
+    }
+
+    #[test]
+    fn a_newer_header_is_told_from_a_damaged_one() {
+        let newer = encode_segment_header(&SegmentHeader {
+            base: 64,
+            version: FORMAT_VERSION + 1,
+        });
+        assert_eq!(
+            decode_segment_header(&newer, FORMAT_VERSION),
+            Err(HeaderError::Newer(FORMAT_VERSION + 1))
+        );
+        // Read by a reader of that version, it is a header like any other.
+        assert_eq!(
+            decode_segment_header(&newer, FORMAT_VERSION + 1).map(|h| h.base),
+            Ok(64)
+        );
+        // A bit flip that turns a version-1 header's version into a higher one is damage.
+        let mut flipped = encode_segment_header(&SegmentHeader {
+            base: 64,
+            version: 1,
+        });
+        flipped[9] ^= 0x40;
+        assert_eq!(
+            decode_segment_header(&flipped, FORMAT_VERSION),
+            Err(HeaderError::Checksum)
+        );
+        // A later version with a longer header: its CRC closes its own length.
+        let mut long = vec![0u8; 48];
+        long[0..8].copy_from_slice(&SEGMENT_MAGIC);
+        long[8..10].copy_from_slice(&(FORMAT_VERSION + 2).to_le_bytes());
+        long[10..12].copy_from_slice(&48u16.to_le_bytes());
+        let crc = crc32fast::hash(&long[..44]);
+        long[44..48].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode_segment_header(&long, FORMAT_VERSION),
+            Err(HeaderError::Newer(FORMAT_VERSION + 2))
+        );
+        assert_eq!(
+            decode_segment_header(&long[..40], FORMAT_VERSION),
+            Err(HeaderError::Short)
+        );
     }
 
     #[test]

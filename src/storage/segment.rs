@@ -62,6 +62,8 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
 pub struct Segment {
     /// Log position of its first byte of data.
     pub base: u64,
+    /// The format version of its records (from its header).
+    pub version: u16,
     /// Its path.
     pub path: PathBuf,
     /// Its file handle.
@@ -77,9 +79,10 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Wraps an opened file whose records end at data offset `end`.
+    /// Wraps an opened file whose records, in format `version`, end at data offset `end`.
     pub fn new(
         base: u64,
+        version: u16,
         path: PathBuf,
         file: Arc<dyn VfsFile>,
         capacity: u64,
@@ -89,6 +92,7 @@ impl Segment {
         let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
         Ok(Segment {
             base,
+            version,
             path,
             file,
             view: RwLock::new((view, end)),
@@ -144,23 +148,24 @@ impl Segment {
     }
 }
 
-/// Creates a segment file at `dir/{base}.seg` through a temporary name: header, optional zero
-/// preallocation to `size` bytes, sync, rename, directory sync.
+/// Creates a segment file at `dir/{base}.seg`, for records in format `version`, through a
+/// temporary name: header, optional zero preallocation to `size` bytes, sync, rename (over
+/// a segment of the same name, if there is one), directory sync.
 pub fn create(
     fs: &dyn Vfs,
     dir: &Path,
-    base: u64,
+    header: SegmentHeader,
     size: u64,
     preallocate: bool,
 ) -> Result<Arc<dyn VfsFile>> {
+    let base = header.base;
     let final_path = dir.join(segment_name(base));
     let temp_path = dir.join(temp_name(base));
     let result = (|| -> Result<Arc<dyn VfsFile>> {
         let file = fs
             .create(&temp_path)
             .map_err(|e| Error::io("create", &temp_path, e))?;
-        let header = format::encode_segment_header(&SegmentHeader { base });
-        file.write_at(&header, 0)
+        file.write_at(&format::encode_segment_header(&header), 0)
             .map_err(|e| Error::io("write", &temp_path, e))?;
         if preallocate {
             write_zeros(file.as_ref(), SEGMENT_HEADER_LEN as u64, size)
@@ -206,15 +211,19 @@ pub fn prepare_spare(
     Ok(file)
 }
 
-/// Turns the prepared spare into the segment starting at `base`: header, sync, rename,
+/// Turns the prepared spare into the segment `header` describes: header, sync, rename,
 /// directory sync; the same protocol as [`create`], minus the zero filling done beforehand.
-pub fn install_spare(fs: &dyn Vfs, dir: &Path, file: &dyn VfsFile, base: u64) -> Result<()> {
+pub fn install_spare(
+    fs: &dyn Vfs,
+    dir: &Path,
+    file: &dyn VfsFile,
+    header: SegmentHeader,
+) -> Result<()> {
     let spare = dir.join(SPARE_NAME);
-    let header = format::encode_segment_header(&SegmentHeader { base });
-    file.write_at(&header, 0)
+    file.write_at(&format::encode_segment_header(&header), 0)
         .map_err(|e| Error::io("write", &spare, e))?;
     file.sync().map_err(|e| Error::io("fsync", &spare, e))?;
-    fs.rename(&spare, &dir.join(segment_name(base)))
+    fs.rename(&spare, &dir.join(segment_name(header.base)))
         .map_err(|e| Error::io("rename", &spare, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))
 }

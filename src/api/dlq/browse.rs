@@ -4,8 +4,9 @@
 
 use super::{Dlq, EntryRef, Filter, Page};
 use crate::api::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
-use crate::engine::record::{self, Decoded, Op, PutCause, PutMeta};
+use crate::engine::record::{Decoded, Op, PutCause, PutMeta};
 use crate::engine::state::{DeadStatus, State};
+use crate::engine::wire;
 use crate::error::{Error, Result};
 
 impl Dlq {
@@ -170,7 +171,7 @@ impl Dlq {
 
     pub(super) fn load_put(&self, pos: u64) -> Result<(PutMeta, Vec<u8>, Option<Vec<u8>>)> {
         let rec = self.store.engine().read_record(pos)?;
-        match record::decode(&rec) {
+        match wire::decode(rec.version(), &rec) {
             Ok(Decoded::Put(put)) => {
                 let replaced = match &put.meta.cause {
                     PutCause::CorrectedReplay {

@@ -6,8 +6,9 @@ use std::time::Duration;
 use super::{Dlq, Filter};
 use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
-use crate::engine::record::{self, Decoded, ImportedEntry, Op, Put, PutCause, PutMeta};
+use crate::engine::record::{Decoded, ImportedEntry, Op, Put, PutCause, PutMeta};
 use crate::engine::state::DeadStatus;
+use crate::engine::wire;
 use crate::error::{Error, Result};
 
 impl Dlq {
@@ -43,7 +44,7 @@ impl Dlq {
                 })),
             };
             let mut body = Vec::with_capacity(entry.payload.len() + 256);
-            record::encode_put(&mut body, &meta, &entry.payload)?;
+            wire::encode_put(&mut body, &meta, &entry.payload)?;
             let payload = entry.payload.as_slice();
             Ok((vec![(body, Decoded::Put(Put { meta, payload }))], id))
         })

@@ -9,8 +9,9 @@ use super::Dlq;
 use super::Filter;
 use crate::api::types::MessageId;
 use crate::engine::op_entry;
-use crate::engine::record::{self, Decoded, Op, Put, PutCause, PutMeta};
+use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
 use crate::engine::state::DeadStatus;
+use crate::engine::wire;
 use crate::error::{Error, Result};
 
 /// How to replay DLQ entries ([`Dlq::replay`], [`Dlq::replay_one`], [`Dlq::replay_ids`],
@@ -265,7 +266,7 @@ impl Dlq {
                 },
             };
             let mut body = Vec::with_capacity(payload.len() + 64);
-            record::encode_put(&mut body, &meta, payload)?;
+            wire::encode_put(&mut body, &meta, payload)?;
             Ok((vec![(body, Decoded::Put(Put { meta, payload }))], ()))
         })
     }

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::{generation_of, FailureReport, Message, Queue};
 use crate::api::types::{Failure, MessageId};
-use crate::engine::record::{self, Decoded, Op};
+use crate::engine::record::{Decoded, Op};
 use crate::engine::state::{Msg, Place, State};
+use crate::engine::wire;
 use crate::engine::{op_entry, Batch};
 use crate::error::{Error, Result};
 
@@ -196,7 +197,9 @@ impl Queue {
         leased_at: u64,
     ) -> Result<Message> {
         let record = self.store.engine().read_record(m.payload_pos)?;
-        let decoded = record::decode(&record).map(|d| (d, record::put_payload(&record)));
+        let version = record.version();
+        let decoded =
+            wire::decode(version, &record).map(|d| (d, wire::put_payload(version, &record)));
         let (meta, payload) = match decoded {
             Ok((Decoded::Put(put), Ok(range))) => (put.meta, range),
             _ => return Err(self.store.engine().bad_content(m.payload_pos)),

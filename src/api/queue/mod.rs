@@ -23,8 +23,9 @@ use crate::api::config::QueueOptions;
 use crate::api::dlq::Dlq;
 use crate::api::store::Store;
 use crate::api::types::MessageId;
-use crate::engine::record::{self, Decoded, Put, PutCause, PutMeta, QueueId};
+use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::State;
+use crate::engine::wire;
 use crate::engine::Batch;
 use crate::error::{Error, Result};
 
@@ -245,7 +246,7 @@ impl Queue {
                 cause: PutCause::Enqueue,
             };
             let mut body = Vec::with_capacity(payload.len() + meta_room);
-            record::encode_put(&mut body, &meta, payload)?;
+            wire::encode_put(&mut body, &meta, payload)?;
             batch.push((body, Decoded::Put(Put { meta, payload })));
             ids.push(next);
         }

@@ -23,20 +23,18 @@ mod snapshot;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
 pub use index::MsgIndex;
 pub use intern::{IdMap, Interner};
 pub use live::LiveRef;
-pub use snapshot::Snapshot;
+pub use snapshot::{QueueSnapshot, Snapshot};
 
 /// Error kind of messages dead-lettered because their TTL passed.
 pub const EXPIRED_KIND: &str = "expired";
 /// Where a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
     /// Waiting in its queue.
     Ready,
@@ -57,7 +55,7 @@ impl Place {
 }
 
 /// The per-message index entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Msg {
     /// Position of the record holding its payload.
     pub payload_pos: u64,
@@ -72,7 +70,7 @@ pub struct Msg {
 }
 
 /// Extra facts kept only for messages that were delivered, replayed or have a TTL.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Extra {
     /// First delivery time.
     pub first_received_at: Option<u64>,
@@ -92,7 +90,7 @@ pub struct Extra {
 }
 
 /// Status of a DLQ entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeadStatus {
     /// Not dealt with yet.
     Pending,
@@ -101,7 +99,7 @@ pub enum DeadStatus {
 }
 
 /// The index entry of a DLQ entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeadInfo {
     /// Position of the dead-letter record (the envelope).
     pub envelope_pos: u64,
@@ -118,7 +116,7 @@ pub struct DeadInfo {
 }
 
 /// Counters of one queue, kept incrementally.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueCounters {
     /// Messages waiting (visible or not yet visible).
     pub ready: u64,
@@ -139,7 +137,7 @@ pub struct QueueCounters {
 }
 
 /// Counters of one DLQ, kept incrementally.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DlqCounters {
     /// Entries pending.
     pub pending: u64,

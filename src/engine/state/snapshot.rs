@@ -1,14 +1,13 @@
 //! Snapshots of the index (the persistent part, written by checkpoints) and the rebuild
-//! of a whole index from one.
-
-use serde::{Deserialize, Serialize};
+//! of a whole index from one. How a snapshot is written on disk is
+//! [`crate::engine::wire`]'s business.
 
 use super::{DeadInfo, DlqCounters, Extra, Interner, Msg, Place, QueueCounters, State};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
 /// One queue in a snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueueSnapshot {
     /// Its name (empty for an id never declared).
     pub name: String,
@@ -19,7 +18,7 @@ pub struct QueueSnapshot {
 }
 
 /// The persistent part of the index; everything else is rebuilt from it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     /// Next message id.
     pub next_id: MessageId,

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use super::{Durability, Inner, Log, Writer};
 use crate::error::{Error, Result};
-use crate::storage::format::{self, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
 
 /// Messages to the spare-preparing thread.
@@ -197,8 +197,12 @@ impl Inner {
         let mut slot = self.spare.lock();
         let spare = slot.take();
         self.spare_requested.store(false, Ordering::Release);
+        let header = SegmentHeader {
+            base,
+            version: self.opts.format_version,
+        };
         let installed = spare.filter(|f| {
-            segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), base).is_ok()
+            segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), header).is_ok()
         });
         drop(slot);
         let file = match installed {
@@ -207,7 +211,7 @@ impl Inner {
             None => match segment::create(
                 self.fs.as_ref(),
                 &self.dir,
-                base,
+                header,
                 size,
                 self.opts.preallocate,
             ) {
@@ -226,6 +230,7 @@ impl Inner {
         };
         let seg = Arc::new(Segment::new(
             base,
+            header.version,
             self.dir.join(segment::segment_name(base)),
             file,
             size - SEGMENT_HEADER_LEN as u64,

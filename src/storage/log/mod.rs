@@ -115,6 +115,19 @@ struct Inner {
     _lock: Box<dyn LockGuard>,
 }
 
+/// A store directory's exclusive lock, held from [`Log::lock_dir`] until the log opened
+/// with it (by [`Log::open_locked`]) is dropped.
+pub struct DirLock {
+    dir: PathBuf,
+    guard: Box<dyn LockGuard>,
+}
+
+impl std::fmt::Debug for DirLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirLock").field("dir", &self.dir).finish()
+    }
+}
+
 /// The append-only segmented log. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Log {
     inner: Arc<Inner>,
@@ -136,12 +149,23 @@ impl Log {
     }
 
     /// Opens the log in `dir` through the given file system.
+    #[cfg(feature = "sim")]
     pub fn open_with(
         fs: Arc<dyn Vfs>,
         dir: impl AsRef<Path>,
         opts: LogOptions,
     ) -> Result<(Log, RecoveryReport)> {
         opts.validate()?;
+        let lock = Self::lock_dir(fs.as_ref(), dir)?;
+        Self::open_locked(fs, lock, opts)
+    }
+
+    /// Creates `dir` if it does not exist (making its name durable) and takes its
+    /// exclusive lock ([`Error::Locked`] when another handle holds it). Nothing else in the
+    /// directory is read or changed: a caller that must look at other files before the
+    /// log's recovery changes anything (the engine's checkpoints) does so holding this,
+    /// then opens the log with [`Log::open_locked`].
+    pub fn lock_dir(fs: &dyn Vfs, dir: impl AsRef<Path>) -> Result<DirLock> {
         let dir = dir.as_ref().to_path_buf();
         let existed = fs.list(&dir).is_ok();
         fs.create_dir_all(&dir)
@@ -156,13 +180,25 @@ impl Log {
                 .map_err(|e| Error::io("fsync dir", &parent, e))?;
         }
         let lock_path = dir.join(LOCK_FILE);
-        let lock = match fs.lock(&lock_path) {
+        let guard = match fs.lock(&lock_path) {
             Ok(l) => l,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 return Err(Error::Locked { path: dir });
             }
             Err(e) => return Err(Error::io("lock", &lock_path, e)),
         };
+        Ok(DirLock { dir, guard })
+    }
+
+    /// Opens the log in the directory `lock` holds: recovery (see `docs/FORMAT.md`), then
+    /// the log is ready to append.
+    pub fn open_locked(
+        fs: Arc<dyn Vfs>,
+        lock: DirLock,
+        opts: LogOptions,
+    ) -> Result<(Log, RecoveryReport)> {
+        opts.validate()?;
+        let DirLock { dir, guard: lock } = lock;
         let (segments, report) = recover(fs.as_ref(), &dir, &opts)?;
         let active = match segments.values().next_back() {
             Some(s) => Arc::clone(s),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::storage::format::{self, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 /// The default size of a segment file, header included.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
@@ -55,6 +55,12 @@ pub struct LogOptions {
     /// disk is full and a roll fails, those appends (the store's acks, leases, failures:
     /// records that carry no payload) can go on. 0: no reserve.
     pub reserve: u64,
+    /// The format version new segments are written in, and the newest one read: segments
+    /// of versions 1 to this are opened (each record read knows its segment's version), a
+    /// newer one is [`Error::UnsupportedFormat`]. An active segment of an older version is
+    /// sealed at open and a new one started, so that every segment holds records of one
+    /// version. The store always uses [`FORMAT_VERSION`]; log-level tests set others.
+    pub format_version: u16,
 }
 
 impl Default for LogOptions {
@@ -67,12 +73,18 @@ impl Default for LogOptions {
             recovery: RecoveryMode::Strict,
             write_buffer: 256 << 10,
             reserve: 0,
+            format_version: FORMAT_VERSION,
         }
     }
 }
 
 impl LogOptions {
-    pub(super) fn validate(&self) -> Result<()> {
+    /// Checks the options; the log's open does, and a caller that creates the directory
+    /// before opening the log ([`super::Log::lock_dir`]) does it first.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.format_version == 0 {
+            return Err(Error::InvalidConfig("format version 0".into()));
+        }
         let room = self
             .segment_size
             .saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);

@@ -11,12 +11,21 @@ use crate::storage::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_
 use crate::storage::segment::Segment;
 use crate::storage::vfs::MappedView;
 
-/// A record read from the log: its body, borrowed from the segment's memory map.
+/// A record read from the log: its body, borrowed from the segment's memory map, and the
+/// format version of the segment it is in (the version its body is decoded by).
 #[derive(Clone)]
 pub struct Record {
     view: Arc<dyn MappedView>,
     start: usize,
     len: usize,
+    version: u16,
+}
+
+impl Record {
+    /// The format version the record's body was written in.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
 }
 
 impl Deref for Record {
@@ -28,7 +37,10 @@ impl Deref for Record {
 
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Record").field("len", &self.len).finish()
+        f.debug_struct("Record")
+            .field("len", &self.len)
+            .field("version", &self.version)
+            .finish()
     }
 }
 
@@ -177,6 +189,7 @@ fn decode_in(
         view,
         start: start + FRAME_HEADER_LEN,
         len,
+        version: seg.version,
     })
 }
 

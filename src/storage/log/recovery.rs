@@ -1,6 +1,11 @@
-//! Recovery at open: list the directory, remove leftovers, check every segment's header
-//! and scan its records, truncate a torn tail, and report (or, in quarantine mode, skip)
-//! damaged committed data. See `docs/FORMAT.md` for the rules the scan follows.
+//! Recovery at open: list the directory, check every segment's header and scan its
+//! records, truncate a torn tail, remove leftovers, and report (or, in quarantine mode,
+//! skip) damaged committed data. See `docs/FORMAT.md` for the rules the scan follows.
+//!
+//! Nothing is changed on disk before every segment's header has been read: a segment of a
+//! newer format version than the log's is [`Error::UnsupportedFormat`] with the directory
+//! left as it was. An active segment of an older version is sealed as it is, and a new
+//! active segment of the log's version started after it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +13,7 @@ use std::sync::Arc;
 
 use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::storage::format::{self, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
 use crate::storage::vfs::Vfs;
 
@@ -67,14 +72,13 @@ pub(super) fn recover(
     let mut report = RecoveryReport::default();
     let names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
     let mut bases = Vec::new();
+    let mut temp_files = Vec::new();
     for name in names {
         if let Some(base) = segment::parse_segment_name(&name) {
             bases.push(base);
         } else if segment::parse_temp_name(&name).is_some() || name == segment::SPARE_NAME {
-            let path = dir.join(&name);
-            fs.remove(&path)
-                .map_err(|e| Error::io("remove", &path, e))?;
-            report.removed_temp_files.push(name);
+            // Removed once every segment's header has been checked.
+            temp_files.push(name);
         } else if name != LOCK_FILE {
             report.ignored_files.push(name);
         }
@@ -105,9 +109,16 @@ pub(super) fn recover(
                 .push(segment::segment_name(base));
             continue;
         }
-        match format::decode_segment_header(bytes) {
+        let version = match format::decode_segment_header(bytes, opts.format_version) {
             // Positions stay below 2^63, so position arithmetic can never overflow.
-            Ok(h) if h.base == base && base <= MAX_BASE => {}
+            Ok(h) if h.base == base && base <= MAX_BASE => h.version,
+            Err(HeaderError::Newer(found)) => {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    found,
+                    supported: opts.format_version,
+                });
+            }
             _ => {
                 // Quarantine cannot step past a damaged file that claims positions beyond
                 // the largest base: the log could not continue after it.
@@ -128,7 +139,7 @@ pub(super) fn recover(
                 });
                 continue;
             }
-        }
+        };
         let data = &bytes[SEGMENT_HEADER_LEN..];
         let scan = segment::scan(data, base, opts.max_record_size, !is_last);
         let mut quarantined = Vec::new();
@@ -179,7 +190,7 @@ pub(super) fn recover(
             }
             drop(view);
             let capacity = len.saturating_sub(header_len).max(end);
-            let seg = Segment::new(base, path, file, capacity, end, quarantined)?;
+            let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
             segments.insert(base, Arc::new(seg));
             continue;
         }
@@ -207,8 +218,28 @@ pub(super) fn recover(
             grown.map_err(|e| Error::io("preallocate", &path, e))?;
         }
         file.sync().map_err(|e| Error::io("fsync", &path, e))?;
-        let seg = Segment::new(base, path, file, size - header_len, end, quarantined)?;
+        if version < opts.format_version && end == 0 {
+            // An empty active segment of an older version: replaced below by one of the
+            // log's version under the same name.
+            next_free = next_free.max(base);
+            continue;
+        }
+        let seg = Segment::new(
+            base,
+            version,
+            path,
+            file,
+            size - header_len,
+            end,
+            quarantined,
+        )?;
         segments.insert(base, Arc::new(seg));
+    }
+    for name in temp_files {
+        let path = dir.join(&name);
+        fs.remove(&path)
+            .map_err(|e| Error::io("remove", &path, e))?;
+        report.removed_temp_files.push(name);
     }
     report.segments = segments.len();
     // Make the directory durable as it is now. A name an earlier process created or renamed
@@ -217,9 +248,14 @@ pub(super) fn recover(
     // relied on until it is durable.
     fs.sync_dir(dir)
         .map_err(|e| Error::io("fsync dir", dir, e))?;
+    // A new active segment is needed when none is left (none at all, the last one
+    // removed, replaced or quarantined) or when the last one holds records of an older
+    // format version: it is then sealed as it is (its data ends where the new one begins).
     let needs_active = match segments.values().next_back() {
         None => true,
-        Some(last) => last.base != *bases.last().unwrap_or(&u64::MAX),
+        Some(last) => {
+            last.base != *bases.last().unwrap_or(&u64::MAX) || last.version < opts.format_version
+        }
     };
     if needs_active {
         let base = segments
@@ -228,9 +264,14 @@ pub(super) fn recover(
             .map(|s| s.end_position())
             .unwrap_or(0)
             .max(next_free);
-        let file = segment::create(fs, dir, base, opts.segment_size, opts.preallocate)?;
+        let header = SegmentHeader {
+            base,
+            version: opts.format_version,
+        };
+        let file = segment::create(fs, dir, header, opts.segment_size, opts.preallocate)?;
         let seg = Segment::new(
             base,
+            header.version,
             dir.join(segment::segment_name(base)),
             file,
             opts.segment_size - header_len,

@@ -1,0 +1,167 @@
+//! The checkpoint file: a header, then the index snapshot in the version the header names.
+//!
+//! ```text
+//! 0      8        10       12       16         24          32
+//! +------+--------+--------+--------+----------+-----------+------------------+
+//! | magic| version| flags  | crc32  | position | body len  | body (bincode)   |
+//! +------+--------+--------+--------+----------+-----------+------------------+
+//! ```
+//!
+//! Little-endian. The CRC-32 covers the whole file with its own four bytes zeroed. Every
+//! version keeps the magic, the version and the CRC where they are, and the CRC's rule:
+//! that is how a checkpoint of a newer version is told apart from a damaged one without
+//! knowing its layout ([`CheckpointError::Newer`] when intact, [`CheckpointError::Damaged`]
+//! otherwise). The rest of the header and the body are the version's own.
+
+use super::{current, v1, FORMAT_VERSION};
+use crate::engine::state::Snapshot;
+use crate::error::Result;
+
+const MAGIC: [u8; 8] = *b"DLTRCKPT";
+/// Bytes of the version-1 header; its body starts here.
+const V1_HEADER_LEN: usize = 32;
+/// Where the CRC is, in every version.
+const CRC_AT: usize = 12;
+
+/// A decoded checkpoint file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CheckpointFile {
+    /// The format version it was written in.
+    pub version: u16,
+    /// The log position it covers: it reflects exactly the records before it.
+    pub position: u64,
+    /// The index.
+    pub snapshot: Snapshot,
+}
+
+/// Why a checkpoint file's bytes do not give a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckpointError {
+    /// Damaged (or not a checkpoint): the byte offset where that shows.
+    Damaged(u64),
+    /// An intact checkpoint of a newer format version than this build reads.
+    Newer(u16),
+}
+
+/// The CRC of a checkpoint file: every byte, with the CRC's own four taken as zero.
+fn crc(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[..CRC_AT]);
+    h.update(&[0; 4]);
+    h.update(&bytes[CRC_AT + 4..]);
+    h.finalize()
+}
+
+/// Encodes a checkpoint of `snapshot`, covering the log up to `position`, in the current
+/// format version.
+pub(crate) fn encode_checkpoint(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; V1_HEADER_LEN];
+    current::snapshot::encode(snapshot, &mut out)?;
+    let body_len = (out.len() - V1_HEADER_LEN) as u64;
+    out[0..8].copy_from_slice(&MAGIC);
+    out[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    // 10..12: flags, zero.
+    out[16..24].copy_from_slice(&position.to_le_bytes());
+    out[24..32].copy_from_slice(&body_len.to_le_bytes());
+    let c = crc(&out);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+    Ok(out)
+}
+
+/// Decodes a checkpoint file's bytes.
+pub(crate) fn decode_checkpoint(
+    bytes: &[u8],
+) -> std::result::Result<CheckpointFile, CheckpointError> {
+    if bytes.len() < CRC_AT + 4 || bytes[0..8] != MAGIC {
+        return Err(CheckpointError::Damaged(0));
+    }
+    let stored = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
+    if crc(bytes) != stored {
+        return Err(CheckpointError::Damaged(CRC_AT as u64));
+    }
+    match u16::from_le_bytes([bytes[8], bytes[9]]) {
+        1 => decode_v1(bytes),
+        v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
+        _ => Err(CheckpointError::Damaged(8)),
+    }
+}
+
+/// Version 1: position and body length, then the body.
+fn decode_v1(bytes: &[u8]) -> std::result::Result<CheckpointFile, CheckpointError> {
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or(CheckpointError::Damaged(at as u64))
+    };
+    let position = u64_at(16)?;
+    let body_len = u64_at(24)?;
+    if body_len != (bytes.len() - V1_HEADER_LEN) as u64 {
+        return Err(CheckpointError::Damaged(24));
+    }
+    let snapshot = v1::snapshot::decode(&bytes[V1_HEADER_LEN..], V1_HEADER_LEN as u64)?;
+    Ok(CheckpointFile {
+        version: 1,
+        position,
+        snapshot,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::state::State;
+
+    fn sample() -> Vec<u8> {
+        encode_checkpoint(1234, State::default().snapshot()).unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = sample();
+        assert_eq!(&bytes[0..8], b"DLTRCKPT");
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
+        let file = decode_checkpoint(&bytes).unwrap();
+        assert_eq!((file.version, file.position), (FORMAT_VERSION, 1234));
+        assert_eq!(file.snapshot, State::default().snapshot());
+    }
+
+    #[test]
+    fn every_bit_flip_is_damage_never_a_newer_version() {
+        let bytes = sample();
+        for bit in 0..bytes.len() * 8 {
+            let mut c = bytes.clone();
+            c[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                matches!(decode_checkpoint(&c), Err(CheckpointError::Damaged(_))),
+                "bit {bit}"
+            );
+        }
+        assert_eq!(
+            decode_checkpoint(&bytes[..10]),
+            Err(CheckpointError::Damaged(0))
+        );
+        assert!(matches!(
+            decode_checkpoint(&bytes[..bytes.len() - 1]),
+            Err(CheckpointError::Damaged(_))
+        ));
+    }
+
+    #[test]
+    fn an_intact_newer_checkpoint_is_newer() {
+        let mut bytes = sample();
+        bytes[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+        let c = crc(&bytes);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(
+            decode_checkpoint(&bytes),
+            Err(CheckpointError::Newer(FORMAT_VERSION + 1))
+        );
+        // Version 0 is no version.
+        bytes[8..10].copy_from_slice(&0u16.to_le_bytes());
+        let c = crc(&bytes);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(decode_checkpoint(&bytes), Err(CheckpointError::Damaged(8)));
+    }
+}

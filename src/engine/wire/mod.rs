@@ -1,0 +1,160 @@
+//! The on-disk form of record bodies and checkpoints: the only code that encodes or
+//! decodes them.
+//!
+//! The engine's records ([`crate::engine::record`]) and index snapshots
+//! ([`crate::engine::state::Snapshot`]) are plain Rust types, and some of what they carry
+//! is public API ([`crate::FailureInfo`], [`crate::Attempt`], [`crate::DlqMetadata`]).
+//! None of them is ever handed to an encoder. Each format version has a module here
+//! (`v1`, ...) with private wire structs that spell out that version's bytes field by
+//! field, and explicit conversions to and from the engine's types. A public type can
+//! therefore grow a field without changing what any store means: until a new format
+//! version writes the field, the conversion leaves it out, and reading fills it in.
+//!
+//! Invariants:
+//! - records and checkpoints are written in [`FORMAT_VERSION`] only (through `current`);
+//! - a record is decoded by the decoder of the version of the segment it lies in (the log
+//!   hands out that version with every record), a checkpoint by the version in its header;
+//!   the decoder of every version ever written stays here, so every old store opens;
+//! - a version's wire structs never change once a store was written with them: a change is
+//!   a new version (see "Changing the format" in `docs/FORMAT.md`);
+//! - decoding never panics on any input: bytes that do not decode are [`BadContent`] (a
+//!   record) or [`CheckpointError::Damaged`] (a checkpoint).
+//!
+//! `docs/FORMAT.md` describes every version's bytes; `tests/format_compat.rs` opens a store
+//! written by every version (`tests/fixtures/v*`) and checks its exact contents.
+
+mod borrow;
+mod checkpoint;
+#[cfg(test)]
+mod fixture_bytes;
+mod v1;
+
+use std::ops::Range;
+
+pub use crate::storage::format::FORMAT_VERSION;
+pub(crate) use checkpoint::{
+    decode_checkpoint, encode_checkpoint, CheckpointError, CheckpointFile,
+};
+
+use crate::engine::record::{Decoded, Op, PutMeta};
+use crate::error::Result;
+
+/// The version records and checkpoints are written in. Adding a version moves this alias
+/// to the new module; the old module keeps its decoders.
+use v1 as current;
+
+/// A record body that does not decode. Its reader reports it as
+/// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
+/// position, which only the reader knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadContent;
+
+/// Encodes a payload record into `out` (cleared first), in the current version.
+#[inline]
+pub(crate) fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
+    current::encode_put(out, meta, payload)
+}
+
+/// Encodes any other record, in the current version.
+#[inline]
+pub(crate) fn encode_op(op: &Op) -> Result<Vec<u8>> {
+    current::encode_op(op)
+}
+
+/// The body of a relocated copy of a record, from the record as [`decode`] gave it:
+/// compaction writes it to move a live record out of a segment it reclaims. The copy is
+/// written in the current version whatever version the original was read in, so it says
+/// what the original says; a copy of a copy is a copy of the original.
+pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
+    current::encode_relocated(original)
+}
+
+/// Decodes a record body written in format `version`, as the state machine applies it: a
+/// relocated copy decodes as [`Decoded::Relocated`]. Readers that want only the content
+/// use [`decode`], which sees through relocation.
+#[inline]
+pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+    match version {
+        1 => v1::decode_for_apply(body),
+        _ => Err(BadContent),
+    }
+}
+
+/// Decodes a record body written in format `version` (a relocated copy decodes as its
+/// original).
+#[inline]
+pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+    match version {
+        1 => v1::decode(body),
+        _ => Err(BadContent),
+    }
+}
+
+/// Where the payload of a payload record written in format `version` lies in its body,
+/// without decoding the record's metadata.
+#[inline]
+pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, BadContent> {
+    match version {
+        1 => v1::put_payload(body),
+        _ => Err(BadContent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::record::{Put, PutCause};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn unknown_versions_do_not_decode() {
+        let body = encode_op(&Op::Ack {
+            at: 1,
+            ids: vec![2],
+        })
+        .unwrap();
+        assert!(decode(FORMAT_VERSION, &body).is_ok());
+        for version in [0, FORMAT_VERSION + 1] {
+            assert_eq!(decode(version, &body), Err(BadContent));
+            assert_eq!(decode_for_apply(version, &body), Err(BadContent));
+            assert_eq!(put_payload(version, &body), Err(BadContent));
+        }
+    }
+
+    #[test]
+    fn a_relocated_copy_says_what_its_original_says() {
+        let meta = PutMeta {
+            id: 9,
+            queue: 2,
+            enqueued_at: 5,
+            visible_at: 6,
+            expires_at: Some(7),
+            attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            idempotency_key: None,
+            cause: PutCause::Enqueue,
+        };
+        let mut put = Vec::new();
+        encode_put(&mut put, &meta, b"payload").unwrap();
+        let original = decode(FORMAT_VERSION, &put).unwrap();
+        let copy = encode_relocated(&original).unwrap();
+        let expected = Decoded::Put(Put {
+            meta,
+            payload: b"payload",
+        });
+        assert_eq!(original, expected);
+        assert_eq!(decode(FORMAT_VERSION, &copy), Ok(expected.clone()));
+        assert_eq!(
+            decode_for_apply(FORMAT_VERSION, &copy),
+            Ok(Decoded::Relocated(Box::new(expected)))
+        );
+        assert_eq!(
+            &copy[put_payload(FORMAT_VERSION, &copy).unwrap()],
+            b"payload"
+        );
+        // A copy of a copy is the same copy.
+        let again = decode(FORMAT_VERSION, &copy).unwrap();
+        assert_eq!(encode_relocated(&again).unwrap(), copy);
+        let applied = decode_for_apply(FORMAT_VERSION, &copy).unwrap();
+        assert_eq!(encode_relocated(&applied).unwrap(), copy);
+    }
+}

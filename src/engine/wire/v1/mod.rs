@@ -1,0 +1,456 @@
+//! Format version 1: the record bodies and checkpoint bodies deadletter has written since
+//! its first release (round 1, commit 5e95d5e). `docs/FORMAT.md` describes them byte by
+//! byte.
+//!
+//! A record body is one tag byte, then:
+//! - `1` (Put): `meta_len: u32 LE`, the [`records::PutMeta`] (bincode, `meta_len` bytes),
+//!   then the payload to the end of the body, so that the payload sits at a known offset
+//!   and is read from the log's memory map without copying;
+//! - `2` (Op): one [`records::Op`] (bincode), to the end of the body;
+//! - `3` (Relocated): a whole Put or Op body, tag included, byte for byte.
+//!
+//! Every bincode value uses [`bincode::config::standard`]: little-endian, variable-length
+//! integers, no size limit (see [`config`]).
+//!
+//! The functions and conversions on the path of every enqueue, delivery and replayed record
+//! are `#[inline]`: the layers between the engine and bincode, called, cost a delivery a
+//! few percent of its CPU time (`benches/queue.rs`, `consume/lease_ack`).
+
+mod records;
+pub(super) mod snapshot;
+
+use std::ops::Range;
+
+use crate::engine::record::{Decoded, Op, Put, PutMeta};
+use crate::engine::wire::BadContent;
+use crate::error::{Error, Result};
+
+const TAG_PUT: u8 = 1;
+const TAG_OP: u8 = 2;
+const TAG_RELOCATED: u8 = 3;
+
+/// The bincode configuration of every version-1 value: bincode 2's `standard()`, which is
+/// little-endian with variable-length integers and no limit.
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+fn codec_error(e: bincode::error::EncodeError) -> Error {
+    Error::Codec(e.to_string())
+}
+
+/// Encodes a payload record into `out` (cleared first).
+pub(super) fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
+    out.clear();
+    append_put(out, meta, payload)
+}
+
+#[inline]
+fn append_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
+    let start = out.len();
+    out.push(TAG_PUT);
+    out.extend_from_slice(&[0; 4]);
+    let meta_len =
+        bincode::serde::encode_into_std_write(records::PutMeta::from(meta), out, config())
+            .map_err(codec_error)?;
+    let meta_len = u32::try_from(meta_len)
+        .map_err(|_| Error::Codec(format!("record metadata of {meta_len} bytes")))?;
+    out[start + 1..start + 5].copy_from_slice(&meta_len.to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// Encodes any other record.
+pub(super) fn encode_op(op: &Op) -> Result<Vec<u8>> {
+    let mut out = vec![TAG_OP];
+    append_op(&mut out, op)?;
+    Ok(out)
+}
+
+#[inline]
+fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
+    bincode::serde::encode_into_std_write(records::Op::from(op), out, config())
+        .map_err(codec_error)?;
+    Ok(())
+}
+
+/// Encodes a relocated copy of `original`.
+pub(super) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
+    match original {
+        Decoded::Relocated(inner) => encode_relocated(inner),
+        Decoded::Put(put) => {
+            let mut out = Vec::with_capacity(put.payload.len() + 128);
+            out.push(TAG_RELOCATED);
+            append_put(&mut out, &put.meta, put.payload)?;
+            Ok(out)
+        }
+        Decoded::Op(op) => {
+            let mut out = vec![TAG_RELOCATED, TAG_OP];
+            append_op(&mut out, op)?;
+            Ok(out)
+        }
+    }
+}
+
+/// Decodes a record body as the state machine applies it (a relocated copy is
+/// [`Decoded::Relocated`]).
+#[inline]
+pub(super) fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+    match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => Ok(Decoded::Relocated(Box::new(decode_plain(inner)?))),
+        _ => decode_plain(body),
+    }
+}
+
+/// Decodes a record body, seeing through relocation.
+#[inline]
+pub(super) fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+    match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => decode_plain(inner),
+        _ => decode_plain(body),
+    }
+}
+
+/// Decodes a Put or Op body (a relocated copy inside is not a record).
+#[inline]
+fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+    match body.split_first() {
+        Some((&TAG_PUT, _)) => {
+            let (meta_bytes, payload) = split_put(body)?;
+            let meta: records::PutMeta<'_> = decode_exact(meta_bytes)?;
+            Ok(Decoded::Put(Put {
+                meta: meta.into(),
+                payload,
+            }))
+        }
+        Some((&TAG_OP, rest)) => {
+            let op: records::Op<'_> = decode_exact(rest)?;
+            Ok(Decoded::Op(op.into()))
+        }
+        _ => Err(BadContent),
+    }
+}
+
+/// Decodes one value that fills `bytes` exactly (borrowing its strings from them).
+#[inline]
+fn decode_exact<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, BadContent> {
+    let (value, used): (T, usize) =
+        bincode::serde::borrow_decode_from_slice(bytes, config()).map_err(|_| BadContent)?;
+    if used != bytes.len() {
+        return Err(BadContent);
+    }
+    Ok(value)
+}
+
+/// The metadata bytes and the payload of a Put body (tag included).
+#[inline]
+fn split_put(body: &[u8]) -> Result<(&[u8], &[u8]), BadContent> {
+    let len_bytes: [u8; 4] = body
+        .get(1..5)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(BadContent)?;
+    let meta_end = 5usize
+        .checked_add(u32::from_le_bytes(len_bytes) as usize)
+        .ok_or(BadContent)?;
+    let meta = body.get(5..meta_end).ok_or(BadContent)?;
+    Ok((meta, &body[meta_end..]))
+}
+
+/// Where the payload of a Put body (or of a relocated copy of one) lies, without decoding
+/// its metadata.
+#[inline]
+pub(super) fn put_payload(body: &[u8]) -> Result<Range<usize>, BadContent> {
+    let (skip, put) = match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => (1, inner),
+        _ => (0, body),
+    };
+    if put.first() != Some(&TAG_PUT) {
+        return Err(BadContent);
+    }
+    let (_, payload) = split_put(put)?;
+    Ok(skip + put.len() - payload.len()..skip + put.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
+    use crate::engine::record::{History, ImportedEntry, PutCause};
+
+    fn attempt(number: u32) -> Attempt {
+        Attempt {
+            number,
+            at_ms: 1_000 + number as u64,
+            error_kind: "Timeout".into(),
+            error_message: "timed out".into(),
+            details: Some("GET /x".into()),
+            duration_ms: 250,
+            worker: Some("w-1".into()),
+        }
+    }
+
+    fn failure() -> FailureInfo {
+        FailureInfo {
+            error_kind: "Timeout".into(),
+            error_message: "timed out".into(),
+            details: None,
+            stack_trace: Some("at f".into()),
+            attempts: vec![attempt(1), attempt(2)],
+            attempts_dropped: 3,
+            failed_at_ms: 9_000,
+            context: BTreeMap::from([("k".into(), "v".into())]),
+        }
+    }
+
+    fn dlq_meta() -> DlqMetadata {
+        DlqMetadata {
+            dead_lettered_at_ms: 9_000,
+            worker: None,
+            environment: Some("prod".into()),
+            code_version: None,
+            tags: BTreeMap::from([("team".into(), "a".into())]),
+            expires_at_ms: Some(99_000),
+        }
+    }
+
+    fn every_op() -> Vec<Op> {
+        vec![
+            Op::DeclareQueue {
+                queue: 3,
+                name: "orders".into(),
+            },
+            Op::Lease {
+                at: 1,
+                deadline: 30_001,
+                ids: vec![1, 300, 70_000],
+            },
+            Op::Extend {
+                deadline: 60_000,
+                ids: vec![1],
+            },
+            Op::Ack {
+                at: 2,
+                ids: vec![1, 2],
+            },
+            Op::Retry {
+                id: 4,
+                visible_at: 5_000,
+                history: History {
+                    first_received_at: Some(100),
+                    attempts: vec![attempt(1)],
+                    dropped: 0,
+                },
+            },
+            Op::Release {
+                id: 4,
+                visible_at: 6_000,
+            },
+            Op::DeadLetter {
+                id: 4,
+                failure: failure(),
+                dlq: dlq_meta(),
+                first_received_at: Some(100),
+            },
+            Op::Replay {
+                id: 4,
+                queue: 0,
+                at: 10_000,
+                visible_at: 10_000,
+                attempts: 0,
+                generation: 1,
+            },
+            Op::Delete {
+                at: 11_000,
+                ids: vec![4, 5],
+                expired: true,
+            },
+            Op::MarkReprocessed {
+                id: 5,
+                success: false,
+                at: 12_000,
+            },
+        ]
+    }
+
+    fn every_put_meta() -> Vec<PutMeta> {
+        let meta = |cause| PutMeta {
+            id: 7,
+            queue: 1,
+            enqueued_at: 10,
+            visible_at: 10,
+            expires_at: Some(3_600_010),
+            attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            idempotency_key: Some("key".into()),
+            cause,
+        };
+        vec![
+            meta(PutCause::Enqueue),
+            meta(PutCause::CorrectedReplay {
+                previous_payload: b"old".to_vec(),
+                attempts: 2,
+                generation: 3,
+                from_dlq: 1,
+            }),
+            meta(PutCause::Imported(Box::new(ImportedEntry {
+                failure: failure(),
+                dlq: dlq_meta(),
+                first_received_at: None,
+                attempts: 4,
+                generation: 0,
+                replaced_payload: Some(b"older".to_vec()),
+                original_id: 77,
+            }))),
+        ]
+    }
+
+    #[test]
+    fn every_record_round_trips_and_relocates() {
+        for op in every_op() {
+            let body = encode_op(&op).unwrap();
+            assert_eq!(decode(&body), Ok(Decoded::Op(op.clone())));
+            let copy = encode_relocated(&Decoded::Op(op.clone())).unwrap();
+            assert_eq!(copy[0], TAG_RELOCATED);
+            assert_eq!(&copy[1..], &body[..], "a copy holds its original's bytes");
+            assert_eq!(decode(&copy), Ok(Decoded::Op(op.clone())));
+            assert_eq!(
+                decode_for_apply(&copy),
+                Ok(Decoded::Relocated(Box::new(Decoded::Op(op))))
+            );
+        }
+        for meta in every_put_meta() {
+            let mut body = Vec::new();
+            encode_put(&mut body, &meta, b"payload bytes").unwrap();
+            let range = put_payload(&body).unwrap();
+            assert_eq!(&body[range], b"payload bytes");
+            let put = Decoded::Put(Put {
+                meta,
+                payload: b"payload bytes",
+            });
+            assert_eq!(decode(&body), Ok(put.clone()));
+            let copy = encode_relocated(&put).unwrap();
+            assert_eq!(&copy[1..], &body[..]);
+            assert_eq!(&copy[put_payload(&copy).unwrap()], b"payload bytes");
+        }
+    }
+
+    /// The bytes of a few records, written out from the layout in `docs/FORMAT.md`: the
+    /// encoder and the document say the same thing.
+    #[test]
+    fn bytes_are_those_the_format_document_describes() {
+        let ack = encode_op(&Op::Ack {
+            at: 300,
+            ids: vec![7, 251],
+        })
+        .unwrap();
+        // tag 2, variant 3, at = 300 (0xFB + u16), ids: length 2, 7, 251 (0xFB + u16).
+        assert_eq!(
+            ack,
+            [2, 3, 0xFB, 0x2C, 0x01, 2, 7, 0xFB, 0xFB, 0x00].to_vec()
+        );
+        let meta = PutMeta {
+            id: 1,
+            queue: 0,
+            enqueued_at: 70_000,
+            visible_at: 70_000,
+            expires_at: None,
+            attributes: BTreeMap::from([("a".to_string(), "b".to_string())]),
+            idempotency_key: None,
+            cause: PutCause::Enqueue,
+        };
+        let mut put = Vec::new();
+        encode_put(&mut put, &meta, b"xy").unwrap();
+        let mut expected = vec![1, 20, 0, 0, 0];
+        expected.extend([1, 0]); // id, queue
+        expected.extend([0xFC, 0x70, 0x11, 0x01, 0x00]); // enqueued_at = 70,000 (0xFC + u32)
+        expected.extend([0xFC, 0x70, 0x11, 0x01, 0x00]); // visible_at
+        expected.push(0); // expires_at: None
+        expected.extend([1, 1, b'a', 1, b'b']); // attributes: 1 entry, "a" -> "b"
+        expected.push(0); // idempotency_key: None
+        expected.push(0); // cause: Enqueue
+        expected.extend(b"xy");
+        assert_eq!(put, expected);
+    }
+
+    /// A version-1 body re-encoded from the wire structs alone (no engine type involved).
+    fn reencode_wire(body: &[u8]) -> Vec<u8> {
+        match body.split_first() {
+            Some((&TAG_RELOCATED, inner)) => [&[TAG_RELOCATED][..], &reencode_wire(inner)].concat(),
+            Some((&TAG_PUT, _)) => {
+                let (meta, payload) = split_put(body).unwrap();
+                let meta: records::PutMeta<'_> = decode_exact(meta).unwrap();
+                let meta = bincode::serde::encode_to_vec(meta, config()).unwrap();
+                let len = (meta.len() as u32).to_le_bytes();
+                [&[TAG_PUT][..], &len, &meta, payload].concat()
+            }
+            Some((&TAG_OP, rest)) => {
+                let op: records::Op<'_> = decode_exact(rest).unwrap();
+                [
+                    vec![TAG_OP],
+                    bincode::serde::encode_to_vec(op, config()).unwrap(),
+                ]
+                .concat()
+            }
+            _ => panic!("not a version-1 record"),
+        }
+    }
+
+    /// Every version-1 record of the fixture stores is exactly its wire structs' bytes,
+    /// whatever the current version is.
+    #[test]
+    fn fixture_records_are_these_wire_structs() {
+        use crate::engine::wire::fixture_bytes::{files, fixture_stores, segment_records};
+        use crate::storage::segment::parse_segment_name;
+        let mut seen = 0;
+        for (_, store) in fixture_stores() {
+            for path in files(&store, |n| parse_segment_name(n).is_some()) {
+                let (version, bodies) = segment_records(&path);
+                if version != 1 {
+                    continue;
+                }
+                for body in bodies {
+                    assert_eq!(reencode_wire(&body), body, "{}", path.display());
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 0);
+    }
+
+    #[test]
+    fn garbage_is_bad_content() {
+        assert_eq!(decode(&[]), Err(BadContent));
+        assert_eq!(decode(&[9, 1, 2]), Err(BadContent));
+        assert_eq!(decode(&[TAG_PUT, 255, 255, 255, 255]), Err(BadContent));
+        assert_eq!(decode(&[TAG_OP, 200]), Err(BadContent));
+        // An Op followed by stray bytes.
+        let mut body = encode_op(&Op::Ack { at: 1, ids: vec![] }).unwrap();
+        body.push(0);
+        assert_eq!(decode(&body), Err(BadContent));
+        // A relocated copy of a relocated copy is not a record.
+        assert_eq!(
+            decode(&[TAG_RELOCATED, TAG_RELOCATED, TAG_OP]),
+            Err(BadContent)
+        );
+        // Lengths far past the body are refused before anything is allocated: a name, a
+        // map key, a byte string, a sequence.
+        let huge = [0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F];
+        let declare = [&[TAG_OP, 0, 0][..], &huge].concat();
+        assert_eq!(decode(&declare), Err(BadContent));
+        let ack = [&[TAG_OP, 3, 1][..], &huge].concat();
+        assert_eq!(decode(&ack), Err(BadContent));
+        let meta = [&[1, 0, 1, 1, 0][..], &[1], &huge].concat();
+        let mut put = vec![TAG_PUT];
+        put.extend((meta.len() as u32).to_le_bytes());
+        put.extend(&meta);
+        assert_eq!(decode(&put), Err(BadContent));
+        let corrected = [&[1, 0, 1, 1, 0, 0, 0, 1][..], &huge].concat();
+        let mut put = vec![TAG_PUT];
+        put.extend((corrected.len() as u32).to_le_bytes());
+        put.extend(&corrected);
+        assert_eq!(decode(&put), Err(BadContent));
+        assert_eq!(put_payload(&[TAG_OP, 1]), Err(BadContent));
+        assert_eq!(put_payload(&[TAG_PUT, 9, 0, 0, 0]), Err(BadContent));
+    }
+}
