@@ -1,9 +1,11 @@
 //! Public data types shared by the queue, DLQ and worker APIs: failures, attempts, the
 //! dead-letter envelope and its parts.
 //!
-//! These are plain serde types. The parts of an envelope that the log stores
-//! ([`FailureInfo`], [`Attempt`], [`DlqMetadata`]) are defined with the records, in the
-//! engine. Times are milliseconds since the Unix epoch.
+//! These are plain serde types (their serde form is for users: JSON exports and the like;
+//! what the log stores is the engine's wire format). The parts of an envelope that the log
+//! stores ([`FailureInfo`], [`Attempt`], [`DlqMetadata`]) are defined with the records, in
+//! the engine. The envelope types are `#[non_exhaustive]` and built with `new` and chained
+//! setters, so that they can grow. Times are milliseconds since the Unix epoch.
 
 use std::collections::BTreeMap;
 
@@ -185,6 +187,7 @@ impl<E: std::error::Error> From<E> for Failure {
 
 /// The metadata a message had when it was enqueued (and delivered).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct OriginalMetadata {
     /// The message id.
     pub id: MessageId,
@@ -216,7 +219,29 @@ pub enum EntryStatus {
 
 /// A dead-letter entry: the original payload byte for byte and everything known about its
 /// failure.
+///
+/// Entries come from a DLQ ([`crate::Dlq::get`], [`crate::Dlq::list`]) or are built to be
+/// imported into one ([`crate::Dlq::import`]):
+///
+/// ```
+/// use deadletter::{Attempt, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata};
+///
+/// let failed_at = 1_700_000_060_000;
+/// let failure = FailureInfo::new("Timeout", "upstream timed out", failed_at)
+///     .attempts(vec![Attempt::new(1, failed_at, "Timeout", "upstream timed out")
+///         .duration_ms(1_500)
+///         .worker("worker-1")]);
+/// let entry = DeadLetter::new(
+///     br#"{"orderId":"ORD-1"}"#.to_vec(),
+///     OriginalMetadata::new(7, "orders", 1_700_000_000_000).delivery_count(1),
+///     failure,
+///     DlqMetadata::new(failed_at).environment("staging"),
+/// );
+/// assert_eq!(entry.id(), 7);
+/// assert_eq!(entry.failure.attempts[0].duration_ms, 1_500);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DeadLetter {
     /// The original payload.
     pub payload: Vec<u8>,
@@ -236,7 +261,85 @@ pub struct DeadLetter {
     pub dlq_name: String,
 }
 
+impl OriginalMetadata {
+    /// The metadata of message `id` enqueued to `queue` at `enqueued_at_ms`, never
+    /// delivered, without attributes (set them with the setters of the same names).
+    pub fn new(id: MessageId, queue: impl Into<String>, enqueued_at_ms: u64) -> Self {
+        OriginalMetadata {
+            id,
+            queue: queue.into(),
+            enqueued_at_ms,
+            first_received_at_ms: None,
+            delivery_count: 0,
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    /// Sets when it was first delivered.
+    pub fn first_received_at_ms(mut self, at_ms: u64) -> Self {
+        self.first_received_at_ms = Some(at_ms);
+        self
+    }
+
+    /// Sets the deliveries counted.
+    pub fn delivery_count(mut self, count: u32) -> Self {
+        self.delivery_count = count;
+        self
+    }
+
+    /// Sets the caller's attributes.
+    pub fn attributes(mut self, attributes: BTreeMap<String, String>) -> Self {
+        self.attributes = attributes;
+        self
+    }
+}
+
 impl DeadLetter {
+    /// An entry with this payload, metadata, failure and DLQ metadata: pending, never
+    /// replayed, no replaced payload, no DLQ name (set them with the setters of the same
+    /// names). [`crate::Dlq::import`] gives it the DLQ it is imported into.
+    pub fn new(
+        payload: Vec<u8>,
+        metadata: OriginalMetadata,
+        failure: FailureInfo,
+        dlq: DlqMetadata,
+    ) -> Self {
+        DeadLetter {
+            payload,
+            replaced_payload: None,
+            metadata,
+            failure,
+            dlq,
+            generation: 0,
+            status: EntryStatus::Pending,
+            dlq_name: String::new(),
+        }
+    }
+
+    /// Sets the payload a corrected replay replaced.
+    pub fn replaced_payload(mut self, payload: Vec<u8>) -> Self {
+        self.replaced_payload = Some(payload);
+        self
+    }
+
+    /// Sets how many times it was replayed before this failure.
+    pub fn generation(mut self, generation: u32) -> Self {
+        self.generation = generation;
+        self
+    }
+
+    /// Sets its status.
+    pub fn status(mut self, status: EntryStatus) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Sets the DLQ's name.
+    pub fn dlq_name(mut self, name: impl Into<String>) -> Self {
+        self.dlq_name = name.into();
+        self
+    }
+
     /// The message id.
     pub fn id(&self) -> MessageId {
         self.metadata.id

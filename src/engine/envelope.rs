@@ -2,8 +2,12 @@
 //! ([`FailureInfo`], [`Attempt`]) and the DLQ's metadata ([`DlqMetadata`]), plus the
 //! message id type.
 //!
-//! They are public types (re-exported at the crate root) that the engine's records carry
-//! as they are, encoded with bincode; times are milliseconds since the Unix epoch.
+//! They are public types (re-exported at the crate root) that the engine's records carry.
+//! They are not what is written on disk: [`crate::engine::wire`] converts them to and from
+//! each format version's own structs, so they can grow (they are `#[non_exhaustive]`, built
+//! with `new` and chained setters) without changing what a store means. Their serde forms
+//! are for users (JSON exports and the like), not for the log. Times are milliseconds since
+//! the Unix epoch.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +18,7 @@ pub type MessageId = u64;
 
 /// One delivery that failed, as kept in a message's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Attempt {
     /// 1 for the first delivery.
     pub number: u32,
@@ -33,6 +38,7 @@ pub struct Attempt {
 
 /// Why a message ended in the DLQ, with its whole history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FailureInfo {
     /// Kind of the final error.
     pub error_kind: String,
@@ -54,6 +60,7 @@ pub struct FailureInfo {
 
 /// Metadata the DLQ keeps about an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DlqMetadata {
     /// When it was moved to the DLQ.
     pub dead_lettered_at_ms: u64,
@@ -67,4 +74,141 @@ pub struct DlqMetadata {
     pub tags: BTreeMap<String, String>,
     /// When retention removes it (`None`: kept until deleted).
     pub expires_at_ms: Option<u64>,
+}
+
+impl Attempt {
+    /// Attempt `number` (1 for the first delivery), failed at `at_ms` with this error; no
+    /// details, duration or worker (set them with the setters of the same names).
+    pub fn new(
+        number: u32,
+        at_ms: u64,
+        error_kind: impl Into<String>,
+        error_message: impl Into<String>,
+    ) -> Self {
+        Attempt {
+            number,
+            at_ms,
+            error_kind: error_kind.into(),
+            error_message: error_message.into(),
+            details: None,
+            duration_ms: 0,
+            worker: None,
+        }
+    }
+
+    /// Sets the error's details.
+    pub fn details(mut self, details: impl Into<String>) -> Self {
+        self.details = Some(details.into());
+        self
+    }
+
+    /// Sets how long the handler ran, in milliseconds.
+    pub fn duration_ms(mut self, ms: u64) -> Self {
+        self.duration_ms = ms;
+        self
+    }
+
+    /// Sets the worker that handled it.
+    pub fn worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = Some(worker.into());
+        self
+    }
+}
+
+impl FailureInfo {
+    /// A failure of this kind and message, dead-lettered at `failed_at_ms`, with no
+    /// details, stack trace, history or context (set them with the setters of the same
+    /// names).
+    pub fn new(
+        error_kind: impl Into<String>,
+        error_message: impl Into<String>,
+        failed_at_ms: u64,
+    ) -> Self {
+        FailureInfo {
+            error_kind: error_kind.into(),
+            error_message: error_message.into(),
+            details: None,
+            stack_trace: None,
+            attempts: Vec::new(),
+            attempts_dropped: 0,
+            failed_at_ms,
+            context: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the final error's details.
+    pub fn details(mut self, details: impl Into<String>) -> Self {
+        self.details = Some(details.into());
+        self
+    }
+
+    /// Sets the final error's stack trace.
+    pub fn stack_trace(mut self, trace: impl Into<String>) -> Self {
+        self.stack_trace = Some(trace.into());
+        self
+    }
+
+    /// Sets the failed attempts kept, oldest first.
+    pub fn attempts(mut self, attempts: Vec<Attempt>) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+    /// Sets how many older attempts were dropped.
+    pub fn attempts_dropped(mut self, dropped: u32) -> Self {
+        self.attempts_dropped = dropped;
+        self
+    }
+
+    /// Sets the processing context of the final failure.
+    pub fn context(mut self, context: BTreeMap<String, String>) -> Self {
+        self.context = context;
+        self
+    }
+}
+
+impl DlqMetadata {
+    /// Metadata of an entry dead-lettered at `dead_lettered_at_ms`, with no worker,
+    /// environment, code version, tags or retention deadline (set them with the setters of
+    /// the same names).
+    pub fn new(dead_lettered_at_ms: u64) -> Self {
+        DlqMetadata {
+            dead_lettered_at_ms,
+            worker: None,
+            environment: None,
+            code_version: None,
+            tags: BTreeMap::new(),
+            expires_at_ms: None,
+        }
+    }
+
+    /// Sets the worker that reported the final failure.
+    pub fn worker(mut self, worker: impl Into<String>) -> Self {
+        self.worker = Some(worker.into());
+        self
+    }
+
+    /// Sets the environment name.
+    pub fn environment(mut self, environment: impl Into<String>) -> Self {
+        self.environment = Some(environment.into());
+        self
+    }
+
+    /// Sets the code version.
+    pub fn code_version(mut self, version: impl Into<String>) -> Self {
+        self.code_version = Some(version.into());
+        self
+    }
+
+    /// Sets the tags.
+    pub fn tags(mut self, tags: BTreeMap<String, String>) -> Self {
+        self.tags = tags;
+        self
+    }
+
+    /// Sets when retention removes it.
+    pub fn expires_at_ms(mut self, at_ms: u64) -> Self {
+        self.expires_at_ms = Some(at_ms);
+        self
+    }
 }

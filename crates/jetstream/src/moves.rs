@@ -28,7 +28,7 @@ use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::HeaderMap;
 use deadletter::{
-    Attempt, DeadLetter, DlqMetadata, EntryStatus, Failure, FailureInfo, FailureReport, MessageId,
+    Attempt, DeadLetter, DlqMetadata, Failure, FailureInfo, FailureReport, MessageId,
     OriginalMetadata, Result,
 };
 
@@ -228,39 +228,25 @@ impl JetStream {
         if let Some(a) = attempt {
             history.push(a, o.max_history);
         }
-        let entry = DeadLetter {
-            payload: msg.payload.to_vec(),
-            replaced_payload: history.replaced()?,
-            metadata: OriginalMetadata {
-                id: msg.id,
-                queue: queue.to_string(),
-                enqueued_at_ms: msg.enqueued_at_ms,
-                first_received_at_ms: history.first_received_at_ms,
-                delivery_count,
-                attributes: msg.attributes.clone(),
-            },
-            failure: FailureInfo {
-                error_kind: failure.kind.clone(),
-                error_message: failure.message.clone(),
-                details: failure.details().map(str::to_string),
-                stack_trace: None,
-                attempts: history.attempts,
-                attempts_dropped: history.dropped,
-                failed_at_ms: now,
-                context: failure.context().clone(),
-            },
-            dlq: DlqMetadata {
-                dead_lettered_at_ms: now,
-                worker: report.worker.map(str::to_string),
-                environment: o.environment.clone(),
-                code_version: o.code_version.clone(),
-                tags: report.tags.clone(),
-                expires_at_ms: o.retention.map(|r| now + r.as_millis() as u64),
-            },
-            generation: msg.generation,
-            status: EntryStatus::Pending,
-            dlq_name: self.dlq_name(queue),
-        };
+        let replaced_payload = history.replaced()?;
+        let mut metadata = OriginalMetadata::new(msg.id, queue, msg.enqueued_at_ms)
+            .delivery_count(delivery_count)
+            .attributes(msg.attributes.clone());
+        metadata.first_received_at_ms = history.first_received_at_ms;
+        let mut info = FailureInfo::new(failure.kind.clone(), failure.message.clone(), now)
+            .attempts(history.attempts)
+            .attempts_dropped(history.dropped)
+            .context(failure.context().clone());
+        info.details = failure.details().map(str::to_string);
+        let mut dlq = DlqMetadata::new(now).tags(report.tags.clone());
+        dlq.worker = report.worker.map(str::to_string);
+        dlq.environment = o.environment.clone();
+        dlq.code_version = o.code_version.clone();
+        dlq.expires_at_ms = o.retention.map(|r| now + r.as_millis() as u64);
+        let mut entry = DeadLetter::new(msg.payload.to_vec(), metadata, info, dlq)
+            .generation(msg.generation)
+            .dlq_name(self.dlq_name(queue));
+        entry.replaced_payload = replaced_payload;
         let dedupe = format!("dl-{}-{}", msg.id, msg.generation);
         if !self
             .put_entry(queue, &entry, 0, Some(dedupe.clone()))

@@ -113,16 +113,14 @@ pub(crate) fn decode_entry(data: &[u8], where_: &str) -> Result<DeadLetter> {
         return Err(bad(format!("envelope version {} is unknown", wire.version)));
     }
     let b64 = |s: &str| BASE64.decode(s.as_bytes()).map_err(|e| bad(e.to_string()));
-    Ok(DeadLetter {
-        payload: b64(&wire.payload)?,
-        replaced_payload: wire.replaced_payload.as_deref().map(b64).transpose()?,
-        metadata: wire.metadata,
-        failure: wire.failure,
-        dlq: wire.dlq,
-        generation: wire.generation,
-        status: wire.status,
-        dlq_name: wire.dlq_name,
-    })
+    let payload = b64(&wire.payload)?;
+    let replaced_payload = wire.replaced_payload.as_deref().map(b64).transpose()?;
+    let mut entry = DeadLetter::new(payload, wire.metadata, wire.failure, wire.dlq)
+        .generation(wire.generation)
+        .status(wire.status)
+        .dlq_name(wire.dlq_name);
+    entry.replaced_payload = replaced_payload;
+    Ok(entry)
 }
 
 /// The failed attempts of a message in a queue, for one generation (a replay starts a
@@ -194,42 +192,20 @@ mod tests {
 
     #[test]
     fn an_entry_survives_its_encoding() {
-        let entry = DeadLetter {
-            payload: vec![0, 255, 10, 13],
-            replaced_payload: Some(b"old".to_vec()),
-            metadata: OriginalMetadata {
-                id: 7,
-                queue: "q".into(),
-                enqueued_at_ms: 1,
-                first_received_at_ms: Some(2),
-                delivery_count: 3,
-                attributes: BTreeMap::from([("k".into(), "v".into())]),
-            },
-            failure: FailureInfo {
-                error_kind: "K".into(),
-                error_message: "m".into(),
-                details: None,
-                stack_trace: None,
-                attempts: vec![],
-                attempts_dropped: 0,
-                failed_at_ms: 4,
-                context: BTreeMap::new(),
-            },
-            dlq: DlqMetadata {
-                dead_lettered_at_ms: 4,
-                worker: Some("w".into()),
-                environment: None,
-                code_version: None,
-                tags: BTreeMap::new(),
-                expires_at_ms: None,
-            },
-            generation: 1,
-            status: EntryStatus::Reprocessed {
+        let metadata = OriginalMetadata::new(7, "q", 1)
+            .first_received_at_ms(2)
+            .delivery_count(3)
+            .attributes(BTreeMap::from([("k".into(), "v".into())]));
+        let failure = FailureInfo::new("K", "m", 4);
+        let dlq = DlqMetadata::new(4).worker("w");
+        let entry = DeadLetter::new(vec![0, 255, 10, 13], metadata, failure, dlq)
+            .replaced_payload(b"old".to_vec())
+            .generation(1)
+            .status(EntryStatus::Reprocessed {
                 success: true,
                 at_ms: 9,
-            },
-            dlq_name: "q-dlq".into(),
-        };
+            })
+            .dlq_name("q-dlq");
         let (h, data) = encode_entry(&entry).unwrap();
         assert_eq!(h.get(headers::STATUS).unwrap().as_str(), "reprocessed-ok");
         assert_eq!(decode_entry(&data, "test").unwrap(), entry);

@@ -11,6 +11,7 @@ pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 
 /// When writes are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Durability {
     /// fsync before every write returns; concurrent writers share one fsync (group
     /// commit).
@@ -26,6 +27,7 @@ pub enum Durability {
 
 /// What recovery does with damaged committed data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecoveryMode {
     /// Refuse to open, returning [`Error::Corruption`] with the location.
     Strict,
