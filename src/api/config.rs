@@ -13,7 +13,9 @@ use std::time::Duration;
 use crate::api::clock::{Clock, SystemClock};
 use crate::engine::record::RECORD_OVERHEAD;
 use crate::error::{Error, Result};
-use crate::storage::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{
+    self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
 use crate::storage::log::{Durability, RecoveryMode, DEFAULT_SEGMENT_SIZE};
 use crate::storage::segment;
 use crate::storage::vfs::Vfs;
@@ -185,30 +187,40 @@ impl Config {
             .preallocate(false)
     }
 
-    /// The defaults, with the segment size the segment files in `dir` show (and the
-    /// largest message size lowered if such a segment could not hold one). A store's
-    /// settings are not stored in it, and a store opened with another segment size would
-    /// grow its active segment to that size: tools that open an existing store they did
-    /// not create start from this. Nothing is read but the directory listing; a directory
-    /// without segment files gives the defaults.
+    /// The defaults, with the segment size of the store in `dir` (and the largest message
+    /// size lowered if such a segment could not hold one). Tools that open an existing
+    /// store they did not create start from this: a store opened with another segment size
+    /// would grow its active segment to that size.
+    ///
+    /// A store's segment size is the length of its active segment file: every segment is
+    /// created at the store's segment size, and every open brings the active segment back
+    /// to it. So this reads the directory listing and the header of the newest segment
+    /// (the active one; the one before it if that is not a deadletter segment), takes no
+    /// lock and changes nothing. A directory without a segment gives the defaults.
     pub fn for_existing_store(dir: impl AsRef<Path>) -> Config {
         let mut config = Config::default();
-        let largest = std::fs::read_dir(dir.as_ref())
+        let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir.as_ref())
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| segment::parse_segment_name(&e.file_name().to_string_lossy()).is_some())
-            .filter_map(|e| e.metadata().ok().map(|m| m.len()))
-            .max();
+            .filter_map(|e| {
+                let base = segment::parse_segment_name(&e.file_name().to_string_lossy())?;
+                Some((base, e.path()))
+            })
+            .collect();
+        segments.sort_unstable();
+        let active_len = segments
+            .iter()
+            .rev()
+            .find_map(|(_, path)| segment_file_len(path));
         let overhead = RECORD_OVERHEAD as u64;
         let header = (SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64;
-        if let Some(len) = largest {
-            // Too small a file cannot tell a size (a cut file): keep the defaults then.
-            if len > 2 * overhead + header && len != config.segment_size {
-                config.segment_size = len;
-                let room = len - overhead - header;
-                config.max_message_size = config.max_message_size.min(room as usize);
-            }
+        // A segment too small to hold a record of any size is not a size a store can have
+        // (a file cut short): keep the defaults then.
+        if let Some(len) = active_len.filter(|&len| len > overhead + header) {
+            config.segment_size = len;
+            let room = len - overhead - header;
+            config.max_message_size = config.max_message_size.min(room as usize);
         }
         config
     }
@@ -348,6 +360,19 @@ impl Config {
     }
 }
 
+/// The length of the segment file at `path`, if it starts with a deadletter segment header
+/// (of any format version: a newer one is refused by the open, not here).
+fn segment_file_len(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; SEGMENT_HEADER_LEN];
+    file.read_exact(&mut head).ok()?;
+    match format::decode_segment_header(&head, FORMAT_VERSION) {
+        Ok(_) | Err(HeaderError::Newer(_)) => file.metadata().ok().map(|m| m.len()),
+        Err(_) => None,
+    }
+}
+
 /// Compaction settings. The default: a run every minute, relocation below half live,
 /// at most an hour of clock jump followed per run, batches of 256 records.
 ///
@@ -410,5 +435,38 @@ impl CompactionOptions {
     pub fn batch(mut self, records: usize) -> Self {
         self.batch = records;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::store::Store;
+
+    #[test]
+    fn an_existing_store_gives_its_segment_size() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Config::for_existing_store(dir.path()).segment_size,
+            DEFAULT_SEGMENT_SIZE
+        );
+        let size = 128 << 10;
+        let config = Config::default()
+            .segment_size(size)
+            .max_message_size(16 << 10);
+        Store::open(dir.path(), config).unwrap().close().unwrap();
+        let found = Config::for_existing_store(dir.path());
+        assert_eq!(found.segment_size, size);
+        assert_eq!(
+            found.max_message_size,
+            (size - (RECORD_OVERHEAD + SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64) as usize
+        );
+        // A newer file named like a segment that is not one is passed over.
+        std::fs::write(
+            dir.path().join(segment::segment_name(1 << 40)),
+            b"not a segment",
+        )
+        .unwrap();
+        assert_eq!(Config::for_existing_store(dir.path()).segment_size, size);
     }
 }
