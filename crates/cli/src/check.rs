@@ -1,9 +1,11 @@
 //! `verify`: reads every segment read-only through `deadletter::verify` (no lock taken,
-//! nothing truncated or removed) and prints what recovery would find. Exits 1 when it finds
-//! damage; a torn tail in the last segment is reported but is not damage (the next open
-//! truncates it, as after any crash during a write).
+//! nothing truncated or removed) and prints what recovery would find, with the on-disk
+//! format version of every segment and checkpoint. Exits 1 when it finds damage, or files
+//! in a newer format version than this build reads (it cannot check those, and the store
+//! opens only with a newer deadletter); a torn tail in the last segment is reported but is
+//! not damage (the next open truncates it, as after any crash during a write).
 
-use deadletter::{verify_with, HeaderStatus, SegmentReport, VerifyOptions};
+use deadletter::{verify_with, HeaderStatus, SegmentReport, VerifyOptions, FORMAT_VERSION};
 
 use crate::cli::VerifyArgs;
 use crate::error::CliError;
@@ -18,9 +20,14 @@ fn segment_status(s: &SegmentReport) -> String {
         HeaderStatus::Ok => {}
         HeaderStatus::Short => parts.push("header: file too short".to_string()),
         HeaderStatus::BadMagic => parts.push("header: not a deadletter segment".to_string()),
-        HeaderStatus::UnsupportedVersion => {
-            parts.push("header: unsupported format version".to_string())
-        }
+        HeaderStatus::UnsupportedVersion => parts.push(format!(
+            "format version {}, newer than this deadletter reads (up to {FORMAT_VERSION}): \
+             not checked",
+            s.version.map_or("?".to_string(), |v| v.to_string())
+        )),
+        HeaderStatus::Invalid => parts.push(
+            "header: names a format version or header length no deadletter writes".to_string(),
+        ),
         HeaderStatus::BadChecksum => parts.push("header: checksum fails".to_string()),
         HeaderStatus::BaseMismatch => {
             parts.push("header: names another position than the file".to_string())
@@ -66,18 +73,25 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         bar.finish();
     }
     let problems = report.problems();
+    let newer = report.newer_versions();
     if json {
         let mut value = serde_json::to_value(&report)
             .map_err(|e| CliError::Input(format!("cannot encode JSON: {e}")))?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("problems".into(), problems.into());
-            map.insert("clean".into(), (problems == 0).into());
+            let files: Vec<serde_json::Value> = newer
+                .iter()
+                .map(|(file, version)| serde_json::json!({"file": file, "version": version}))
+                .collect();
+            map.insert("newer_versions".into(), files.into());
+            map.insert("clean".into(), report.is_clean().into());
         }
         print_json(&value)?;
     } else {
         let mut t = Table::new(&[
             "SEGMENT",
             ">BASE",
+            ">FORMAT",
             ">RECORDS",
             ">RECORD BYTES",
             ">FILE",
@@ -87,6 +101,7 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
             t.row(vec![
                 s.file.clone(),
                 s.base.to_string(),
+                s.version.map_or("-".to_string(), |v| v.to_string()),
                 s.records.to_string(),
                 fmt_bytes(s.record_bytes),
                 fmt_bytes(s.file_len),
@@ -101,13 +116,21 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
             ));
         }
         for c in &report.checkpoints {
-            match (&c.position, &c.error) {
-                (Some(pos), _) => text.push_str(&format!(
-                    "checkpoint {}: ok, covers positions below {pos}\n",
+            match (&c.position, &c.error, c.version) {
+                (Some(pos), _, version) => text.push_str(&format!(
+                    "checkpoint {}: ok (format version {}), covers positions below {pos}\n",
+                    c.file,
+                    version.unwrap_or(FORMAT_VERSION)
+                )),
+                (None, Some(e), _) => {
+                    text.push_str(&format!("checkpoint {}: DAMAGED: {e}\n", c.file))
+                }
+                (None, None, Some(v)) => text.push_str(&format!(
+                    "checkpoint {}: format version {v}, newer than this deadletter reads \
+                     (up to {FORMAT_VERSION}): not checked\n",
                     c.file
                 )),
-                (None, Some(e)) => text.push_str(&format!("checkpoint {}: DAMAGED: {e}\n", c.file)),
-                (None, None) => {}
+                (None, None, None) => {}
             }
         }
         for f in &report.temp_files {
@@ -133,6 +156,14 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 t.bytes, t.position
             ));
         }
+        if !newer.is_empty() {
+            text.push_str(&format!(
+                "{} file(s) in a newer format version than this deadletter reads (up to \
+                 {FORMAT_VERSION}): they were not checked, and the store opens only with a \
+                 newer deadletter\n",
+                newer.len()
+            ));
+        }
         if problems == 0 {
             text.push_str("no damage found; nothing was changed\n");
         } else {
@@ -146,6 +177,13 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         return Err(CliError::Incomplete(format!(
             "verify found {problems} problem(s) in {}",
             args.dir.display()
+        )));
+    }
+    if let Some((file, version)) = newer.first() {
+        return Err(CliError::Incomplete(format!(
+            "{} is in format version {version}, newer than this deadletter reads (up to \
+             {FORMAT_VERSION}): verify it with a newer deadletter",
+            args.dir.join(file).display()
         )));
     }
     Ok(())

@@ -1,10 +1,12 @@
-//! `verify`: a read-only check that reports damage, a torn tail (recoverable) and the
-//! checkpoints, and changes no byte of the store.
+//! `verify`: a read-only check that reports damage, a torn tail (recoverable), the
+//! checkpoints and the format version of every file, and changes no byte of the store; a
+//! store in a newer format version is reported by verify and refused by the commands that
+//! open it.
 
 use serde_json::Value;
 
 use crate::fixture::{dir_snapshot, fixture, SEGMENT_HEADER_LEN};
-use crate::run::{json, ok, run, serial, stderr, stdout};
+use crate::run::{fails, json, ok, run, serial, stderr, stdout};
 
 #[test]
 fn verify_reports_without_changing_anything() {
@@ -80,4 +82,54 @@ fn verify_checks_checkpoints() {
     let o = run(&["verify", f.path()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("DAMAGED"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_store_in_a_newer_format_version_is_reported_and_refused() {
+    let _serial = serial();
+    let f = fixture();
+    let lib = deadletter::verify(f.dir.path()).unwrap();
+    assert_eq!(lib.segments[0].version, Some(deadletter::FORMAT_VERSION));
+    // Rewrite the first segment's version (and the header's checksum) as a newer build
+    // would have written it.
+    let newer = deadletter::FORMAT_VERSION + 1;
+    let seg = f.dir.path().join(&lib.segments[0].file);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[8..10].copy_from_slice(&newer.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&seg, &bytes).unwrap();
+    let snapshot = dir_snapshot(f.dir.path());
+
+    let o = run(&["verify", f.path(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["clean"].clone(), v["problems"].clone()),
+        (false.into(), 0.into())
+    );
+    assert_eq!(v["segments"][0]["version"], newer);
+    assert_eq!(v["segments"][0]["header"], "unsupported_version");
+    assert_eq!(v["newer_versions"][0]["version"], newer);
+    assert_eq!(v["supported_version"], deadletter::FORMAT_VERSION);
+    let o = run(&["verify", f.path()]);
+    assert_eq!(o.status.code(), Some(1));
+    let wanted = format!(
+        "format version {newer}, newer than this deadletter reads (up to {})",
+        deadletter::FORMAT_VERSION
+    );
+    assert!(stdout(&o).contains(&wanted), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("verify it with a newer deadletter"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Commands that open the store refuse it, naming both versions.
+    let err = fails(&["stats", f.path()], 1, &format!("format version {newer}"));
+    assert!(
+        err.contains(&format!("up to {}", deadletter::FORMAT_VERSION)),
+        "{err}"
+    );
+    assert_eq!(dir_snapshot(f.dir.path()), snapshot, "nothing changed");
 }
