@@ -9,6 +9,7 @@
 
 pub mod crash;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -93,4 +94,18 @@ pub fn disk_bytes(dir: &Path) -> u64 {
                 .len()
         })
         .sum()
+}
+
+/// Every file of `dir` (not its subdirectories) with its bytes: taken before and after an
+/// operation, it shows that the operation changed nothing.
+pub fn dir_contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .expect("list the directory")
+        .map(|e| e.expect("directory entry"))
+        .filter(|e| e.file_type().expect("file type").is_file())
+        .map(|e| {
+            let bytes = std::fs::read(e.path()).expect("read a file");
+            (e.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
 }

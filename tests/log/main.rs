@@ -10,7 +10,9 @@
 //! - `group_commit`: concurrent appends share fsyncs;
 //! - `segments`: rolling at the size limit and deleting whole segments;
 //! - `spare_segment`: the background spare is never damaged by a roll (a regression test);
-//! - `failed_fsync`: a failed fsync poisons the log until it is reopened.
+//! - `failed_fsync`: a failed fsync poisons the log until it is reopened;
+//! - `versions`: segments of an older format version are read and sealed, a newer one is
+//!   refused untouched.
 //!
 //! `helpers` builds, damages and reads back the logs these tests use.
 
@@ -28,3 +30,4 @@ mod segments;
 mod smoke;
 mod spare_segment;
 mod torn_tail;
+mod versions;
