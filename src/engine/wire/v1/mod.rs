@@ -1,6 +1,5 @@
 //! Format version 1: the record bodies and checkpoint bodies deadletter has written since
-//! its first release (round 1, commit 5e95d5e). `docs/FORMAT.md` describes them byte by
-//! byte.
+//! its first version (commit 5e95d5e). `docs/FORMAT.md` describes them byte by byte.
 //!
 //! A record body is one tag byte, then:
 //! - `1` (Put): `meta_len: u32 LE`, the [`records::PutMeta`] (bincode, `meta_len` bytes),
