@@ -172,6 +172,14 @@ pub enum Error {
     InvalidPosition(u64),
     /// A queue name that is not valid (empty, too long, or containing control characters).
     InvalidQueueName(String),
+    /// A new queue's name, or the name its DLQ would get, is already taken by an existing
+    /// queue or that queue's DLQ: queues and DLQs share one namespace. Nothing was written.
+    NameClash {
+        /// The queue name asked for.
+        name: String,
+        /// The existing queue whose name, or whose DLQ's name, it collides with.
+        existing: String,
+    },
     /// The queue does not exist.
     UnknownQueue(String),
     /// No message with this id exists in the place the operation expected.
@@ -295,6 +303,11 @@ impl fmt::Display for Error {
             Error::EmptyRecord => f.write_str("a log record cannot be empty"),
             Error::InvalidPosition(p) => write!(f, "no record starts at log position {p}"),
             Error::InvalidQueueName(n) => write!(f, "invalid queue name {n:?}"),
+            Error::NameClash { name, existing } => write!(
+                f,
+                "queue name {name:?} clashes with queue {existing:?} or its DLQ \
+                 (queues and DLQs share one namespace)"
+            ),
             Error::UnknownQueue(n) => write!(f, "unknown queue {n:?}"),
             Error::NotFound(id) => write!(f, "message {id} not found"),
             Error::InvalidState { id, expected } => {

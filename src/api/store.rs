@@ -393,6 +393,12 @@ impl Store {
             if let Some(&id) = st.names.get(name) {
                 return Ok((Vec::new(), id));
             }
+            if let Some(existing) = self.clashing_queue(name, st.names.keys()) {
+                return Err(Error::NameClash {
+                    name: name.to_string(),
+                    existing,
+                });
+            }
             let id = st.queues.len() as QueueId;
             let batch = vec![op_entry(Op::DeclareQueue {
                 queue: id,
@@ -400,6 +406,23 @@ impl Store {
             })?];
             Ok((batch, id))
         })
+    }
+
+    /// The existing queue (among `names`) that a new queue `name` would clash with: one whose
+    /// name is `name`'s DLQ name, whose DLQ name is `name`, or whose DLQ name is `name`'s.
+    fn clashing_queue<'n>(
+        &self,
+        name: &str,
+        names: impl Iterator<Item = &'n String>,
+    ) -> Option<String> {
+        let dlq = self.dlq_name(name);
+        names
+            .filter(|q| !q.is_empty())
+            .find(|q| {
+                let q_dlq = self.dlq_name(q);
+                q.as_str() == dlq || q_dlq == name || q_dlq == dlq
+            })
+            .cloned()
     }
 
     /// One write: see [`Engine::commit_with`]; the store reacts to its effects by checking
@@ -479,7 +502,8 @@ pub struct StorageStats {
     pub poisoned: bool,
 }
 
-/// Queue names: 1 to 200 bytes, no control characters.
+/// Queue names: 1 to 200 bytes, no control characters. A name that clashes with another
+/// queue or DLQ is refused by [`Store::declare`] ([`Error::NameClash`]).
 fn validate_queue_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 200 || name.chars().any(|c| c.is_control()) {
         return Err(Error::InvalidQueueName(name.to_string()));

@@ -52,3 +52,28 @@ fn unknown_queues_are_a_typed_error() {
     assert_eq!(store.dlq("orders").unwrap().name(), "orders-dlq");
     assert!(matches!(store.queue(""), Err(Error::InvalidQueueName(_))));
 }
+
+#[test]
+fn queue_and_dlq_names_share_one_namespace() {
+    let clock = ManualClock::new(T0);
+    let (_dir, store) = common::temp_store(fast(&clock));
+    store.queue("zz-dlq").unwrap();
+    // "zz"'s DLQ would be named like the existing queue "zz-dlq".
+    match store.queue("zz") {
+        Err(Error::NameClash { name, existing }) => {
+            assert_eq!((name.as_str(), existing.as_str()), ("zz", "zz-dlq"))
+        }
+        other => panic!("expected NameClash, got {other:?}"),
+    }
+    store.queue("orders").unwrap();
+    // A queue named like an existing queue's DLQ.
+    assert!(matches!(
+        store.queue("orders-dlq"),
+        Err(Error::NameClash { existing, .. }) if existing == "orders"
+    ));
+    assert_eq!(store.queue_names(), vec!["zz-dlq", "orders"]);
+    // Existing queues still open, and each DLQ name resolves to one queue's DLQ.
+    store.queue("zz-dlq").unwrap();
+    assert_eq!(store.dlq("zz-dlq-dlq").unwrap().name(), "zz-dlq-dlq");
+    assert!(matches!(store.dlq("zz"), Err(Error::UnknownQueue(_))));
+}

@@ -149,7 +149,7 @@ fn status_of(e: &Error) -> u16 {
     match e {
         Error::UnknownQueue(_) | Error::NotFound(_) => 404,
         Error::InvalidQueueName(_) | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
-        Error::AlreadyReprocessed(_) | Error::InvalidState { .. } => 409,
+        Error::AlreadyReprocessed(_) | Error::InvalidState { .. } | Error::NameClash { .. } => 409,
         _ => 500,
     }
 }
