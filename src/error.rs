@@ -28,6 +28,8 @@ pub enum CorruptionKind {
     TruncatedSegment,
     /// The positions of two consecutive segments leave a gap or overlap.
     MissingSegment,
+    /// An entry named like a segment is not a regular file (a directory, say).
+    NotASegment,
     /// A record decoded with a valid checksum but its content is not a valid record.
     BadContent,
     /// A checkpoint file failed its checksum or could not be decoded.
@@ -41,6 +43,7 @@ impl fmt::Display for CorruptionKind {
             CorruptionKind::BadHeader => "bad segment header",
             CorruptionKind::TruncatedSegment => "sealed segment is truncated",
             CorruptionKind::MissingSegment => "segment missing from the sequence",
+            CorruptionKind::NotASegment => "named like a segment but not a file",
             CorruptionKind::BadContent => "record content cannot be decoded",
             CorruptionKind::BadCheckpoint => "checkpoint is damaged",
         };

@@ -83,6 +83,10 @@ pub enum HeaderStatus {
     /// The header's checksum passes, but it names a format version (0) or a header length
     /// that no version of deadletter writes.
     Invalid,
+    /// The entry is named like a segment but is not a regular file (a directory, say).
+    NotAFile,
+    /// The file could not be read ([`SegmentReport::error`] says why).
+    Unreadable,
 }
 
 /// A torn tail: bytes after the last valid record that do not form a record.
@@ -126,7 +130,8 @@ pub struct SegmentReport {
     pub version: Option<u16>,
     /// True for the last segment (the one a writer appends to).
     pub last: bool,
-    /// True when the whole file is zeros (a last segment never written; an open removes it).
+    /// True when the whole file is zeros or empty: its header is lost (a segment's name
+    /// always has a durable header, so this is damage).
     pub empty: bool,
     /// Records whose checksum passed.
     pub records: u64,
@@ -138,6 +143,9 @@ pub struct SegmentReport {
     pub torn_tail: Option<TornTailReport>,
     /// Damaged ranges.
     pub damaged: Vec<DamagedRange>,
+    /// Why the entry could not be read, when [`SegmentReport::header`] is
+    /// [`HeaderStatus::Unreadable`] or [`HeaderStatus::NotAFile`].
+    pub error: Option<String>,
 }
 
 impl SegmentReport {
@@ -393,19 +401,25 @@ pub fn verify_with(
         bytes_done: 0,
         bytes_total,
     };
-    // Reading errors must not be confused with damage: they abort with the I/O error.
+    // An entry that cannot be read (a directory named like a segment, a read error) is
+    // reported against itself, and the others are still checked.
     let mut scans = Vec::with_capacity(bases.len());
     for (i, &(base, _)) in bases.iter().enumerate() {
         let last = i + 1 == bases.len();
         let name = segment::segment_name(base);
         let path = dir.join(&name);
-        let bytes = read_file(&path)?;
-        let (seg, reaches_eof) = check_segment(&name, base, &bytes, last, options);
-        report.bytes_read += bytes.len() as u64;
+        let (seg, reaches_eof, read) = match read_file(&path) {
+            Ok(bytes) => {
+                let (seg, reaches_eof) = check_segment(&name, base, &bytes, last, options);
+                (seg, reaches_eof, bytes.len() as u64)
+            }
+            Err(e) => (unreadable(&name, base, last, &e), false, 0),
+        };
+        report.bytes_read += read;
         report.records += seg.records;
         report.record_bytes += seg.record_bytes;
         done.segments_done += 1;
-        done.bytes_done += bytes.len() as u64;
+        done.bytes_done += read;
         progress(done);
         scans.push(reaches_eof);
         report.segments.push(seg);
@@ -413,7 +427,8 @@ pub fn verify_with(
     let mut boundaries = Vec::new();
     for (i, pair) in report.segments.windows(2).enumerate() {
         let (cur, next) = (&pair[0], &pair[1]);
-        if cur.header != HeaderStatus::Ok || cur.empty {
+        // A bad entry is reported against itself, not against the segment before it.
+        if cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok {
             continue;
         }
         let expected = next.base;
@@ -471,11 +486,34 @@ fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
     report
 }
 
-fn read_file(path: &Path) -> Result<Vec<u8>> {
-    let mut file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+/// The report of a segment entry that could not be read.
+fn unreadable(name: &str, base: u64, last: bool, e: &std::io::Error) -> SegmentReport {
+    let header = if e.kind() == std::io::ErrorKind::IsADirectory {
+        HeaderStatus::NotAFile
+    } else {
+        HeaderStatus::Unreadable
+    };
+    SegmentReport {
+        file: name.to_string(),
+        base,
+        file_len: 0,
+        header,
+        version: None,
+        last,
+        empty: false,
+        records: 0,
+        record_bytes: 0,
+        end: base,
+        torn_tail: None,
+        damaged: Vec::new(),
+        error: Some(e.to_string()),
+    }
+}
+
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut file = File::open(path)?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| Error::io("read", path, e))?;
+    file.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -500,10 +538,8 @@ fn check_segment(
         end: base,
         torn_tail: None,
         damaged: Vec::new(),
+        error: None,
     };
-    if seg.empty && last {
-        return (seg, false);
-    }
     (seg.header, seg.version) = match format::decode_segment_header(bytes, FORMAT_VERSION) {
         Ok(h) if h.base == base => (HeaderStatus::Ok, Some(h.version)),
         Ok(h) => (HeaderStatus::BaseMismatch, Some(h.version)),

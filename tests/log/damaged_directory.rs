@@ -77,7 +77,10 @@ fn truncated_sealed_segment_is_reported() {
 }
 
 #[test]
-fn zero_filled_or_empty_last_segment_is_removed_and_reported() {
+fn zero_filled_or_empty_last_segment_is_a_bad_header_on_itself() {
+    // A `.seg` name always has a durable header (creation goes through a temporary name),
+    // so an empty or zero-filled file after the last segment is damage, reported against
+    // that file, never the segment before it.
     for empty in [false, true] {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("log");
@@ -87,19 +90,55 @@ fn zero_filled_or_empty_last_segment_is_removed_and_reported() {
             .last()
             .map(|(p, b)| p + FRAME + b.len() as u64)
             .unwrap();
-        let name = format!("{end:020}.seg");
+        // Past the last segment's data, as a stray file would be.
+        let stray = seg_path(&dir, end + 1000);
         let content = if empty { Vec::new() } else { vec![0u8; 512] };
-        std::fs::write(dir.join(&name), content).unwrap();
-        let (log, report) = Log::open(&dir, o.clone()).unwrap();
-        assert_eq!(report.removed_empty_segments, vec![name.clone()]);
-        assert_eq!(read_all(&log), written);
+        std::fs::write(&stray, &content).unwrap();
+        match Log::open(&dir, o.clone()) {
+            Err(Error::Corruption {
+                kind: CorruptionKind::BadHeader,
+                location: CorruptionLocation::File { path, offset: 0 },
+            }) => assert_eq!(path, stray),
+            other => panic!("expected BadHeader on the stray file, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(&stray).unwrap(), content, "left as it was");
+        // Quarantine opens, keeps the file, and never appends below it.
+        let (log, report) = Log::open(&dir, quarantine(o.clone())).unwrap();
+        assert!(report
+            .quarantined
+            .iter()
+            .any(|q| q.kind == CorruptionKind::BadHeader && q.path == stray));
         let p = log.append(b"after").unwrap();
-        assert_eq!(p, end);
+        assert!(p > end + 1000, "{p}");
         drop(log);
-        let (log, report) = Log::open(&dir, o).unwrap();
-        assert!(report.removed_empty_segments.is_empty());
-        assert_eq!(&*log.read(p).unwrap(), b"after");
+        assert_eq!(std::fs::read(&stray).unwrap(), content);
     }
+}
+
+#[test]
+fn directory_named_like_a_segment_is_reported_against_itself() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("log");
+    let o = opts(512, 100);
+    let written = multi_segment_log(&dir, &o, 30);
+    let bases = segment_bases(&dir);
+    let last_end = written
+        .last()
+        .map(|(p, b)| p + FRAME + b.len() as u64)
+        .unwrap();
+    for at in [bases[1] + 3, last_end + 512] {
+        let stray = seg_path(&dir, at);
+        std::fs::create_dir(&stray).unwrap();
+        match Log::open(&dir, o.clone()) {
+            Err(Error::Corruption {
+                kind: CorruptionKind::NotASegment,
+                location: CorruptionLocation::File { path, offset: 0 },
+            }) => assert_eq!(path, stray),
+            other => panic!("expected NotASegment on {stray:?}, got {other:?}"),
+        }
+        std::fs::remove_dir(&stray).unwrap();
+    }
+    assert_eq!(read_all(&Log::open(&dir, o).unwrap().0), written);
 }
 
 #[test]

@@ -32,10 +32,14 @@ fn segment_status(s: &SegmentReport) -> String {
         HeaderStatus::BaseMismatch => {
             parts.push("header: names another position than the file".to_string())
         }
+        HeaderStatus::NotAFile | HeaderStatus::Unreadable => parts.push(format!(
+            "NOT READABLE: {}",
+            s.error.as_deref().unwrap_or("not a regular file")
+        )),
         other => parts.push(format!("header: {other:?}")),
     }
     if s.empty {
-        parts.push("empty (never written)".into());
+        parts.push("EMPTY: its header is lost".into());
     }
     for d in &s.damaged {
         parts.push(format!(

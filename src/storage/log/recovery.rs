@@ -15,7 +15,7 @@ use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
-use crate::storage::vfs::Vfs;
+use crate::storage::vfs::{Vfs, VfsFile};
 
 /// A torn write found and removed at open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,10 +57,81 @@ pub struct RecoveryReport {
     pub quarantined: Vec<QuarantinedRange>,
     /// Leftover temporary files from an interrupted segment creation, removed.
     pub removed_temp_files: Vec<String>,
-    /// A last segment that held no record (zero-filled), removed.
-    pub removed_empty_segments: Vec<String>,
     /// Files that are not the log's, left untouched.
     pub ignored_files: Vec<String>,
+}
+
+/// What the header pass found under one segment name.
+enum Entry {
+    /// A segment with a valid header of a version this build reads.
+    Good {
+        path: PathBuf,
+        file: Arc<dyn VfsFile>,
+        len: u64,
+        version: u16,
+    },
+    /// An intact header of a newer format version.
+    Newer { path: PathBuf, found: u16 },
+    /// Not a segment: a bad header (an empty or zero-filled file included: a `.seg` name
+    /// always has a durable header), or not a regular file at all.
+    Bad {
+        path: PathBuf,
+        kind: CorruptionKind,
+        len: u64,
+    },
+}
+
+/// The longest header read at the header pass: a newer version's may be this long.
+const HEADER_READ: usize = 4096;
+
+/// Opens the entry named like the segment at `base` and reads its header.
+fn read_entry(fs: &dyn Vfs, dir: &Path, base: u64, opts: &LogOptions) -> Result<Entry> {
+    let path = dir.join(segment::segment_name(base));
+    let file = match fs.open(&path, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+            return Ok(Entry::Bad {
+                path,
+                kind: CorruptionKind::NotASegment,
+                len: 0,
+            });
+        }
+        Err(e) => return Err(Error::io("open", &path, e)),
+    };
+    let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
+    let mut head = vec![0u8; (len as usize).min(HEADER_READ)];
+    read_exact_at(file.as_ref(), &mut head, 0).map_err(|e| Error::io("read", &path, e))?;
+    Ok(
+        match format::decode_segment_header(&head, opts.format_version) {
+            // Positions stay below 2^63, so position arithmetic can never overflow.
+            Ok(h) if h.base == base && base <= MAX_BASE => Entry::Good {
+                path,
+                file,
+                len,
+                version: h.version,
+            },
+            Err(HeaderError::Newer(found)) => Entry::Newer { path, found },
+            _ => Entry::Bad {
+                path,
+                kind: CorruptionKind::BadHeader,
+                len,
+            },
+        },
+    )
+}
+
+/// Fills `buf` from `offset` (an error if the file ends first).
+fn read_exact_at(file: &dyn VfsFile, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Scans the directory, verifies every segment and returns them ready to use.
@@ -87,59 +158,76 @@ pub(super) fn recover(
     let strict = opts.recovery == RecoveryMode::Strict;
     let corrupt = |kind, path: &Path, offset| Error::corrupt_file(kind, path, offset);
     let header_len = SEGMENT_HEADER_LEN as u64;
+    // Every header first, in base order: a newer version anywhere is refused, and a stray
+    // entry or a bad header is reported against itself, before any segment's boundary with
+    // its successor is judged and before anything is changed.
+    let mut entries = Vec::with_capacity(bases.len());
+    for &base in &bases {
+        entries.push(read_entry(fs, dir, base, opts)?);
+    }
+    if let Some((path, found)) = entries.iter().find_map(|e| match e {
+        Entry::Newer { path, found } => Some((path.clone(), *found)),
+        _ => None,
+    }) {
+        return Err(Error::UnsupportedFormat {
+            path,
+            found,
+            supported: opts.format_version,
+        });
+    }
+    if strict {
+        if let Some((path, kind)) = entries.iter().find_map(|e| match e {
+            Entry::Bad { path, kind, .. } => Some((path.clone(), *kind)),
+            _ => None,
+        }) {
+            return Err(corrupt(kind, &path, 0));
+        }
+    }
     let mut segments = BTreeMap::new();
     // Lowest position a new active segment may start at.
     let mut next_free = 0u64;
-    for (i, &base) in bases.iter().enumerate() {
+    for (i, entry) in entries.into_iter().enumerate() {
+        let base = bases[i];
         let is_last = i + 1 == bases.len();
-        let path = dir.join(segment::segment_name(base));
-        let file = fs
-            .open(&path, false)
-            .map_err(|e| Error::io("open", &path, e))?;
-        let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
-        let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
-        let bytes = view.bytes();
-        if is_last && bytes.iter().all(|&b| b == 0) {
-            // A never-written last segment holds nothing: remove it.
-            drop(view);
-            fs.remove(&path)
-                .map_err(|e| Error::io("remove", &path, e))?;
-            report
-                .removed_empty_segments
-                .push(segment::segment_name(base));
-            continue;
-        }
-        let version = match format::decode_segment_header(bytes, opts.format_version) {
-            // Positions stay below 2^63, so position arithmetic can never overflow.
-            Ok(h) if h.base == base && base <= MAX_BASE => h.version,
-            Err(HeaderError::Newer(found)) => {
+        let (path, file, len, version) = match entry {
+            Entry::Good {
+                path,
+                file,
+                len,
+                version,
+            } => (path, file, len, version),
+            // Refused by the header pass above.
+            Entry::Newer { path, found } => {
                 return Err(Error::UnsupportedFormat {
                     path,
                     found,
                     supported: opts.format_version,
                 });
             }
-            _ => {
-                // Quarantine cannot step past a damaged file that claims positions beyond
-                // the largest base: the log could not continue after it.
-                if strict || base > MAX_BASE {
-                    return Err(corrupt(CorruptionKind::BadHeader, &path, 0));
+            Entry::Bad { path, kind, len } => {
+                // Quarantine (strict returned above). It cannot step past a damaged file
+                // that claims positions beyond the largest base: the log could not continue
+                // after it.
+                if base > MAX_BASE {
+                    return Err(corrupt(kind, &path, 0));
                 }
                 let end = bases
                     .get(i + 1)
                     .copied()
                     .unwrap_or(base + len.saturating_sub(header_len));
-                // Never reuse the damaged file's name for a new segment.
+                // Never reuse the damaged entry's name for a new segment.
                 next_free = next_free.max(end).max(base + 1);
                 report.quarantined.push(QuarantinedRange {
                     path,
-                    kind: CorruptionKind::BadHeader,
+                    kind,
                     start: base,
                     end,
                 });
                 continue;
             }
         };
+        let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
+        let bytes = view.bytes();
         let data = &bytes[SEGMENT_HEADER_LEN..];
         let scan = segment::scan(data, base, opts.max_record_size, !is_last);
         let mut quarantined = Vec::new();

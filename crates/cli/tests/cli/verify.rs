@@ -133,3 +133,44 @@ fn a_store_in_a_newer_format_version_is_reported_and_refused() {
     );
     assert_eq!(dir_snapshot(f.dir.path()), snapshot, "nothing changed");
 }
+
+#[test]
+fn entries_named_like_segments_are_reported_against_themselves() {
+    let _serial = serial();
+    let f = fixture();
+    let lib = deadletter::verify(f.dir.path()).unwrap();
+    let last = lib.segments.last().unwrap();
+    let past = last.base + (4 << 20);
+    // A directory, then an empty file, after the last segment: verify does not abort, and
+    // names the entry, not the segment before it.
+    for (i, make_dir) in [true, false].into_iter().enumerate() {
+        let name = format!("{:020}.seg", past + i as u64);
+        let stray = f.dir.path().join(&name);
+        if make_dir {
+            std::fs::create_dir(&stray).unwrap();
+        } else {
+            std::fs::write(&stray, b"").unwrap();
+        }
+        let o = run(&["verify", f.path(), "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["problems"], 1, "{v}");
+        let reported = v["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["file"] == name.as_str())
+            .expect("the stray entry is listed")
+            .clone();
+        let want = if make_dir { "not_a_file" } else { "short" };
+        assert_eq!(reported["header"], want, "{v}");
+        assert!(v["boundaries"].as_array().unwrap().is_empty(), "{v}");
+        let text = stdout(&run(&["verify", f.path()]));
+        assert!(text.contains(&name), "{text}");
+        if make_dir {
+            std::fs::remove_dir(&stray).unwrap();
+        } else {
+            std::fs::remove_file(&stray).unwrap();
+        }
+    }
+}
