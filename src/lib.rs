@@ -140,6 +140,7 @@ pub mod sim;
 
 pub use api::alert::DlqAlert;
 pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue};
+pub use api::classify::Classifier;
 pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};
 pub use api::dlq::{
@@ -149,7 +150,9 @@ pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
 pub use api::retry::{Backoff, Jitter, Retry};
 pub use api::store::{StorageStats, Store};
-pub use api::types::{DeadLetter, EntryStatus, Failure, FailureClass, OriginalMetadata};
+pub use api::types::{
+    DeadLetter, EntryStatus, Failure, FailureClass, OriginalMetadata, DECODE_ERROR_KIND,
+};
 pub use api::verify::{
     verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
     SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,

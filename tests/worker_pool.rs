@@ -275,3 +275,52 @@ fn the_dlq_alert_fires_through_the_pool() {
     }
     assert_eq!(alerts.lock().unwrap().last(), Some(&(1, false)));
 }
+
+/// `?` on a payload that does not decode dead-letters it at the first attempt; a classifier
+/// rule makes a converted error type permanent; an unknown error type stays transient.
+#[test]
+fn decode_errors_and_classified_errors_skip_retries() {
+    use deadletter::{Classifier, Page};
+    let (_dir, store) = store();
+    let q = store.queue("typed").unwrap();
+    q.enqueue_typed(&7u64).unwrap();
+    q.enqueue(vec![253u8]).unwrap(); // a u64 marker with no bytes behind it
+    q.enqueue("parse-me").unwrap();
+    q.enqueue("io").unwrap();
+    let pool = WorkerPool::new(&q)
+        .retry(Retry::fixed(Duration::from_millis(1)).max_attempts(3))
+        .classify(Classifier::new().permanent::<std::num::ParseIntError>())
+        .start(|m: &Message| {
+            match m.text() {
+                Some("parse-me") => {
+                    "x".parse::<u32>()?;
+                }
+                Some("io") => {
+                    Err(std::io::Error::other("disk busy"))?;
+                }
+                _ => {
+                    let n: u64 = m.decode()?;
+                    assert_eq!(n, 7);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    pool.run_until_idle().unwrap();
+    drop(pool);
+    let dlq = q.dlq();
+    let entries = dlq
+        .list(&deadletter::Filter::all(), Page::first(10))
+        .unwrap();
+    let attempts = |kind: &str| {
+        let e = entries
+            .iter()
+            .find(|e| e.failure.error_kind == kind)
+            .unwrap_or_else(|| panic!("no {kind} entry in {entries:?}"));
+        e.failure.attempts.len()
+    };
+    assert_eq!(entries.len(), 3);
+    assert_eq!(attempts(deadletter::DECODE_ERROR_KIND), 1);
+    assert_eq!(attempts("ParseIntError"), 1);
+    assert_eq!(attempts("Error"), 3); // std::io::Error: unknown, transient
+}

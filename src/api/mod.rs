@@ -12,6 +12,7 @@
 
 pub mod alert;
 pub mod backend;
+pub mod classify;
 pub mod clock;
 pub mod config;
 pub mod dlq;

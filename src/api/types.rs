@@ -95,6 +95,11 @@ pub struct Failure {
     pub message: String,
     /// Details, stack trace and context, when given.
     extra: Option<Box<FailureExtra>>,
+    /// The full type name of the error this failure was converted from (with `?`), or
+    /// `None` when the handler built it and chose its class itself. A worker pool's
+    /// [`Classifier`](crate::Classifier) reclassifies converted failures only.
+    #[serde(skip)]
+    source_type: Option<&'static str>,
 }
 
 /// The optional parts of a [`Failure`].
@@ -114,6 +119,7 @@ impl Failure {
             kind: kind.into(),
             message: message.into(),
             extra: None,
+            source_type: None,
         }
     }
 
@@ -168,6 +174,13 @@ impl Failure {
     pub fn is_permanent(&self) -> bool {
         self.class == FailureClass::Permanent
     }
+
+    /// The full type name of the error this failure was converted from with `?`
+    /// (`std::any::type_name`), or `None` when it was built with
+    /// [`transient`](Failure::transient) or [`permanent`](Failure::permanent).
+    pub fn source_type(&self) -> Option<&'static str> {
+        self.source_type
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -176,13 +189,32 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Any error converts to a transient failure whose kind is the error's type name.
-impl<E: std::error::Error> From<E> for Failure {
+/// Any error converts to a failure whose kind is the error's type name. It is transient,
+/// with one exception: an [`Error::Codec`](crate::Error::Codec) (a payload that does not
+/// decode, as from [`Message::decode`](crate::Message::decode)) is permanent, of kind
+/// `DecodeError`, because no retry changes the bytes. A worker pool's
+/// [`Classifier`](crate::Classifier) can map other error types to permanent.
+impl<E: std::error::Error + 'static> From<E> for Failure {
     fn from(e: E) -> Self {
         let full = std::any::type_name::<E>();
-        let kind = full.rsplit("::").next().unwrap_or(full);
-        Failure::transient(kind, e.to_string())
+        let any: &dyn std::any::Any = &e;
+        let mut failure = match any.downcast_ref::<crate::Error>() {
+            Some(crate::Error::Codec(reason)) => Failure::permanent(DECODE_ERROR_KIND, reason),
+            _ => Failure::transient(short_type_name(full), e.to_string()),
+        };
+        failure.source_type = Some(full);
+        failure
     }
+}
+
+/// The kind of the permanent failure a payload that does not decode becomes.
+pub const DECODE_ERROR_KIND: &str = "DecodeError";
+
+/// The last path segment of a type name, generics included: `my::Error<T>` -> `Error<T>`.
+pub(crate) fn short_type_name(full: &'static str) -> &'static str {
+    let head = full.split('<').next().unwrap_or(full);
+    let start = head.rfind("::").map_or(0, |i| i + 2);
+    &full[start..]
 }
 
 /// The metadata a message had when it was enqueued (and delivered).

@@ -7,7 +7,8 @@
 //! Each worker leases one message at a time (so a graceful shutdown leaves nothing leased and
 //! unstarted), runs the handler under `catch_unwind`, and reports the outcome:
 //! - `Ok(())` acks;
-//! - a permanent [`Failure`] dead-letters at once, spending no retries;
+//! - a permanent [`Failure`] dead-letters at once, spending no retries (the pool's
+//!   [`Classifier`] decides the class of failures converted from errors with `?`);
 //! - a transient failure (or a panic) is retried: the next attempt time from the [`Retry`]
 //!   policy is written to the log as the message's visible-at, so no thread sleeps out a
 //!   backoff and the queue keeps flowing; on the last attempt it is dead-lettered.
@@ -29,9 +30,10 @@ use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
 use crate::api::backend::{DeadLetterQueue, Delivery, MessageQueue};
+use crate::api::classify::Classifier;
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
-use crate::api::types::{Failure, MessageId};
+use crate::api::types::{Failure, MessageId, DECODE_ERROR_KIND};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
@@ -118,6 +120,7 @@ pub struct WorkerPool<Q: MessageQueue = Queue> {
     lease: Duration,
     name: String,
     idle_poll: Duration,
+    classifier: Classifier,
 }
 
 struct InFlight<M> {
@@ -139,6 +142,7 @@ struct Shared<Q: MessageQueue> {
     queue: Q,
     retry: Retry,
     lease: Duration,
+    classifier: Classifier,
     stop: AtomicBool,
     counters: Counters,
     running: Mutex<HashMap<MessageId, InFlight<Q::Message>>>,
@@ -211,7 +215,15 @@ impl<Q: MessageQueue> WorkerPool<Q> {
             lease: Duration::from_secs(30),
             name: "worker".into(),
             idle_poll: Duration::from_millis(200),
+            classifier: Classifier::new(),
         }
+    }
+
+    /// How failures converted from errors with `?` are classified (see [`Classifier`]):
+    /// by default every such failure is transient except a payload that does not decode.
+    pub fn classify(mut self, classifier: Classifier) -> Self {
+        self.classifier = classifier;
+        self
     }
 
     /// Number of worker threads.
@@ -247,6 +259,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
             queue,
             retry: self.retry,
             lease: self.lease,
+            classifier: self.classifier,
             stop: AtomicBool::new(false),
             counters: Counters::default(),
             running: Mutex::new(HashMap::new()),
@@ -287,7 +300,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
     {
         self.start(move |msg: &Q::Message| match msg.decode::<T>() {
             Ok(value) => handler(value, msg),
-            Err(e) => Err(Failure::permanent("DecodeError", e.to_string())),
+            Err(e) => Err(Failure::permanent(DECODE_ERROR_KIND, e.to_string())),
         })
     }
 }
@@ -460,7 +473,10 @@ fn handle_one<Q: MessageQueue>(
             };
             acked.map(|()| c.processed.fetch_add(1, Ordering::Relaxed))
         }
-        Ok(Err(failure)) => report_failure(shared, &msg, &failure, duration, name, rng),
+        Ok(Err(failure)) => {
+            let failure = shared.classifier.apply(failure);
+            report_failure(shared, &msg, &failure, duration, name, rng)
+        }
         Err(panic) => {
             c.panics.fetch_add(1, Ordering::Relaxed);
             let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
