@@ -144,7 +144,7 @@ pub use api::classify::Classifier;
 pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};
 pub use api::dlq::{
-    Analysis, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport,
+    Analysis, Cursor, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport,
 };
 pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};

@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadletter::{
-    DeadLetter, DeadLetterQueue, Delivery, DlqAlert, DlqStats, EnqueueOptions, EntryStatus, Error,
-    Failure, FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page, ReplayOptions,
+    Cursor, DeadLetter, DeadLetterQueue, Delivery, DlqAlert, DlqStats, EnqueueOptions, EntryStatus,
+    Error, Failure, FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page,
+    ReplayOptions,
 };
 
 use crate::delivery::fail_permanently;
@@ -240,6 +241,32 @@ pub fn filters_and_pages<B: TestBackend>(backend: &B) {
         .map(DeadLetter::id)
         .collect();
     assert_eq!(k1, [ids[2]]);
+
+    // Cursors: pages both ways, right even once the entries they came from are gone.
+    let listed = dlq.list(&Filter::all(), Page::first(100)).unwrap();
+    let cursors: Vec<Cursor> = listed.iter().map(Cursor::of).collect();
+    let ids_in = |page: Page| -> Vec<MessageId> {
+        let got = dlq.list(&Filter::all(), page).unwrap();
+        got.iter().map(DeadLetter::id).collect()
+    };
+    assert_eq!(ids_in(Page::after_cursor(cursors[1], 2)), all[2..4]);
+    assert_eq!(ids_in(Page::before_cursor(cursors[3], 2)), all[1..3]);
+    assert_eq!(ids_in(Page::before_cursor(cursors[1], 5)), all[..1]);
+    assert_eq!(ids_in(Page::after_cursor(cursors[4], 5)), all[5..]);
+    let k1: Vec<MessageId> = dlq
+        .list(
+            &Filter::error_kind("K1"),
+            Page::before_cursor(cursors[4], 10),
+        )
+        .unwrap()
+        .iter()
+        .map(DeadLetter::id)
+        .collect();
+    assert_eq!(k1, [ids[0], ids[2]]);
+    dlq.delete(all[1]).unwrap();
+    dlq.delete(all[3]).unwrap();
+    assert_eq!(ids_in(Page::after_cursor(cursors[1], 2)), [all[2], all[4]]);
+    assert_eq!(ids_in(Page::before_cursor(cursors[3], 2)), [all[0], all[2]]);
 }
 
 /// Replay keeps the attempt count or resets it, continues or restarts the history,

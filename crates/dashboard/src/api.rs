@@ -4,136 +4,33 @@
 //! Reads (`GET`):
 //! - `/api/stats`: `{"dir", "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`;
 //! - `/api/dlq/{name}?error_kind=&message=&since_ms=&until_ms=&min_attempts=&max_attempts=`
-//!   `&status=pending|reprocessed&worker=&after=&limit=`: `{"dlq", "queue", "matched",
-//!   "entries": [summary], "next_cursor"}` where `name` is a DLQ or queue name, a summary is
-//!   `{"id", "error_kind", "error_message", "attempts", "dead_lettered_at_ms",
-//!   "enqueued_at_ms", "status", "worker", "payload_size", "payload_is_text",
-//!   "payload_preview"}`, and `next_cursor` is the `after` of the next page (or null);
+//!   `&status=pending|reprocessed&worker=&attr.KEY=&tag.KEY=&after=|before=&limit=`:
+//!   `{"dlq", "queue", "matched", "entries": [summary], "next_cursor", "prev_cursor"}`
+//!   where `name` is a DLQ or queue name, a summary is `{"id", "cursor", "error_kind",
+//!   "error_message", "attempts", "dead_lettered_at_ms", "enqueued_at_ms", "status",
+//!   "worker", "payload_size", "payload_is_text", "payload_preview"}`, `next_cursor` is
+//!   the `after` of the next page and `prev_cursor` the `before` of the previous one (null
+//!   when there is none). Cursors are keyset positions (see the `query` module): a page loaded
+//!   after entries came or went still starts right after the last row shown;
 //! - `/api/entry/{id}`: the whole envelope in the JSON form of [`crate::export`], with
 //!   `payload_text` when the payload is UTF-8;
 //! - `/api/timeline/{name}?hours=N` (1 to 168, default 24): dead-letterings per hour,
 //!   `{"dlq", "bucket_ms", "start_ms", "buckets": [count], "earlier"}`, oldest bucket first,
 //!   the last one holding the current hour.
 //!
-//! Changes (`POST`, JSON body, token required; see the module above):
-//! - `/api/replay`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..same keys as the list
-//!   query..}}`, with optional `"to"` (target queue), `"reset_attempts"`, `"force"`,
-//!   `"dry_run"`; answers `{"replayed": [ids], "failed": [{"id", "reason"}], "dry_run"}`;
-//! - `/api/delete`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..}}`; answers
-//!   `{"deleted": n}`.
+//! Changes (`POST /api/replay`, `/api/delete`, `/api/mark`) are answered by the `change` module, which documents them.
 
 use percent_encoding::percent_decode_str;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use deadletter::{
-    DeadLetter, DeadLetterQueue, EntryStatus, Error, Filter, MessageId, Page, ReplayOptions,
+    Cursor, DeadLetter, DeadLetterQueue, EntryStatus, Error, Filter, MessageId, Page,
 };
 
 use crate::export::{envelope_to_json, PayloadEncoding};
+use crate::query::{cursor_text, ListQuery};
 use crate::routes::Reply;
 use crate::source::Source;
-
-/// A change the API makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Action {
-    /// Replay entries to a queue.
-    Replay,
-    /// Delete entries.
-    Delete,
-}
-
-impl Action {
-    /// The endpoint's path.
-    pub(crate) fn path(self) -> &'static str {
-        match self {
-            Action::Replay => "/api/replay",
-            Action::Delete => "/api/delete",
-        }
-    }
-}
-
-/// Which entries: the same keys in a query string and in a JSON body.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct FilterSpec {
-    /// Error kind, exactly.
-    pub error_kind: Option<String>,
-    /// A substring of the error message.
-    pub message: Option<String>,
-    /// Dead-lettered at or after (ms).
-    pub since_ms: Option<u64>,
-    /// Dead-lettered before (ms).
-    pub until_ms: Option<u64>,
-    /// At least this many deliveries.
-    pub min_attempts: Option<u32>,
-    /// At most this many deliveries.
-    pub max_attempts: Option<u32>,
-    /// `pending`, `reprocessed`, or `any` (the default).
-    pub status: Option<String>,
-    /// Worker name, exactly.
-    pub worker: Option<String>,
-}
-
-impl FilterSpec {
-    /// The library filter, or why the spec is not valid.
-    pub(crate) fn to_filter(&self) -> Result<Filter, String> {
-        let mut f = Filter::all();
-        f.error_kind = self.error_kind.clone().filter(|s| !s.is_empty());
-        f.message_contains = self.message.clone().filter(|s| !s.is_empty());
-        f.since_ms = self.since_ms;
-        f.until_ms = self.until_ms;
-        f.min_attempts = self.min_attempts;
-        f.max_attempts = self.max_attempts;
-        f.worker = self.worker.clone().filter(|s| !s.is_empty());
-        f.pending = match self.status.as_deref() {
-            None | Some("") | Some("any") => None,
-            Some("pending") => Some(true),
-            Some("reprocessed") => Some(false),
-            Some(other) => {
-                return Err(format!(
-                    "status {other:?}: expected pending, reprocessed or any"
-                ))
-            }
-        };
-        Ok(f)
-    }
-
-    /// Reads the spec from a query string; also returns `after` and `limit`.
-    fn from_query(query: &str) -> Result<(FilterSpec, Option<MessageId>, usize), String> {
-        let mut spec = FilterSpec::default();
-        let mut after = None;
-        let mut limit = 50usize;
-        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            if value.is_empty() {
-                continue;
-            }
-            let value = value.into_owned();
-            let num = |v: &str| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("{key}={v:?} is not a whole number"))
-            };
-            let small = |v: &str| {
-                v.parse::<u32>()
-                    .map_err(|_| format!("{key}={v:?} is not a whole number"))
-            };
-            match key.as_ref() {
-                "error_kind" => spec.error_kind = Some(value),
-                "message" => spec.message = Some(value),
-                "since_ms" => spec.since_ms = Some(num(&value)?),
-                "until_ms" => spec.until_ms = Some(num(&value)?),
-                "min_attempts" => spec.min_attempts = Some(small(&value)?),
-                "max_attempts" => spec.max_attempts = Some(small(&value)?),
-                "status" => spec.status = Some(value),
-                "worker" => spec.worker = Some(value),
-                "after" => after = Some(num(&value)?),
-                "limit" => limit = (num(&value)? as usize).clamp(1, 500),
-                other => return Err(format!("unknown query parameter {other:?}")),
-            }
-        }
-        Ok((spec, after, limit))
-    }
-}
 
 /// Decodes the `{name}` segment of a path: `%XX` escapes, strictly UTF-8 once decoded (a
 /// `+` is a plus sign in a path, unlike in a query string).
@@ -145,7 +42,7 @@ fn path_segment(s: &str) -> Result<String, String> {
 }
 
 /// The status code for a library error.
-fn status_of(e: &Error) -> u16 {
+pub(crate) fn status_of(e: &Error) -> u16 {
     match e {
         Error::UnknownQueue(_) | Error::NotFound(_) => 404,
         Error::InvalidQueueName(_) | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
@@ -222,6 +119,7 @@ fn summary(e: &DeadLetter) -> Value {
     };
     json!({
         "id": e.id(),
+        "cursor": cursor_text(&Cursor::of(e)),
         "error_kind": e.failure.error_kind,
         "error_message": e.failure.error_message,
         "attempts": e.metadata.delivery_count,
@@ -245,11 +143,11 @@ pub(crate) fn status_name(s: &EntryStatus) -> &'static str {
 }
 
 fn list<S: Source>(store: &S, name: &str, query: &str) -> Reply {
-    let (spec, after, limit) = match FilterSpec::from_query(query) {
-        Ok(x) => x,
+    let q = match ListQuery::parse(query) {
+        Ok(q) => q,
         Err(e) => return Reply::error(400, e),
     };
-    let filter = match spec.to_filter() {
+    let filter = match q.spec.to_filter() {
         Ok(f) => f,
         Err(e) => return Reply::error(400, e),
     };
@@ -257,22 +155,37 @@ fn list<S: Source>(store: &S, name: &str, query: &str) -> Reply {
         Ok(d) => d,
         Err(e) => return lib_error(&e),
     };
-    let mut page = Page::first(limit + 1);
-    page.after = after;
-    let mut entries = match dlq.list(&filter, page) {
-        Ok(v) => v,
-        Err(e) => return lib_error(&e),
+    let page = match (q.before, q.after) {
+        (Some(c), _) => Page::before_cursor(c, q.limit),
+        (None, Some(c)) => Page::after_cursor(c, q.limit),
+        (None, None) => Page::first(q.limit),
     };
-    let more = entries.len() > limit;
-    entries.truncate(limit);
-    let matched = match dlq.ids(&filter, None) {
-        Ok(ids) => ids.len(),
+    let listed = dlq.list(&filter, page).and_then(|entries| {
+        // Whether there is a page on either side: one entry past each end.
+        let beyond = |page: Page| dlq.list(&filter, page).map(|v| !v.is_empty());
+        let next = match entries.last() {
+            Some(last) => {
+                beyond(Page::after_cursor(Cursor::of(last), 1))?.then(|| Cursor::of(last))
+            }
+            // An empty page before a place: what follows it is the next page.
+            None => q
+                .before
+                .filter(|&c| beyond(Page::after_cursor(c, 1)).unwrap_or(false)),
+        };
+        let prev = match entries.first() {
+            Some(first) => {
+                beyond(Page::before_cursor(Cursor::of(first), 1))?.then(|| Cursor::of(first))
+            }
+            None => q
+                .after
+                .filter(|&c| beyond(Page::before_cursor(c, 1)).unwrap_or(false)),
+        };
+        let matched = dlq.ids(&filter, None)?.len();
+        Ok((entries, next, prev, matched))
+    });
+    let (entries, next, prev, matched) = match listed {
+        Ok(x) => x,
         Err(e) => return lib_error(&e),
-    };
-    let next = if more {
-        entries.last().map(|e| e.id())
-    } else {
-        None
     };
     Reply::json(
         200,
@@ -281,7 +194,8 @@ fn list<S: Source>(store: &S, name: &str, query: &str) -> Reply {
             "queue": dlq.queue_name(),
             "matched": matched,
             "entries": entries.iter().map(summary).collect::<Vec<_>>(),
-            "next_cursor": next,
+            "next_cursor": next.as_ref().map(cursor_text),
+            "prev_cursor": prev.as_ref().map(cursor_text),
         }),
     )
 }
@@ -354,156 +268,14 @@ fn timeline<S: Source>(store: &S, name: &str, query: &str) -> Reply {
     )
 }
 
-/// The body of a replay or delete request.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ChangeRequest {
-    dlq: String,
-    #[serde(default)]
-    ids: Option<Vec<MessageId>>,
-    #[serde(default)]
-    filter: Option<FilterSpec>,
-    #[serde(default)]
-    to: Option<String>,
-    #[serde(default)]
-    reset_attempts: bool,
-    #[serde(default)]
-    force: bool,
-    #[serde(default)]
-    dry_run: bool,
-}
-
-/// Carries out a replay or delete; also returns a one-line summary for the log.
-pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Reply, String) {
-    let req: ChangeRequest = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => {
-            let msg = format!("bad request body: {e}");
-            return (Reply::error(400, msg.clone()), msg);
-        }
-    };
-    let fail = |status: u16, msg: String| (Reply::error(status, msg.clone()), msg);
-    let dlq = match store.dlq(&req.dlq) {
-        Ok(d) => d,
-        Err(e) => return fail(status_of(&e), e.to_string()),
-    };
-    let (ids, selection) = match (&req.ids, &req.filter) {
-        (Some(ids), None) => (ids.clone(), format!("ids {ids:?}")),
-        (None, Some(spec)) => {
-            let filter = match spec.to_filter() {
-                Ok(f) => f,
-                Err(e) => return fail(400, e),
-            };
-            match dlq.ids(&filter, None) {
-                Ok(ids) => (ids, format!("filter {spec:?}")),
-                Err(e) => return fail(status_of(&e), e.to_string()),
-            }
-        }
-        _ => return fail(400, "give exactly one of \"ids\" or \"filter\"".into()),
-    };
-    let dlq_name = dlq.name();
-    match action {
-        Action::Replay => {
-            let mut options = ReplayOptions::to_origin();
-            options.target = req.to.clone().filter(|t| !t.is_empty());
-            options.reset_attempts = req.reset_attempts;
-            options.force = req.force;
-            options.dry_run = req.dry_run;
-            match dlq.replay_ids(&ids, &options) {
-                Ok(report) => {
-                    let summary = format!(
-                        "{}replayed {} of {} ({selection}) from {dlq_name} to {}, {} refused",
-                        if report.dry_run {
-                            "dry run: would have "
-                        } else {
-                            ""
-                        },
-                        report.replayed.len(),
-                        ids.len(),
-                        options.target.as_deref().unwrap_or(dlq.queue_name()),
-                        report.failed.len()
-                    );
-                    let failed: Vec<Value> = report
-                        .failed
-                        .iter()
-                        .map(|(id, reason)| json!({ "id": id, "reason": reason }))
-                        .collect();
-                    let reply = Reply::json(
-                        200,
-                        &json!({
-                            "replayed": report.replayed,
-                            "failed": failed,
-                            "dry_run": report.dry_run,
-                        }),
-                    );
-                    (reply, summary)
-                }
-                Err(e) => fail(status_of(&e), e.to_string()),
-            }
-        }
-        Action::Delete => {
-            if req.to.is_some() || req.reset_attempts || req.force || req.dry_run {
-                return fail(
-                    400,
-                    "delete takes only \"dlq\" and \"ids\" or \"filter\"".into(),
-                );
-            }
-            let mut deleted = 0u64;
-            for &id in &ids {
-                match dlq.delete(id) {
-                    Ok(()) => deleted += 1,
-                    Err(e) => {
-                        let msg = format!("deleted {deleted} of {}, then: {e}", ids.len());
-                        return fail(status_of(&e), msg);
-                    }
-                }
-            }
-            let summary = format!("deleted {deleted} ({selection}) from {dlq_name}");
-            (Reply::json(200, &json!({ "deleted": deleted })), summary)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_parsing() {
-        let (spec, after, limit) =
-            FilterSpec::from_query("error_kind=Validation%20Error&message=a+b&after=7&limit=9")
-                .unwrap();
-        assert_eq!(spec.error_kind.as_deref(), Some("Validation Error"));
-        assert_eq!(spec.message.as_deref(), Some("a b"));
-        assert_eq!((after, limit), (Some(7), 9));
-        assert!(FilterSpec::from_query("bogus=1").is_err());
-        assert!(FilterSpec::from_query("since_ms=x").is_err());
-        assert!(FilterSpec::from_query("min_attempts=%31%32")
-            .is_ok_and(|(s, ..)| s.min_attempts == Some(12)));
-        // As browsers do (the WHATWG form decoding): a broken escape is kept as it is.
-        let (spec, ..) = FilterSpec::from_query("message=100%zz&error_kind=&worker").unwrap();
-        assert_eq!(spec.message.as_deref(), Some("100%zz"));
-        assert_eq!((spec.error_kind, spec.worker), (None, None));
-    }
 
     #[test]
     fn path_segments() {
         assert_eq!(path_segment("orders%2Ddlq").unwrap(), "orders-dlq");
         assert_eq!(path_segment("a+b%20c").unwrap(), "a+b c");
         assert!(path_segment("bad%FF").is_err());
-    }
-
-    #[test]
-    fn status_filter() {
-        let spec = FilterSpec {
-            status: Some("reprocessed".into()),
-            ..FilterSpec::default()
-        };
-        assert_eq!(spec.to_filter().unwrap().pending, Some(false));
-        let bad = FilterSpec {
-            status: Some("weird".into()),
-            ..FilterSpec::default()
-        };
-        assert!(bad.to_filter().is_err());
     }
 }

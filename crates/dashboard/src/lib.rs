@@ -47,7 +47,7 @@
 //! Routes: `GET /` (the page; its script and style are compiled into the binary, nothing is
 //! fetched from elsewhere), `GET /api/stats`, `GET /api/dlq/{name}?filters`,
 //! `GET /api/entry/{id}`, `GET /api/timeline/{name}?hours=N`, `POST /api/replay`,
-//! `POST /api/delete`, `GET /metrics`. See [`api`] for the JSON shapes.
+//! `POST /api/delete`, `POST /api/mark`, `GET /metrics`. See [`api`] for the JSON shapes.
 //!
 //! Security model:
 //! - it binds to 127.0.0.1 by default;
@@ -66,7 +66,9 @@
 #![warn(missing_docs)]
 
 pub mod api;
+mod change;
 pub mod export;
+mod query;
 mod routes;
 mod server;
 pub mod source;

@@ -8,7 +8,7 @@ use tiny_http::{Header, Method, Request, Response};
 
 use crate::server::Ctx;
 use crate::source::Source;
-use crate::{api, time};
+use crate::{api, change, time};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -124,7 +124,7 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
             Err(e) => Reply::error(500, e.to_string()),
         },
         (Method::Get, "/healthz") => Reply::text(200, "text/plain; charset=utf-8", "ok\n"),
-        (Method::Get, "/api/replay") | (Method::Get, "/api/delete") => {
+        (Method::Get, p) if change::Action::of_path(p).is_some() => {
             Reply::error(405, "this endpoint takes POST only")
         }
         (Method::Get, p) if p.starts_with("/api/") => {
@@ -133,14 +133,10 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
             }
             api::get(&ctx.store, p, query)
         }
-        (Method::Post, "/api/replay") | (Method::Post, "/api/delete") => {
-            let action = if path == "/api/replay" {
-                api::Action::Replay
-            } else {
-                api::Action::Delete
-            };
-            mutate(ctx, request, action)
-        }
+        (Method::Post, p) => match change::Action::of_path(p) {
+            Some(action) => mutate(ctx, request, action),
+            None => Reply::error(404, format!("no such endpoint {path:?}")),
+        },
         (Method::Get, _) => Reply::error(404, format!("no such page {path:?}")),
         _ => Reply::error(405, "method not allowed"),
     }
@@ -171,7 +167,7 @@ fn same_origin(request: &Request) -> Result<(), String> {
     Ok(())
 }
 
-fn mutate<S: Source>(ctx: &Ctx<S>, request: &mut Request, action: api::Action) -> Reply {
+fn mutate<S: Source>(ctx: &Ctx<S>, request: &mut Request, action: change::Action) -> Reply {
     let remote = request
         .remote_addr()
         .map(|a| a.to_string())
@@ -214,7 +210,7 @@ fn mutate<S: Source>(ctx: &Ctx<S>, request: &mut Request, action: api::Action) -
     if body.len() as u64 > MAX_BODY {
         return refuse(413, format!("the body is larger than {MAX_BODY} bytes"));
     }
-    let (reply, summary) = api::mutate(&ctx.store, action, &body);
+    let (reply, summary) = change::mutate(&ctx.store, action, &body);
     if ctx.log_actions {
         eprintln!(
             "{} dashboard: POST {what} from {remote}: {summary}",

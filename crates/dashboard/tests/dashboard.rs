@@ -111,19 +111,19 @@ fn the_api_reads_what_the_library_holds() {
     assert_eq!(page["matched"], 2);
     assert_eq!(page["entries"].as_array().unwrap().len(), 1);
     assert_eq!(page["entries"][0]["id"], ids[0]);
-    assert_eq!(page["next_cursor"], ids[0]);
+    let first_cursor = page["entries"][0]["cursor"].as_str().unwrap().to_string();
+    assert_eq!(page["next_cursor"], first_cursor.as_str());
+    assert!(page["prev_cursor"].is_null());
     let next = get(
         addr,
-        &format!(
-            "/api/dlq/orders?error_kind=Invalid&limit=1&after={}",
-            ids[0]
-        ),
+        &format!("/api/dlq/orders?error_kind=Invalid&limit=1&after={first_cursor}"),
     )
     .json();
     assert_eq!(next["entries"][0]["id"], ids[1]);
     assert_eq!(next["entries"][0]["payload_is_text"], false);
     assert_eq!(next["entries"][0]["payload_preview"], "ff0080");
     assert!(next["next_cursor"].is_null());
+    assert_eq!(next["prev_cursor"], next["entries"][0]["cursor"]);
 
     let entry = get(addr, &format!("/api/entry/{}", ids[1])).json();
     let back = deadletter_dashboard::export::envelope_from_json(&entry).unwrap();
@@ -142,6 +142,33 @@ fn the_api_reads_what_the_library_holds() {
         buckets.iter().sum::<u64>() + timeline["earlier"].as_u64().unwrap(),
         3
     );
+
+    // The cursors stay right once the entry they came from is gone: the previous page
+    // of the second is the first entry, the next page of the (deleted) first the second.
+    let prev_cursor = next["prev_cursor"].as_str().unwrap().to_string();
+    let back_page = get(
+        addr,
+        &format!("/api/dlq/orders?limit=1&before={prev_cursor}"),
+    )
+    .json();
+    assert_eq!(back_page["entries"][0]["id"], ids[0]);
+    assert!(back_page["prev_cursor"].is_null());
+    store.dlq("orders").unwrap().delete(ids[0]).unwrap();
+    let after_gone = get(
+        addr,
+        &format!("/api/dlq/orders?limit=1&after={first_cursor}"),
+    )
+    .json();
+    assert_eq!(after_gone["entries"][0]["id"], ids[1]);
+    assert!(after_gone["prev_cursor"].is_null());
+    let before_gone = get(
+        addr,
+        &format!("/api/dlq/orders?limit=5&before={prev_cursor}"),
+    )
+    .json();
+    assert_eq!(before_gone["entries"].as_array().unwrap().len(), 0);
+    assert_eq!(before_gone["next_cursor"], prev_cursor.as_str());
+    assert_eq!(get(addr, "/api/dlq/orders?after=12").status, 400);
 
     assert_eq!(get(addr, "/api/dlq/nosuch").status, 404);
     assert_eq!(get(addr, "/api/entry/999").status, 404);
@@ -240,6 +267,27 @@ fn mutations_need_the_token_the_origin_and_json() {
     assert_eq!(del.status, 200, "{}", del.body);
     assert_eq!(del.json()["deleted"], 1);
     assert_eq!(store.dlq("orders").unwrap().len(), 1);
+
+    // Mark reprocessed, selected by id, with a note: kept, no longer pending.
+    let mark = format!(
+        r#"{{"dlq":"orders","ids":[{}],"success":false,"note":"fixed by hand"}}"#,
+        ids[1]
+    );
+    let headers = [json, ("X-Deadletter-Token", TOKEN)];
+    let marked = request(addr, "POST", "/api/mark", &headers, &mark);
+    assert_eq!(marked.status, 200, "{}", marked.body);
+    assert_eq!(marked.json()["marked"][0], ids[1]);
+    let entry = store.dlq("orders").unwrap().get(ids[1]).unwrap();
+    assert!(matches!(
+        entry.status,
+        deadletter::EntryStatus::Reprocessed { success: false, .. }
+    ));
+    let no_outcome = format!(r#"{{"dlq":"orders","ids":[{}]}}"#, ids[1]);
+    assert_eq!(
+        request(addr, "POST", "/api/mark", &headers, &no_outcome).status,
+        400
+    );
+    assert_eq!(get(addr, "/api/mark").status, 405);
 
     // Malformed bodies are refused with a reason.
     for bad in [

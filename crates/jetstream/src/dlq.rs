@@ -19,7 +19,7 @@
 //! Counters that are not entries (replayed, deleted, reprocessed) are counted events;
 //! entries removed by the stream's `max_age` are what the events leave unexplained.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use deadletter::{
-    Analysis, DeadLetter, DeadLetterQueue, DlqAlert, DlqStats, EntryStatus, Error, Filter,
+    Analysis, Cursor, DeadLetter, DeadLetterQueue, DlqAlert, DlqStats, EntryStatus, Error, Filter,
     MessageId, Page, ReplayOptions, ReplayReport, Result,
 };
 use futures_util::{StreamExt, TryStreamExt};
@@ -184,6 +184,46 @@ impl JetStreamDlq {
         Ok(out)
     }
 
+    /// The `limit` matching entries nearest `bound` on one side of it (before it, or after
+    /// it; without a bound, the oldest), in the browse order every backend shares (by
+    /// dead-lettering time, then id: [`Cursor`]'s). The stream holds entries in arrival
+    /// order, which may differ, so the whole DLQ is read (as `stats` and a filtered `ids`
+    /// read it), keeping at most `limit` entries in memory.
+    async fn list_by_cursor(
+        &self,
+        filter: &Filter,
+        bound: Option<Cursor>,
+        before: bool,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        let mut kept: BTreeMap<Cursor, DeadLetter> = BTreeMap::new();
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.scan(1, |_, e| {
+            let at = Cursor::of(&e);
+            let side = match bound {
+                None => true,
+                Some(b) if before => at < b,
+                Some(b) => at > b,
+            };
+            if side && filter.matches(&e) {
+                kept.insert(at, e);
+                if kept.len() > limit {
+                    // Drop the one farthest from the bound.
+                    if before {
+                        kept.pop_first();
+                    } else {
+                        kept.pop_last();
+                    }
+                }
+            }
+            Ok(true)
+        })
+        .await?;
+        Ok(kept.into_values().collect())
+    }
+
     async fn found(&self, id: MessageId) -> Result<crate::moves::Found> {
         self.js
             .find_entry(&self.queue, id)
@@ -327,12 +367,13 @@ impl DeadLetterQueue for JetStreamDlq {
     }
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
         self.run(async {
-            let from = match page.after {
-                Some(id) => self.found(id).await?.sequence + 1,
-                None => 1,
+            let (bound, before) = match (page.before_cursor, page.after_cursor, page.after) {
+                (Some(c), ..) => (Some(c), true),
+                (None, Some(c), _) => (Some(c), false),
+                (None, None, Some(id)) => (Some(Cursor::of(&self.found(id).await?.entry)), false),
+                (None, None, None) => (None, false),
             };
-            let found = self.matching(filter, from, page.limit).await?;
-            Ok(found.into_iter().map(|(_, e)| e).collect())
+            self.list_by_cursor(filter, bound, before, page.limit).await
         })
     }
     fn get(&self, id: MessageId) -> Result<DeadLetter> {

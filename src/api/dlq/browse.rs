@@ -2,7 +2,7 @@
 //! them. Nothing here writes or changes a counter. The index is read in chunks, so writers
 //! are not held up while envelopes are read from the log.
 
-use super::{Dlq, EntryRef, Filter, Page};
+use super::{Cursor, Dlq, EntryRef, Filter, Page};
 use crate::api::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
 use crate::engine::record::{Decoded, Op, PutCause, PutMeta};
 use crate::engine::state::{DeadStatus, State};
@@ -13,10 +13,75 @@ impl Dlq {
     /// Entries matching `filter`, oldest first, one page at a time. No side effects.
     pub fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
         let mut out = Vec::new();
-        self.scan(filter, page.after, |entry| {
+        if page.limit == 0 {
+            return Ok(out);
+        }
+        if let Some(before) = page.before_cursor {
+            return self.list_before(filter, before, page.limit);
+        }
+        let start = match (page.after_cursor, page.after) {
+            (Some(c), _) => Some(c),
+            (None, Some(id)) => Some(self.cursor_of(id)?),
+            (None, None) => None,
+        };
+        self.scan_from(filter, start, |entry| {
             out.push(entry);
             out.len() < page.limit
         })?;
+        Ok(out)
+    }
+
+    /// The place of entry `id` in the browse order.
+    fn cursor_of(&self, id: MessageId) -> Result<Cursor> {
+        let st = self.store.engine().lock();
+        let r = self.entry_ref(&st, id)?;
+        Ok(Cursor {
+            dead_lettered_at_ms: r.info.dead_at,
+            id,
+        })
+    }
+
+    /// The `limit` matching entries just before `before`, oldest first. The index is read
+    /// backwards in chunks, like `scan_from` reads it forwards.
+    fn list_before(
+        &self,
+        filter: &Filter,
+        before: Cursor,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        const CHUNK: usize = 256;
+        let mut out = Vec::new();
+        let mut cursor = (before.dead_lettered_at_ms, before.id);
+        'chunks: loop {
+            let chunk: Vec<EntryRef> = {
+                let st = self.store.engine().lock();
+                let order = &st.queues[self.queue as usize].dlq_order;
+                let mut chunk = Vec::new();
+                for &(at, id) in order.range(..cursor).rev() {
+                    cursor = (at, id);
+                    if let Some(r) = self.index_match(&st, filter, id) {
+                        chunk.push(r);
+                        if chunk.len() >= CHUNK {
+                            break;
+                        }
+                    }
+                }
+                chunk
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            for r in chunk {
+                let entry = self.load(r)?;
+                if filter.matches_envelope(&entry) {
+                    out.push(entry);
+                    if out.len() >= limit {
+                        break 'chunks;
+                    }
+                }
+            }
+        }
+        out.reverse();
         Ok(out)
     }
 
@@ -53,7 +118,7 @@ impl Dlq {
             }
             return Ok(ids);
         }
-        self.scan(filter, None, |e| {
+        self.scan_from(filter, None, |e| {
             ids.push(e.id());
             ids.len() < limit
         })?;
@@ -62,19 +127,14 @@ impl Dlq {
 
     /// Calls `visit` with each matching entry, oldest first, until it returns false. The
     /// index is read in chunks so writers are not held up while envelopes are loaded.
-    pub(super) fn scan(
+    pub(super) fn scan_from(
         &self,
         filter: &Filter,
-        after: Option<MessageId>,
+        after: Option<Cursor>,
         mut visit: impl FnMut(DeadLetter) -> bool,
     ) -> Result<()> {
         const CHUNK: usize = 256;
-        let mut cursor: Option<(u64, MessageId)> = None;
-        if let Some(id) = after {
-            let st = self.store.engine().lock();
-            let info = st.dead.get(&id).ok_or(Error::NotFound(id))?;
-            cursor = Some((info.dead_at, id));
-        }
+        let mut cursor: Option<(u64, MessageId)> = after.map(|c| (c.dead_lettered_at_ms, c.id));
         loop {
             let chunk: Vec<EntryRef> = {
                 let st = self.store.engine().lock();

@@ -201,11 +201,33 @@ impl Filter {
     }
 }
 
-/// A page of a listing: entries after a cursor (the last id of the previous page), oldest
-/// first.
+/// A place in a DLQ's browse order (oldest first: by dead-lettering time, then id). It
+/// stays meaningful when the entry it was taken from, or any other, is replayed, deleted
+/// or added: a page that starts after (or ends before) a cursor is the entries on that
+/// side of it at the time of the call. [`Cursor::of`] takes one from a listed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Cursor {
+    /// The entry's dead-lettering time (ms).
+    pub dead_lettered_at_ms: u64,
+    /// The entry's id.
+    pub id: MessageId,
+}
+
+impl Cursor {
+    /// The place of `entry` in its DLQ's browse order.
+    pub fn of(entry: &DeadLetter) -> Cursor {
+        Cursor {
+            dead_lettered_at_ms: entry.dlq.dead_lettered_at_ms,
+            id: entry.id(),
+        }
+    }
+}
+
+/// A page of a listing, oldest first: the first entries, the entries after an entry or a
+/// [`Cursor`], or the entries just before a cursor (the previous page).
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+/// use deadletter::{Config, Cursor, Failure, FailureReport, Filter, Page, Store};
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-page-{}", std::process::id()));
@@ -229,6 +251,17 @@ impl Filter {
 ///     sizes.push(entries.len());
 /// }
 /// assert_eq!(sizes, [10, 10, 5]);
+///
+/// // Cursors stay right when the entries they were taken from are gone.
+/// let second = dlq.list(&Filter::all(), Page::first(20))?.split_off(10);
+/// let (first, last) = (Cursor::of(&second[0]), Cursor::of(&second[9]));
+/// dlq.delete(second[0].id())?;
+/// dlq.delete(second[9].id())?;
+/// let next = dlq.list(&Filter::all(), Page::after_cursor(last, 10))?;
+/// assert_eq!(next[0].id(), second[9].id() + 1);
+/// let previous = dlq.list(&Filter::all(), Page::before_cursor(first, 10))?;
+/// assert_eq!(previous.len(), 10);
+/// assert_eq!(previous[9].id(), second[0].id() - 1);
 /// # drop((dlq, jobs, store));
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok(())
@@ -237,8 +270,14 @@ impl Filter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Page {
-    /// Start after this entry (`None`: from the oldest).
+    /// Start after this entry (`None`: from the oldest). The entry must still be in the
+    /// DLQ; a [`Cursor`] need not.
     pub after: Option<MessageId>,
+    /// Start after this place (takes precedence over `after`).
+    pub after_cursor: Option<Cursor>,
+    /// The entries just before this place (the previous page), still oldest first. Takes
+    /// precedence over both `after` fields.
+    pub before_cursor: Option<Cursor>,
     /// At most this many entries.
     pub limit: usize,
 }
@@ -246,13 +285,32 @@ pub struct Page {
 impl Page {
     /// The first `limit` entries.
     pub fn first(limit: usize) -> Self {
-        Page { after: None, limit }
+        Page {
+            after: None,
+            after_cursor: None,
+            before_cursor: None,
+            limit,
+        }
     }
     /// `limit` entries after `id`.
     pub fn after(id: MessageId, limit: usize) -> Self {
         Page {
             after: Some(id),
-            limit,
+            ..Page::first(limit)
+        }
+    }
+    /// `limit` entries after `cursor`.
+    pub fn after_cursor(cursor: Cursor, limit: usize) -> Self {
+        Page {
+            after_cursor: Some(cursor),
+            ..Page::first(limit)
+        }
+    }
+    /// The `limit` entries just before `cursor`, oldest first.
+    pub fn before_cursor(cursor: Cursor, limit: usize) -> Self {
+        Page {
+            before_cursor: Some(cursor),
+            ..Page::first(limit)
         }
     }
 }

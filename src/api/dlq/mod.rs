@@ -25,7 +25,7 @@ use crate::engine::record::QueueId;
 use crate::engine::state::{DeadInfo, Msg};
 use crate::error::Result;
 
-pub use filter::{Filter, Page};
+pub use filter::{Cursor, Filter, Page};
 pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
 

@@ -117,7 +117,7 @@ impl Dlq {
     /// Failure distributions and the common patterns of the entries matching `filter`.
     pub fn analyze(&self, filter: &Filter) -> Result<Analysis> {
         let mut analyzer = Analyzer::default();
-        self.scan(filter, None, |e| {
+        self.scan_from(filter, None, |e| {
             analyzer.add(&e);
             true
         })?;
