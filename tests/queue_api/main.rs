@@ -7,6 +7,7 @@
 //! - `delay_and_ttl`: delayed messages, time-to-live expiry on lease;
 //! - `stale_delivery`: a redelivered message's old delivery cannot report;
 //! - `ack_and_lease`: one write acks a delivery and leases the next;
+//! - `lease_in_order`: an in-order lease never skips a held-back suspect;
 //! - `concurrent_consumers`: distinct messages to concurrent consumers;
 //! - `typed_payloads`: serde payloads;
 //! - `history`: the bounded failure history;
@@ -29,6 +30,7 @@ mod dlq_browse;
 mod dlq_import;
 mod history;
 mod idempotency;
+mod lease_in_order;
 mod replay;
 mod stale_delivery;
 mod store_lock;
