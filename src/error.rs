@@ -196,6 +196,15 @@ pub enum Error {
     },
     /// A DLQ entry that was already reprocessed is replayed again without `force`.
     AlreadyReprocessed(u64),
+    /// An enqueue was refused: the queue holds its limit of pending messages
+    /// (`QueueOptions::max_pending`). Nothing was written; retry once consumers (or a
+    /// forwarder) have taken messages out.
+    QueueFull {
+        /// The queue.
+        queue: String,
+        /// Its limit: messages waiting or in flight.
+        limit: u64,
+    },
     /// A configuration value is out of range.
     InvalidConfig(String),
     /// Encoding or decoding a typed payload failed.
@@ -319,6 +328,10 @@ impl fmt::Display for Error {
             Error::AlreadyReprocessed(id) => write!(
                 f,
                 "DLQ entry {id} was already reprocessed; replay it with force to do it again"
+            ),
+            Error::QueueFull { queue, limit } => write!(
+                f,
+                "queue {queue:?} is full: it holds its limit of {limit} pending messages"
             ),
             Error::InvalidConfig(s) => write!(f, "invalid configuration: {s}"),
             Error::Codec(s) => write!(f, "payload codec error: {s}"),

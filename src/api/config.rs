@@ -24,7 +24,8 @@ use crate::storage::vfs::Vfs;
 pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
 
 /// Settings of one queue (see [`crate::Store::queue_with`]). The default: 5 attempts, a
-/// 30 s visibility timeout, no time to live, expired messages to the DLQ.
+/// 30 s visibility timeout, no time to live, expired messages to the DLQ, no limit on
+/// pending messages.
 ///
 /// ```
 /// use std::time::Duration;
@@ -47,6 +48,13 @@ pub struct QueueOptions {
     pub default_ttl: Option<Duration>,
     /// Expired messages go to the DLQ with reason `expired` (true) or are dropped (false).
     pub expired_to_dlq: bool,
+    /// The most messages the queue holds pending (waiting or in flight; its DLQ is not
+    /// counted). An enqueue that would go past it is refused with `Error::QueueFull` and
+    /// counted (`QueueStats::refused`, the metric `deadletter_enqueue_refused_total`);
+    /// nothing already stored is dropped. A batch is accepted or refused whole. Replays,
+    /// imports and retries are never refused. `None` (the default): no limit. A setting
+    /// of the process, like the other queue options: nothing is written to disk.
+    pub max_pending: Option<u64>,
 }
 
 impl Default for QueueOptions {
@@ -56,6 +64,7 @@ impl Default for QueueOptions {
             visibility_timeout: Duration::from_secs(30),
             default_ttl: None,
             expired_to_dlq: true,
+            max_pending: None,
         }
     }
 }
@@ -76,6 +85,12 @@ impl QueueOptions {
     /// Gives messages enqueued without a time to live this one.
     pub fn default_ttl(mut self, ttl: Duration) -> Self {
         self.default_ttl = Some(ttl);
+        self
+    }
+
+    /// Limits the messages pending in the queue (see [`QueueOptions::max_pending`]).
+    pub fn max_pending(mut self, limit: u64) -> Self {
+        self.max_pending = Some(limit);
         self
     }
 

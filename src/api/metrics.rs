@@ -18,6 +18,7 @@
 //! | `deadletter_retried_total`               | counter | [`QueueMetrics::retried`]     |
 //! | `deadletter_dead_lettered_total`         | counter | [`QueueMetrics::dead_lettered`] |
 //! | `deadletter_expired_total`               | counter | [`QueueMetrics::expired`]     |
+//! | `deadletter_enqueue_refused_total`       | counter | [`QueueMetrics::refused`]     |
 //! | `deadletter_dlq_size`                    | gauge   | [`QueueMetrics::dlq_size`]    |
 //! | `deadletter_dlq_pending`                 | gauge   | [`QueueMetrics::dlq_pending`] |
 //! | `deadletter_dlq_replayed_total`          | counter | [`QueueMetrics::dlq_replayed`] |
@@ -56,6 +57,10 @@ pub struct QueueMetrics {
     pub dead_lettered: u64,
     /// Messages whose time to live passed.
     pub expired: u64,
+    /// Enqueues refused by the queue's limit (`QueueOptions::max_pending`) since the
+    /// store opened.
+    #[serde(default)]
+    pub refused: u64,
     /// Entries in the DLQ now.
     pub dlq_size: u64,
     /// DLQ entries not dealt with yet.
@@ -121,6 +126,7 @@ impl QueueMetrics {
             retried: queue.retried,
             dead_lettered: queue.dead_lettered,
             expired: queue.expired,
+            refused: queue.refused,
             dlq_size: queue.dlq_size,
             dlq_pending: dlq.pending,
             dlq_replayed: dlq.replayed,
@@ -206,6 +212,12 @@ const FAMILIES: &[Family] = &[
         kind: "counter",
         help: "Messages whose time to live passed.",
         value: |q| MetricValue::Count(q.expired),
+    },
+    Family {
+        name: "deadletter_enqueue_refused_total",
+        kind: "counter",
+        help: "Enqueues refused because the queue held its limit of pending messages.",
+        value: |q| MetricValue::Count(q.refused),
     },
     Family {
         name: "deadletter_dlq_size",
@@ -325,6 +337,7 @@ mod tests {
             retried: 2,
             dead_lettered: 1,
             expired: 0,
+            refused: 0,
             dlq_size: 1,
             dlq_pending: 1,
             dlq_replayed: 0,

@@ -35,6 +35,8 @@ struct StoreInner {
     engine: Engine,
     config: Config,
     queue_options: RwLock<IdMap<QueueId, QueueOptions>>,
+    /// Enqueues refused by a queue's `max_pending`, per queue, since the store opened.
+    refused: Mutex<IdMap<QueueId, u64>>,
     alerts: Alerts,
     /// Held by a compaction run: one at a time.
     compaction_run: Mutex<()>,
@@ -165,6 +167,7 @@ impl Store {
                 engine,
                 config,
                 queue_options: RwLock::new(IdMap::default()),
+                refused: Mutex::new(IdMap::default()),
                 alerts: Alerts::default(),
                 compaction_run: Mutex::new(()),
                 expiry_high_water: Mutex::new(high_water),
@@ -374,6 +377,16 @@ impl Store {
             .get(&id)
             .cloned()
             .unwrap_or_else(|| self.inner.config.queue_defaults.clone())
+    }
+
+    /// Counts `n` messages refused by queue `id`'s limit.
+    pub(crate) fn count_refused(&self, id: QueueId, n: u64) {
+        *self.inner.refused.lock().entry(id).or_insert(0) += n;
+    }
+
+    /// Messages refused by queue `id`'s limit since the store opened.
+    pub(crate) fn refused(&self, id: QueueId) -> u64 {
+        self.inner.refused.lock().get(&id).copied().unwrap_or(0)
     }
 
     /// The time now, by the configured clock.

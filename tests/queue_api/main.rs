@@ -7,6 +7,8 @@
 //! - `delay_and_ttl`: delayed messages, time-to-live expiry on lease;
 //! - `stale_delivery`: a redelivered message's old delivery cannot report;
 //! - `ack_and_lease`: one write acks a delivery and leases the next;
+//! - `lease_in_order`: an in-order lease never skips a held-back suspect;
+//! - `queue_limit`: a queue's limit of pending messages refuses enqueues, counted;
 //! - `concurrent_consumers`: distinct messages to concurrent consumers;
 //! - `typed_payloads`: serde payloads;
 //! - `history`: the bounded failure history;
@@ -29,6 +31,8 @@ mod dlq_browse;
 mod dlq_import;
 mod history;
 mod idempotency;
+mod lease_in_order;
+mod queue_limit;
 mod replay;
 mod stale_delivery;
 mod store_lock;

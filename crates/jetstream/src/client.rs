@@ -26,6 +26,35 @@ impl Conn {
     /// Connects to `url` (such as `nats://127.0.0.1:4222`), waiting at most `timeout` for
     /// the connection and for each request's answer.
     pub(crate) fn connect(url: &str, timeout: Duration) -> Result<Conn> {
+        Self::connect_with(url, timeout, async_nats::ConnectOptions::new())
+    }
+
+    /// Connects like [`Conn::connect`], but the connection is never re-established: once
+    /// it drops, every request fails, and what the client still held unsent is never sent
+    /// (it dies with the runtime when the `Conn` is dropped). Over one such connection the
+    /// server receives publishes in the order they were sent, with no gap: if one is lost,
+    /// so is every later one. The forwarder relies on this to keep each queue's order.
+    pub(crate) fn connect_once(url: &str, timeout: Duration) -> Result<Conn> {
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let options = async_nats::ConnectOptions::new()
+            // The client makes at least one attempt after a disconnect (0 means no
+            // limit); it waits before it, and this delay outlives any `Conn`.
+            .max_reconnects(1)
+            .reconnect_delay_callback(move |_| {
+                if calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs(24 * 3600)
+                }
+            });
+        Self::connect_with(url, timeout, options)
+    }
+
+    fn connect_with(
+        url: &str,
+        timeout: Duration,
+        options: async_nats::ConnectOptions,
+    ) -> Result<Conn> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("deadletter-nats")
@@ -34,7 +63,7 @@ impl Conn {
             .map_err(|e| backend("start the client runtime", e))?;
         let client = runtime
             .block_on(
-                async_nats::ConnectOptions::new()
+                options
                     .connection_timeout(timeout)
                     .request_timeout(Some(timeout))
                     .connect(url),

@@ -40,6 +40,7 @@
 
 mod client;
 mod dlq;
+mod forward;
 mod message;
 mod moves;
 mod names;
@@ -49,6 +50,9 @@ mod queue;
 mod wire;
 
 pub use dlq::JetStreamDlq;
+pub use forward::{
+    ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder, LinkState, QueueLag,
+};
 pub use message::JetStreamMessage;
 pub use namespace::JetStream;
 pub use options::{JetStreamOptions, Storage};

@@ -10,6 +10,7 @@
 //! | `{ns}-history` | `{ns}.history.{id}` | the failed attempts of a message still in a queue, one record per subject |
 //! | `{ns}-events` | `{ns}.events.{queue}.{event}` | one small message per counted event (retried, dead-lettered, replayed...) |
 //! | `{ns}-registry` | `{ns}.registry.{queue}` | one message per queue: its number is the message's sequence |
+//! | `{ns}-edge` | `{ns}.edge.{origin}.q.{queue}`, `{ns}.edge.{origin}.dlq.{queue}` | what forwarders of edge stores sent: queue messages and DLQ entries, by origin (limits retention) |
 //!
 //! A queue name is letters, digits, `_` and `-` (a subject token and part of a stream
 //! name). Since the namespace has no `-`, the first `-` of a stream name ends the
@@ -133,6 +134,33 @@ impl Names {
     }
 }
 
+/// Checks an origin (the name of a forwarding store, such as a device id): 1 to 128
+/// letters, digits, `_` or `-`, like a queue name (it is a subject token).
+pub(crate) fn validate_origin(origin: &str) -> Result<()> {
+    validate_queue(origin).map_err(|_| {
+        Error::InvalidConfig(format!(
+            "origin {origin:?}: 1 to 128 letters, digits, '_' or '-'"
+        ))
+    })
+}
+
+impl Names {
+    pub(crate) fn edge_stream(&self) -> String {
+        format!("{}-edge", self.ns)
+    }
+    pub(crate) fn edge_subjects(&self) -> String {
+        format!("{}.edge.>", self.ns)
+    }
+    /// Where the forwarder of `origin` sends the messages of its queue `queue`.
+    pub(crate) fn edge_queue(&self, origin: &str, queue: &str) -> String {
+        format!("{}.edge.{origin}.q.{queue}", self.ns)
+    }
+    /// Where the forwarder of `origin` sends the entries of its queue `queue`'s DLQ.
+    pub(crate) fn edge_dlq(&self, origin: &str, queue: &str) -> String {
+        format!("{}.edge.{origin}.dlq.{queue}", self.ns)
+    }
+}
+
 /// What the events stream counts, per queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Event {
@@ -210,6 +238,7 @@ mod tests {
         assert_ne!(message_id(1, 5).unwrap(), message_id(2, 5).unwrap());
         assert!(message_id(1, 1 << 40).is_err());
         assert_eq!(b.queue_of_registry("a.registry.orders"), Some("orders"));
+        assert!(validate_origin("dev.1").is_err());
         assert_eq!(
             Event::from_subject(&b.event("x", Event::Replayed)),
             Some(Event::Replayed)

@@ -44,6 +44,10 @@ pub(crate) mod headers {
     pub const STATUS: &str = "Deadletter-Status";
     /// On a DLQ entry: the envelope's encoding, `json-v1`.
     pub const ENCODING: &str = "Deadletter-Encoding";
+    /// On a forwarded message or entry: the origin (store) it was forwarded from.
+    pub const ORIGIN: &str = "Deadletter-Origin";
+    /// On a forwarded message or entry: its queue in the origin store.
+    pub const QUEUE: &str = "Deadletter-Queue";
 }
 
 /// The encoding named in [`headers::ENCODING`].

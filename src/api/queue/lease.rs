@@ -30,7 +30,17 @@ impl Queue {
     /// log before this returns. A message whose earlier delivery ended without an outcome
     /// and that has used all its attempts goes to the DLQ instead of being delivered.
     pub fn lease_for(&self, max: usize, visibility: Duration) -> Result<Vec<Message>> {
-        self.lease_inner(max, visibility, None)
+        self.lease_inner(max, visibility, None, false)
+    }
+
+    /// Leases up to `max` visible messages for `visibility`, strictly in the order leases
+    /// take them. Where [`Queue::lease_for`] skips a message it must hold back (a suspect,
+    /// in flight when the process died, waits while another suspect is out) and hands out
+    /// the ones behind it, this stops before it: the messages returned are always the
+    /// queue's next ones. For consumers that must keep the queue's order, such as a
+    /// forwarder to another system; after a restart they get the suspects one at a time.
+    pub fn lease_in_order(&self, max: usize, visibility: Duration) -> Result<Vec<Message>> {
+        self.lease_inner(max, visibility, None, true)
     }
 
     /// Acknowledges `done` and leases up to `max` more messages in one write sharing one
@@ -38,7 +48,7 @@ impl Queue {
     /// [`Queue::lease`]. If the ack is refused (the lease was lost), nothing is leased.
     pub fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
         let vis = self.store.queue_options(self.id).visibility_timeout;
-        self.lease_inner(max, vis, Some(done))
+        self.lease_inner(max, vis, Some(done), false)
     }
 
     fn lease_inner(
@@ -46,6 +56,7 @@ impl Queue {
         max: usize,
         visibility: Duration,
         ack: Option<&Message>,
+        in_order: bool,
     ) -> Result<Vec<Message>> {
         if max == 0 && ack.is_none() {
             return Ok(Vec::new());
@@ -85,6 +96,9 @@ impl Queue {
                 // one that kills the process cannot take the others down with it.
                 if suspect_busy {
                     held_back.push(id);
+                    if in_order {
+                        break;
+                    }
                     continue;
                 }
             }

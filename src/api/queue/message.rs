@@ -169,6 +169,11 @@ impl Message {
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
+    /// The message's replay generation: 0 until it is first replayed from the DLQ, then
+    /// one more at each replay. With the id, it names this life of the message.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
     /// The payload bytes.
     pub fn payload(&self) -> &[u8] {
         &self.record[self.payload.clone()]

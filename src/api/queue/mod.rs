@@ -60,6 +60,10 @@ pub struct QueueStats {
     pub dlq_size: u64,
     /// Enqueue time of the oldest waiting message.
     pub oldest_ready_at_ms: Option<u64>,
+    /// Messages refused by the queue's `max_pending` since the store opened (not kept
+    /// across a reopen: a refused enqueue writes nothing).
+    #[serde(default)]
+    pub refused: u64,
 }
 
 impl QueueStats {
@@ -79,6 +83,7 @@ impl QueueStats {
             deleted: 0,
             dlq_size: 0,
             oldest_ready_at_ms: None,
+            refused: 0,
         }
     }
 }
@@ -209,6 +214,7 @@ impl Queue {
             .idempotency_key
             .as_ref()
             .map(|k| format!("{}:{k}", self.id));
+        let payloads: Vec<&'p [u8]> = payloads.collect();
         let mut st = self.store.engine().lock();
         if let Some(k) = &key {
             let window = self.store.config().idempotency_window.as_millis() as u64;
@@ -217,7 +223,18 @@ impl Queue {
                 return Ok(vec![id]);
             }
         }
-        let hint = payloads.size_hint().0;
+        if let Some(limit) = defaults.max_pending {
+            let c = st.queues[self.id as usize].counters;
+            if c.ready + c.in_flight + payloads.len() as u64 > limit {
+                drop(st);
+                self.store.count_refused(self.id, payloads.len() as u64);
+                return Err(Error::QueueFull {
+                    queue: self.name.to_string(),
+                    limit,
+                });
+            }
+        }
+        let hint = payloads.len();
         let mut batch: Batch<'p> = Vec::with_capacity(hint);
         let mut ids = Vec::with_capacity(hint);
         // Room for the record header and metadata, so that encoding does not reallocate.
@@ -274,6 +291,7 @@ impl Queue {
             deleted: c.deleted,
             dlq_size: qs.dlq_order.len() as u64,
             oldest_ready_at_ms: st.next_visible_at(self.id).filter(|_| c.ready > 0),
+            refused: self.store.refused(self.id),
         }
     }
 

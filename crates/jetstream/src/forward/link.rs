@@ -1,0 +1,115 @@
+//! The forwarder's link to the server: one connection that is never re-established
+//! ([`Conn::connect_once`]), the edge stream, and the publishing of a window of messages.
+//!
+//! Invariants:
+//! - a window's publishes are all sent before any acknowledgement is awaited (one round
+//!   trip per window), and at most one window is in flight;
+//! - [`Link::publish_window`] reports how many publishes, from the first, the server
+//!   acknowledged; since the connection never comes back once dropped, the server stored
+//!   either a prefix of the window or, for a publish whose acknowledgement was lost, more
+//!   than that prefix, never a later message without an earlier one. Sending the rest again
+//!   (over a new link) therefore keeps each queue's order, and the deduplication ids make
+//!   the messages the server already had duplicates, not copies.
+
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::{self, StorageType};
+use deadletter::{Error, Result};
+
+use crate::client::{backend, Conn};
+use crate::names::Names;
+use crate::options::Storage;
+
+use super::ForwardOptions;
+
+/// A publish to make: its subject and message (with its deduplication id).
+pub(crate) struct Publication {
+    pub(crate) subject: String,
+    pub(crate) message: PublishMessage,
+}
+
+/// What the server said about a window.
+pub(crate) struct WindowResult {
+    /// Publishes acknowledged, from the first.
+    pub(crate) acknowledged: usize,
+    /// Of those, the ones the server already held.
+    pub(crate) duplicates: usize,
+    /// Why the rest were not acknowledged.
+    pub(crate) error: Option<Error>,
+}
+
+/// A connection to the central server, with the edge stream in place.
+pub(crate) struct Link {
+    pub(crate) conn: Conn,
+}
+
+impl Link {
+    /// Connects, and creates the edge stream if it is new. A
+    /// link is only returned once the server answered a JetStream request, so a server
+    /// still starting its JetStream is a failed connect, not refused publishes.
+    pub(crate) fn open(options: &ForwardOptions, names: &Names) -> Result<Link> {
+        let conn = Conn::connect_once(&options.url, options.request_timeout)?;
+        conn.run(async {
+            for (name, subjects) in [(names.edge_stream(), names.edge_subjects())] {
+                let config = stream::Config {
+                    name,
+                    subjects: vec![subjects],
+                    storage: match options.storage {
+                        Storage::File => StorageType::File,
+                        Storage::Memory => StorageType::Memory,
+                    },
+                    num_replicas: options.replicas,
+                    duplicate_window: options.duplicate_window,
+                    ..Default::default()
+                };
+                conn.js
+                    .get_or_create_stream(config)
+                    .await
+                    .map_err(|e| backend("create the edge stream", e))?;
+            }
+            Ok::<(), Error>(())
+        })?;
+        Ok(Link { conn })
+    }
+
+    /// Publishes `window` and waits for the acknowledgements, in order (each for at most
+    /// the request timeout). Stops counting at the first publish not acknowledged.
+    pub(crate) fn publish_window(&self, window: Vec<Publication>) -> WindowResult {
+        self.conn.run(async {
+            let mut result = WindowResult {
+                acknowledged: 0,
+                duplicates: 0,
+                error: None,
+            };
+            let mut pending = Vec::with_capacity(window.len());
+            for p in window {
+                match self.conn.js.send_publish(p.subject, p.message).await {
+                    Ok(ack) => pending.push(ack),
+                    Err(e) => {
+                        result.error = Some(backend("forward", e));
+                        break;
+                    }
+                }
+            }
+            for ack in pending {
+                match ack.await {
+                    Ok(ack) => {
+                        result.acknowledged += 1;
+                        result.duplicates += usize::from(ack.duplicate);
+                    }
+                    Err(e) => {
+                        let refused = e.kind() == PublishErrorKind::Other;
+                        let what = if refused {
+                            "forward (the server refused a message)"
+                        } else {
+                            "forward"
+                        };
+                        result.error = Some(backend(what, e));
+                        break;
+                    }
+                }
+            }
+            result
+        })
+    }
+}
