@@ -54,6 +54,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Serve the web dashboard and /metrics.
     Serve(ServeArgs),
+    /// Forward queues and DLQs to a NATS JetStream server while the link is up, until
+    /// stopped (or drained, with --until-drained). Safe to kill at any moment.
+    Forward(ForwardArgs),
 }
 
 impl Command {
@@ -73,6 +76,7 @@ impl Command {
             Command::Enqueue(a) => &a.dir,
             Command::Verify(a) => &a.dir,
             Command::Serve(a) => &a.dir,
+            Command::Forward(a) => &a.dir,
         }
     }
 }
@@ -332,6 +336,34 @@ pub struct ServeArgs {
     /// The token replay and delete requests must carry (random when absent).
     #[arg(long, env = "DEADLETTER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("what").required(true).multiple(true).args(["queues", "dlqs"])))]
+pub struct ForwardArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The server and central namespace, `nats://HOST:PORT/NAMESPACE`.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// This store's name in the fleet, such as a device id (letters, digits, _ and -).
+    #[arg(long)]
+    pub origin: String,
+    /// A queue whose messages are forwarded (repeatable).
+    #[arg(long = "queue", short = 'q', value_name = "QUEUE")]
+    pub queues: Vec<String>,
+    /// A queue whose DLQ entries are forwarded (repeatable).
+    #[arg(long = "dlq", value_name = "QUEUE")]
+    pub dlqs: Vec<String>,
+    /// Publishes awaiting the server's acknowledgement, at most.
+    #[arg(long, default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Stop once every forwarded queue and DLQ is empty.
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Print the status this often (such as 10s; 0s for only at the end).
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration, default_value = "10s")]
+    pub status_every: Duration,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

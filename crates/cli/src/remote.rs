@@ -89,6 +89,11 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              (export from it, import into a directory)",
             ns.describe()
         ))),
+        Command::Forward(_) => Err(CliError::Usage(format!(
+            "forward reads a store directory and sends to a server (--to); {} is a \
+             JetStream namespace",
+            ns.describe()
+        ))),
         Command::Verify(_) => Err(CliError::Usage(format!(
             "verify checks a store directory's files; {} is a JetStream namespace, whose \
              files are the server's",
