@@ -192,8 +192,9 @@ impl JetStream {
             .replace("{environment}", o.environment.as_deref().unwrap_or(""))
     }
 
-    /// Deletes every stream of the namespace: its queues, DLQ, histories, counters and
-    /// registry. For tests and tools; nothing of the namespace is left.
+    /// Deletes every stream of the namespace: its queues, DLQ, histories, counters,
+    /// registry and what forwarders sent (the edge stream). For tests and tools; nothing
+    /// of the namespace is left.
     pub fn delete_namespace(&self) -> Result<()> {
         let names = &self.inner.names;
         let queues = self.queue_names()?;
@@ -205,6 +206,8 @@ impl JetStream {
                 names.history_stream(),
                 names.events_stream(),
                 names.registry_stream(),
+                names.edge_stream(),
+                names.edge_returns_stream(),
             ]);
             for s in streams {
                 match js.delete_stream(&s).await {
