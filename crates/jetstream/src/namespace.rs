@@ -122,6 +122,15 @@ impl JetStream {
         if options.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts of zero".into()));
         }
+        if options.max_pending.is_some() {
+            // Refused rather than ignored: a limit the caller counts on must not be silently
+            // absent.
+            return Err(Error::InvalidConfig(
+                "max_pending limits an embedded store's queue; on JetStream, limit the \
+                 queue's stream (max_msgs with discard new) on the server"
+                    .into(),
+            ));
+        }
         let info = self.inner.conn.run(self.open_queue(name, &options, true))?;
         Ok(JetStreamQueue::new(self.clone(), info, options))
     }

@@ -300,3 +300,40 @@ impl Counters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_metric_with_its_labels() {
+        let status = ForwardStatus {
+            origin: "dev-\"1".into(),
+            link: LinkState::Up,
+            forwarded: 10,
+            forwarded_dlq: 2,
+            duplicates: 3,
+            last_forwarded_at_ms: Some(1_500),
+            errors: 1,
+            last_error: Some("gone".into()),
+            returned: 0,
+            queues: vec![QueueLag {
+                queue: "readings".into(),
+                messages: 7,
+                oldest_age_ms: 2_250,
+                dlq_entries: 1,
+                forwarded: 13,
+            }],
+        };
+        let text = status.to_prometheus();
+        assert!(text.contains("deadletter_forward_link_up{origin=\"dev-\\\"1\"} 1\n"));
+        assert!(text.contains("deadletter_forward_forwarded_total{origin=\"dev-\\\"1\"} 10\n"));
+        assert!(text.contains(
+            "deadletter_forward_lag_seconds{origin=\"dev-\\\"1\",queue=\"readings\"} 2.250\n"
+        ));
+        assert!(text.contains(
+            "deadletter_forward_last_forwarded_timestamp_seconds{origin=\"dev-\\\"1\"} 1.500\n"
+        ));
+        assert_eq!(text.matches("# TYPE").count(), 10);
+    }
+}
