@@ -361,6 +361,19 @@ pub struct ForwardArgs {
     /// Stop once every forwarded queue and DLQ is empty.
     #[arg(long)]
     pub until_drained: bool,
+    /// Also serve the store's dashboard and /metrics (with the forwarder's metrics) on
+    /// this address (port 0 picks a free port): the forwarder holds the store, so no other
+    /// process can serve it meanwhile.
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<SocketAddr>,
+    /// The token the dashboard's replay and delete requests must carry (random when absent).
+    #[arg(
+        long,
+        env = "DEADLETTER_TOKEN",
+        hide_env_values = true,
+        requires = "serve"
+    )]
+    pub token: Option<String>,
     /// Print the status this often (such as 10s; 0s for only at the end).
     #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration, default_value = "10s")]
     pub status_every: Duration,

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadletter::{QueueOptions, Store};
-use deadletter_jetstream::{ForwardOptions, ForwardStatus, Forwarder};
+use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
+use deadletter_jetstream::{ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder};
 
 use crate::cli::ForwardArgs;
 use crate::error::CliError;
@@ -43,6 +44,10 @@ pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
     }
     let mut forwarder = Forwarder::new(&store, options)?;
     let handle = forwarder.status_handle();
+    let dashboard = match args.serve {
+        Some(addr) => Some(serve(&store, &handle, addr, args.token.as_deref(), json)?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let reporter = (!args.status_every.is_zero()).then(|| {
         let (stop, every) = (Arc::clone(&stop), args.status_every);
@@ -72,10 +77,50 @@ pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
     if let Some(r) = reporter {
         let _ = r.join();
     }
+    if let Some(d) = dashboard {
+        d.shutdown();
+    }
     result?;
     print(&render(&handle.status(), json))?;
     store.close()?;
     Ok(())
+}
+
+/// Starts the store's dashboard, with the forwarder's metrics appended to `/metrics`, and
+/// prints where it is (as `serve` does).
+fn serve(
+    store: &Store,
+    handle: &ForwardStatusHandle,
+    addr: std::net::SocketAddr,
+    token: Option<&str>,
+    json: bool,
+) -> Result<Dashboard, CliError> {
+    let handle = handle.clone();
+    let mut options = DashboardOptions::default()
+        .bind(addr)
+        .extra_metrics(move || handle.status().to_prometheus());
+    if let Some(t) = token {
+        options = options.token(t);
+    }
+    let server = dashboard::serve(store.clone(), options).map_err(CliError::Dashboard)?;
+    let text = if json {
+        serde_json::json!({
+            "url": server.url(),
+            "addr": server.local_addr().to_string(),
+            "token": server.token(),
+        })
+        .to_string()
+            + "\n"
+    } else {
+        format!(
+            "dashboard on {} (token {}), metrics on {}metrics\n",
+            server.url(),
+            server.token(),
+            server.url()
+        )
+    };
+    print(&text)?;
+    Ok(server)
 }
 
 /// One status report: a line of JSON, or a few lines for people.

@@ -72,4 +72,73 @@ fn forward_drains_a_store_filled_offline_to_its_limit() {
     assert_eq!(stats.acked, 499);
     // Room again.
     q.enqueue_batch(&vec![b"x".to_vec(); 500]).unwrap();
+    delete_namespace(&ns);
+}
+
+fn delete_namespace(ns: &str) {
+    deadletter_jetstream::JetStream::connect(&server(), ns)
+        .unwrap()
+        .delete_namespace()
+        .unwrap();
+}
+
+/// `forward --serve`: the store's dashboard from the forwarding process, its `/metrics`
+/// with the forwarder's own metrics.
+#[test]
+fn forward_serves_the_dashboard_with_the_forwarder_metrics() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), Config::default()).unwrap();
+        store.queue("readings").unwrap().enqueue(b"r1").unwrap();
+        store.close().unwrap();
+    }
+    let ns = format!("cli_fwd_serve_{}", std::process::id());
+    let to = format!("{}/{ns}", server());
+    let mut child = Command::new(crate::run::BIN)
+        .args(["--json", "forward"])
+        .arg(dir.path())
+        .args(["--to", &to, "--origin", "dev-2", "-q", "readings"])
+        .args(["--serve", "127.0.0.1:0", "--status-every", "0s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let addr: std::net::SocketAddr = info["addr"].as_str().unwrap().parse().unwrap();
+    // Wait until the message is forwarded (the link is up).
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        let reply = crate::http::request(addr, "GET", "/metrics", &[], "");
+        assert_eq!(reply.status, 200);
+        if reply
+            .body
+            .contains("deadletter_forward_forwarded_total{origin=\"dev-2\"} 1\n")
+        {
+            break reply.body;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "not forwarded: {}",
+            reply.body
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(body.contains("deadletter_forward_link_up{origin=\"dev-2\"} 1\n"));
+    assert!(
+        body.contains("deadletter_forward_lag_messages{origin=\"dev-2\",queue=\"readings\"} 0\n")
+    );
+    // The store's own families are there too.
+    assert!(body.contains("deadletter_acked_total{queue=\"readings\",dlq=\"readings-dlq\"} 1\n"));
+    delete_namespace(&ns);
 }
