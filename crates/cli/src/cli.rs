@@ -57,6 +57,41 @@ pub enum Command {
     /// Forward queues and DLQs to a NATS JetStream server while the link is up, until
     /// stopped (or drained, with --until-drained). Safe to kill at any moment.
     Forward(ForwardArgs),
+    /// The fleet DLQ of a JetStream namespace: DLQ entries forwarded by many stores,
+    /// listed by origin, and replayed back to their device.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// List forwarded DLQ entries in the order they arrived, with their origin.
+    List(FleetListArgs),
+    /// Send one forwarded entry back to the queue it failed in on its device (its
+    /// forwarder enqueues it there); it leaves the fleet DLQ.
+    Replay(FleetReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetListArgs {
+    /// The namespace, nats://HOST:PORT/NAMESPACE.
+    pub target: PathBuf,
+    /// Only entries forwarded by this origin.
+    #[arg(long)]
+    pub origin: Option<String>,
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Entries at most.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub limit: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct FleetReplayArgs {
+    /// The namespace, nats://HOST:PORT/NAMESPACE.
+    pub target: PathBuf,
+    /// The entry's sequence (the SEQ column of `fleet list`).
+    pub sequence: u64,
 }
 
 impl Command {
@@ -77,6 +112,8 @@ impl Command {
             Command::Verify(a) => &a.dir,
             Command::Serve(a) => &a.dir,
             Command::Forward(a) => &a.dir,
+            Command::Fleet(FleetCommand::List(a)) => &a.target,
+            Command::Fleet(FleetCommand::Replay(a)) => &a.target,
         }
     }
 }

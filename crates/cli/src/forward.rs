@@ -148,18 +148,20 @@ fn render(s: &ForwardStatus, json: bool) -> String {
             "last_forwarded_at_ms": s.last_forwarded_at_ms,
             "errors": s.errors,
             "last_error": s.last_error,
+            "returned": s.returned,
             "queues": queues,
         })
         .to_string()
             + "\n";
     }
     let mut out = format!(
-        "{}: link {}, forwarded {} messages and {} DLQ entries ({} duplicates dropped by the server), {} link errors{}\n",
+        "{}: link {}, forwarded {} messages and {} DLQ entries ({} duplicates dropped by the server), {} fleet DLQ replays enqueued, {} link errors{}\n",
         s.origin,
         s.link.as_str(),
         s.forwarded,
         s.forwarded_dlq,
         s.duplicates,
+        s.returned,
         s.errors,
         s.last_error
             .as_ref()

@@ -13,7 +13,7 @@ use deadletter_jetstream::{JetStream, JetStreamDlq, JetStreamOptions};
 
 use crate::cli::Command;
 use crate::error::CliError;
-use crate::{browse, change, serve, transfer};
+use crate::{browse, change, fleet, serve, transfer};
 
 /// The namespace used when the URL names none.
 pub const DEFAULT_NAMESPACE: &str = "deadletter";
@@ -89,6 +89,7 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              (export from it, import into a directory)",
             ns.describe()
         ))),
+        Command::Fleet(f) => fleet::run(&ns.js, f, json),
         Command::Forward(_) => Err(CliError::Usage(format!(
             "forward reads a store directory and sends to a server (--to); {} is a \
              JetStream namespace",

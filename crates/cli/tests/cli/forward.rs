@@ -72,6 +72,45 @@ fn forward_drains_a_store_filled_offline_to_its_limit() {
     assert_eq!(stats.acked, 499);
     // Room again.
     q.enqueue_batch(&vec![b"x".to_vec(); 500]).unwrap();
+    drop((q, store));
+
+    // The fleet DLQ holds the entry with its origin; replayed, it comes back to the store.
+    let listed = ok_json(&["--json", "fleet", "list", &to, "--origin", "dev-1"]);
+    let entries = listed["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["origin"], "dev-1");
+    assert_eq!(entries[0]["queue"], "readings");
+    assert_eq!(
+        entries[0]["envelope"]["failure"]["error_kind"],
+        "BadReading"
+    );
+    let none = ok_json(&["--json", "fleet", "list", &to, "--origin", "dev-9"]);
+    assert_eq!(none["entries"].as_array().unwrap().len(), 0);
+    let seq = entries[0]["sequence"].as_u64().unwrap().to_string();
+    ok_json(&["--json", "fleet", "replay", &to, &seq]);
+    let status = ok_json(&[
+        "--json",
+        "forward",
+        d,
+        "--to",
+        &to,
+        "--origin",
+        "dev-1",
+        "--dlq",
+        "readings",
+        "--until-drained",
+        "--status-every",
+        "0s",
+    ]);
+    assert_eq!(status["returned"], 1);
+    let store = Store::open(dir.path(), Config::default()).unwrap();
+    let q = store.queue("readings").unwrap();
+    assert_eq!(
+        q.stats().ready,
+        501,
+        "the 500 enqueued since, and the replayed one"
+    );
+    crate::run::fails(&["fleet", "list", d], 2, "JetStream namespace");
     delete_namespace(&ns);
 }
 
