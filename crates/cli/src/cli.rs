@@ -54,6 +54,44 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Serve the web dashboard and /metrics.
     Serve(ServeArgs),
+    /// Forward queues and DLQs to a NATS JetStream server while the link is up, until
+    /// stopped (or drained, with --until-drained). Safe to kill at any moment.
+    Forward(ForwardArgs),
+    /// The fleet DLQ of a JetStream namespace: DLQ entries forwarded by many stores,
+    /// listed by origin, and replayed back to their device.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// List forwarded DLQ entries in the order they arrived, with their origin.
+    List(FleetListArgs),
+    /// Send one forwarded entry back to the queue it failed in on its device (its
+    /// forwarder enqueues it there); it leaves the fleet DLQ.
+    Replay(FleetReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetListArgs {
+    /// The namespace, nats://HOST:PORT/NAMESPACE.
+    pub target: PathBuf,
+    /// Only entries forwarded by this origin.
+    #[arg(long)]
+    pub origin: Option<String>,
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Entries at most.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub limit: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct FleetReplayArgs {
+    /// The namespace, nats://HOST:PORT/NAMESPACE.
+    pub target: PathBuf,
+    /// The entry's sequence (the SEQ column of `fleet list`).
+    pub sequence: u64,
 }
 
 impl Command {
@@ -73,6 +111,9 @@ impl Command {
             Command::Enqueue(a) => &a.dir,
             Command::Verify(a) => &a.dir,
             Command::Serve(a) => &a.dir,
+            Command::Forward(a) => &a.dir,
+            Command::Fleet(FleetCommand::List(a)) => &a.target,
+            Command::Fleet(FleetCommand::Replay(a)) => &a.target,
         }
     }
 }
@@ -332,6 +373,47 @@ pub struct ServeArgs {
     /// The token replay and delete requests must carry (random when absent).
     #[arg(long, env = "DEADLETTER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("what").required(true).multiple(true).args(["queues", "dlqs"])))]
+pub struct ForwardArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The server and central namespace, `nats://HOST:PORT/NAMESPACE`.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// This store's name in the fleet, such as a device id (letters, digits, _ and -).
+    #[arg(long)]
+    pub origin: String,
+    /// A queue whose messages are forwarded (repeatable).
+    #[arg(long = "queue", short = 'q', value_name = "QUEUE")]
+    pub queues: Vec<String>,
+    /// A queue whose DLQ entries are forwarded (repeatable).
+    #[arg(long = "dlq", value_name = "QUEUE")]
+    pub dlqs: Vec<String>,
+    /// Publishes awaiting the server's acknowledgement, at most.
+    #[arg(long, default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Stop once every forwarded queue and DLQ is empty.
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Also serve the store's dashboard and /metrics (with the forwarder's metrics) on
+    /// this address (port 0 picks a free port): the forwarder holds the store, so no other
+    /// process can serve it meanwhile.
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<SocketAddr>,
+    /// The token the dashboard's replay and delete requests must carry (random when absent).
+    #[arg(
+        long,
+        env = "DEADLETTER_TOKEN",
+        hide_env_values = true,
+        requires = "serve"
+    )]
+    pub token: Option<String>,
+    /// Print the status this often (such as 10s; 0s for only at the end).
+    #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration, default_value = "10s")]
+    pub status_every: Duration,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

@@ -11,6 +11,7 @@
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
 //! [`change`] (replay, delete, purge, enqueue), [`transfer`] (export, import),
 //! [`check`] (verify), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
+//! [`forward`] (the forwarder to JetStream), [`fleet`] (the fleet DLQ on JetStream),
 //! and helpers: [`error`], [`output`],
 //! [`progress`], [`timefmt`], [`store_access`].
 
@@ -19,6 +20,8 @@ mod change;
 mod check;
 mod cli;
 mod error;
+mod fleet;
+mod forward;
 mod output;
 mod progress;
 mod remote;
@@ -67,5 +70,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Import(a) => transfer::import(&a, json),
         Command::Verify(a) => check::verify(&a, json),
         Command::Serve(a) => serve::serve(&a, json),
+        Command::Forward(a) => forward::forward(&a, json),
+        Command::Fleet(_) => Err(CliError::Usage(format!(
+            "fleet works on a JetStream namespace (nats://HOST:PORT/NAMESPACE), not on {}",
+            cli.command.target().display()
+        ))),
     }
 }

@@ -13,7 +13,7 @@ use deadletter_jetstream::{JetStream, JetStreamDlq, JetStreamOptions};
 
 use crate::cli::Command;
 use crate::error::CliError;
-use crate::{browse, change, serve, transfer};
+use crate::{browse, change, fleet, serve, transfer};
 
 /// The namespace used when the URL names none.
 pub const DEFAULT_NAMESPACE: &str = "deadletter";
@@ -87,6 +87,12 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
         Command::Import(_) => Err(CliError::Usage(format!(
             "import writes into a store directory's DLQ; {} is a JetStream namespace \
              (export from it, import into a directory)",
+            ns.describe()
+        ))),
+        Command::Fleet(f) => fleet::run(&ns.js, f, json),
+        Command::Forward(_) => Err(CliError::Usage(format!(
+            "forward reads a store directory and sends to a server (--to); {} is a \
+             JetStream namespace",
             ns.describe()
         ))),
         Command::Verify(_) => Err(CliError::Usage(format!(

@@ -75,5 +75,5 @@ pub mod source;
 pub mod time;
 
 pub use routes::TOKEN_HEADER;
-pub use server::{serve, serve_source, Dashboard, DashboardError, DashboardOptions};
+pub use server::{serve, serve_source, Dashboard, DashboardError, DashboardOptions, ExtraMetrics};
 pub use source::Source;

@@ -116,11 +116,13 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
         (Method::Get, "/app.js") => Reply::text(200, "text/javascript; charset=utf-8", APP_JS),
         (Method::Get, "/style.css") => Reply::text(200, "text/css; charset=utf-8", STYLE_CSS),
         (Method::Get, "/metrics") => match ctx.store.metrics() {
-            Ok(m) => Reply::text(
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                m.to_prometheus(),
-            ),
+            Ok(m) => {
+                let mut text = m.to_prometheus();
+                if let Some(extra) = &ctx.extra_metrics {
+                    text.push_str(&(extra.0)());
+                }
+                Reply::text(200, "text/plain; version=0.0.4; charset=utf-8", text)
+            }
             Err(e) => Reply::error(500, e.to_string()),
         },
         (Method::Get, "/healthz") => Reply::text(200, "text/plain; charset=utf-8", "ok\n"),

@@ -38,6 +38,20 @@ pub struct DashboardOptions {
     pub threads: usize,
     /// Log each mutating request to stderr.
     pub log_actions: bool,
+    /// More Prometheus text appended to `/metrics` (such as a forwarder's metrics, from
+    /// the process that serves the store).
+    pub extra_metrics: Option<ExtraMetrics>,
+}
+
+/// A source of Prometheus text appended to `/metrics` ([`DashboardOptions::extra_metrics`]),
+/// called at each request.
+#[derive(Clone)]
+pub struct ExtraMetrics(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for ExtraMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExtraMetrics(..)")
+    }
 }
 
 impl Default for DashboardOptions {
@@ -47,6 +61,7 @@ impl Default for DashboardOptions {
             token: None,
             threads: 4,
             log_actions: true,
+            extra_metrics: None,
         }
     }
 }
@@ -68,6 +83,13 @@ impl DashboardOptions {
     /// Handles requests on `n` threads (at least 1).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n;
+        self
+    }
+
+    /// Appends the text `metrics` returns (Prometheus families of its own) to each
+    /// `/metrics` answer.
+    pub fn extra_metrics(mut self, metrics: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.extra_metrics = Some(ExtraMetrics(Arc::new(metrics)));
         self
     }
 
@@ -199,6 +221,7 @@ pub(crate) struct Ctx<S> {
     pub(crate) hosts: Option<Vec<String>>,
     pub(crate) reads_need_token: bool,
     pub(crate) log_actions: bool,
+    pub(crate) extra_metrics: Option<ExtraMetrics>,
 }
 
 /// Starts the dashboard on `options.bind`, serving `store`, in background threads, and
@@ -263,6 +286,7 @@ pub fn serve_source<S: Source>(
         hosts,
         reads_need_token: !ip.is_loopback(),
         log_actions: options.log_actions,
+        extra_metrics: options.extra_metrics.clone(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();

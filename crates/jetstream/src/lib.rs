@@ -51,7 +51,8 @@ mod wire;
 
 pub use dlq::JetStreamDlq;
 pub use forward::{
-    ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder, LinkState, QueueLag,
+    FleetDlq, FleetEntry, ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder, LinkState,
+    QueueLag,
 };
 pub use message::JetStreamMessage;
 pub use namespace::JetStream;

@@ -11,6 +11,7 @@
 //! | `{ns}-events` | `{ns}.events.{queue}.{event}` | one small message per counted event (retried, dead-lettered, replayed...) |
 //! | `{ns}-registry` | `{ns}.registry.{queue}` | one message per queue: its number is the message's sequence |
 //! | `{ns}-edge` | `{ns}.edge.{origin}.q.{queue}`, `{ns}.edge.{origin}.dlq.{queue}` | what forwarders of edge stores sent: queue messages and DLQ entries, by origin (limits retention) |
+//! | `{ns}-edge-return` | `{ns}.edge-return.{origin}` | fleet DLQ entries replayed back to their device (work-queue retention) |
 //!
 //! A queue name is letters, digits, `_` and `-` (a subject token and part of a stream
 //! name). Since the namespace has no `-`, the first `-` of a stream name ends the
@@ -159,6 +160,28 @@ impl Names {
     pub(crate) fn edge_dlq(&self, origin: &str, queue: &str) -> String {
         format!("{}.edge.{origin}.dlq.{queue}", self.ns)
     }
+    /// The DLQ entries forwarded from `origin` (every origin with `None`).
+    pub(crate) fn edge_dlq_filter(&self, origin: Option<&str>) -> String {
+        format!("{}.edge.{}.dlq.*", self.ns, origin.unwrap_or("*"))
+    }
+    /// The origin and queue of a forwarded DLQ entry's subject.
+    pub(crate) fn edge_dlq_parts<'s>(&self, subject: &'s str) -> Option<(&'s str, &'s str)> {
+        let rest = subject
+            .strip_prefix(self.ns.as_str())?
+            .strip_prefix(".edge.")?;
+        let (origin, rest) = rest.split_once('.')?;
+        Some((origin, rest.strip_prefix("dlq.")?))
+    }
+    /// Where replays of forwarded DLQ entries wait for `origin`'s forwarder.
+    pub(crate) fn edge_returns(&self, origin: &str) -> String {
+        format!("{}.edge-return.{origin}", self.ns)
+    }
+    pub(crate) fn edge_returns_stream(&self) -> String {
+        format!("{}-edge-return", self.ns)
+    }
+    pub(crate) fn edge_returns_subjects(&self) -> String {
+        format!("{}.edge-return.*", self.ns)
+    }
 }
 
 /// What the events stream counts, per queue.
@@ -238,6 +261,11 @@ mod tests {
         assert_ne!(message_id(1, 5).unwrap(), message_id(2, 5).unwrap());
         assert!(message_id(1, 1 << 40).is_err());
         assert_eq!(b.queue_of_registry("a.registry.orders"), Some("orders"));
+        assert_eq!(
+            b.edge_dlq_parts(&b.edge_dlq("dev-1", "orders")),
+            Some(("dev-1", "orders"))
+        );
+        assert_eq!(b.edge_dlq_parts(&b.edge_queue("dev-1", "orders")), None);
         assert!(validate_origin("dev.1").is_err());
         assert_eq!(
             Event::from_subject(&b.event("x", Event::Replayed)),

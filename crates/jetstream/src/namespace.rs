@@ -122,6 +122,15 @@ impl JetStream {
         if options.max_attempts == 0 {
             return Err(Error::InvalidConfig("max_attempts of zero".into()));
         }
+        if options.max_pending.is_some() {
+            // Refused rather than ignored: a limit the caller counts on must not be silently
+            // absent.
+            return Err(Error::InvalidConfig(
+                "max_pending limits an embedded store's queue; on JetStream, limit the \
+                 queue's stream (max_msgs with discard new) on the server"
+                    .into(),
+            ));
+        }
         let info = self.inner.conn.run(self.open_queue(name, &options, true))?;
         Ok(JetStreamQueue::new(self.clone(), info, options))
     }
@@ -192,8 +201,9 @@ impl JetStream {
             .replace("{environment}", o.environment.as_deref().unwrap_or(""))
     }
 
-    /// Deletes every stream of the namespace: its queues, DLQ, histories, counters and
-    /// registry. For tests and tools; nothing of the namespace is left.
+    /// Deletes every stream of the namespace: its queues, DLQ, histories, counters,
+    /// registry and what forwarders sent (the edge stream). For tests and tools; nothing
+    /// of the namespace is left.
     pub fn delete_namespace(&self) -> Result<()> {
         let names = &self.inner.names;
         let queues = self.queue_names()?;
@@ -205,6 +215,8 @@ impl JetStream {
                 names.history_stream(),
                 names.events_stream(),
                 names.registry_stream(),
+                names.edge_stream(),
+                names.edge_returns_stream(),
             ]);
             for s in streams {
                 match js.delete_stream(&s).await {

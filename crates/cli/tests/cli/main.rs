@@ -9,7 +9,8 @@
 //! - `verify`: the read-only check;
 //! - `errors`: locked and missing stores, bad usage;
 //! - `serve`: the dashboard;
-//! - `nats`: the commands on a JetStream namespace (the machine's NATS server).
+//! - `nats`: the commands on a JetStream namespace (the machine's NATS server);
+//! - `forward`: the forwarder, from a store filled offline to its limit.
 //!
 //! `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -25,6 +26,7 @@ mod run;
 mod browse;
 mod change;
 mod errors;
+mod forward;
 mod nats;
 mod serve;
 mod transfer;

@@ -11,6 +11,9 @@
 //!   (over a new link) therefore keeps each queue's order, and the deduplication ids make
 //!   the messages the server already had duplicates, not copies.
 
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy, PullConsumer};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{self, StorageType};
@@ -20,6 +23,7 @@ use crate::client::{backend, Conn};
 use crate::names::Names;
 use crate::options::Storage;
 
+use super::central::return_stream_config;
 use super::ForwardOptions;
 
 /// A publish to make: its subject and message (with its deduplication id).
@@ -41,15 +45,18 @@ pub(crate) struct WindowResult {
 /// A connection to the central server, with the edge stream in place.
 pub(crate) struct Link {
     pub(crate) conn: Conn,
+    /// This origin's durable consumer of the returns stream (with `returns` on).
+    pub(crate) returns: Option<PullConsumer>,
 }
 
 impl Link {
-    /// Connects, and creates the edge stream if it is new. A
+    /// Connects, and creates the edge stream if it is new (and, with `returns`, the
+    /// returns stream and this origin's consumer of it). A
     /// link is only returned once the server answered a JetStream request, so a server
     /// still starting its JetStream is a failed connect, not refused publishes.
     pub(crate) fn open(options: &ForwardOptions, names: &Names) -> Result<Link> {
         let conn = Conn::connect_once(&options.url, options.request_timeout)?;
-        conn.run(async {
+        let returns = conn.run(async {
             for (name, subjects) in [(names.edge_stream(), names.edge_subjects())] {
                 let config = stream::Config {
                     name,
@@ -67,9 +74,32 @@ impl Link {
                     .await
                     .map_err(|e| backend("create the edge stream", e))?;
             }
-            Ok::<(), Error>(())
+            if !options.returns {
+                return Ok(None);
+            }
+            let config = return_stream_config(names, options.replicas, options.duplicate_window);
+            let stream = conn
+                .js
+                .get_or_create_stream(config)
+                .await
+                .map_err(|e| backend("create the returns stream", e))?;
+            let durable = format!("returns-{}", options.origin);
+            let consumer = stream
+                .get_or_create_consumer(
+                    &durable,
+                    pull::Config {
+                        durable_name: Some(durable.clone()),
+                        filter_subject: names.edge_returns(&options.origin),
+                        ack_policy: AckPolicy::Explicit,
+                        ack_wait: Duration::from_secs(30),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| backend("create the returns consumer", e))?;
+            Ok::<_, Error>(Some(consumer))
         })?;
-        Ok(Link { conn })
+        Ok(Link { conn, returns })
     }
 
     /// Publishes `window` and waits for the acknowledgements, in order (each for at most

@@ -32,6 +32,7 @@
 //! that no number of restarts reaches, or their messages go to the DLQ as `ConsumerDied`
 //! (and are then forwarded as DLQ entries if the DLQ is).
 
+mod central;
 mod link;
 mod publication;
 mod status;
@@ -42,10 +43,16 @@ use std::time::{Duration, Instant};
 
 use deadletter::{Error, Filter, Message, Page, Queue, Result, Store};
 
-use crate::client::now_ms;
+use async_nats::jetstream::AckKind;
+use deadletter::EnqueueOptions;
+use futures_util::StreamExt;
+
+use crate::client::{backend, now_ms};
 use crate::names::{self, Names};
 use crate::options::Storage;
+use crate::wire::{self, headers};
 
+pub use central::{FleetDlq, FleetEntry};
 use link::{Link, Publication};
 use status::Counters;
 pub use status::{ForwardStatus, LinkState, QueueLag};
@@ -100,6 +107,9 @@ pub struct ForwardOptions {
     /// published again later than this after its first publish is stored twice. Default
     /// one hour.
     pub duplicate_window: Duration,
+    /// Enqueue the entries replayed from the fleet DLQ ([`FleetDlq::replay`]) back into
+    /// their local queues (default on).
+    pub returns: bool,
 }
 
 impl ForwardOptions {
@@ -125,6 +135,7 @@ impl ForwardOptions {
             storage: Storage::File,
             replicas: 1,
             duplicate_window: Duration::from_secs(3600),
+            returns: true,
         }
     }
     /// Forwards the messages of local queue `name`.
@@ -166,6 +177,11 @@ impl ForwardOptions {
     /// Sets the edge stream's storage.
     pub fn storage(mut self, storage: Storage) -> Self {
         self.storage = storage;
+        self
+    }
+    /// Turns the enqueueing of replays from the fleet DLQ on or off.
+    pub fn returns(mut self, on: bool) -> Self {
+        self.returns = on;
         self
     }
     /// Sets the edge stream's duplicate window.
@@ -374,7 +390,7 @@ impl Forwarder {
 
     /// One pass over every lane; returns what it forwarded.
     fn round(&mut self, link: &Link) -> std::result::Result<usize, Stop> {
-        let mut moved = 0;
+        let mut moved = self.take_returns(link)?;
         for i in 0..self.lanes.len() {
             if self.lanes[i].messages {
                 moved += self.forward_messages(link, i)?;
@@ -447,6 +463,74 @@ impl Forwarder {
             Some(e) => Err(Stop::Link(e)),
             None => Ok(result.acknowledged),
         }
+    }
+
+    /// Enqueues the entries the fleet DLQ replayed to this origin into their queues, each
+    /// with an idempotency key naming its return, then acknowledges it: a crash between
+    /// the two enqueues it once (within the store's idempotency window). A return into a
+    /// full queue waits (unacknowledged) for a later round.
+    fn take_returns(&mut self, link: &Link) -> std::result::Result<usize, Stop> {
+        let Some(consumer) = &link.returns else {
+            return Ok(0);
+        };
+        let fetched = link
+            .conn
+            .run(async {
+                let mut batch = consumer
+                    .fetch()
+                    .max_messages(64)
+                    .messages()
+                    .await
+                    .map_err(|e| backend("read returns", e))?;
+                let mut out = Vec::new();
+                while let Some(m) = batch.next().await {
+                    out.push(m.map_err(|e| backend("read returns", e))?);
+                }
+                Ok(out)
+            })
+            .map_err(Stop::Link)?;
+        let mut taken = 0;
+        for m in fetched {
+            let sequence = m
+                .info()
+                .map_err(|e| Stop::Link(backend("read returns", e)))?
+                .stream_sequence;
+            let queue = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(headers::QUEUE))
+                .map(|v| v.as_str().to_string());
+            let entry = wire::decode_entry(&m.payload, m.subject.as_str());
+            let (Some(queue), Ok(entry)) = (queue, entry) else {
+                // Not a return this package wrote: counted, and removed so it does not
+                // come back forever.
+                self.counters.error(&Error::Codec(format!(
+                    "return {sequence} has no queue or no valid envelope"
+                )));
+                let _ = link.conn.run(m.ack_with(AckKind::Term));
+                continue;
+            };
+            let mut options =
+                EnqueueOptions::new().idempotency_key(format!("edge-return-{sequence}"));
+            for (k, v) in &entry.metadata.attributes {
+                options = options.attribute(k, v);
+            }
+            let enqueued = self
+                .store
+                .queue(&queue)
+                .and_then(|q| q.enqueue_with(&entry.payload, &options));
+            match enqueued {
+                Ok(_) => {}
+                Err(Error::QueueFull { .. }) => break,
+                Err(e) => return Err(Stop::Local(e)),
+            }
+            link.conn
+                .run(m.double_ack())
+                .map_err(|e| Stop::Link(backend("acknowledge a return", e)))?;
+            self.counters.returned(1);
+            taken += 1;
+        }
+        Ok(taken)
     }
 
     /// Extends the leases of held messages that have used half of theirs, so that a long

@@ -71,6 +71,8 @@ pub struct ForwardStatus {
     pub errors: u64,
     /// The last such failure.
     pub last_error: Option<String>,
+    /// Replays from the fleet DLQ enqueued back into local queues.
+    pub returned: u64,
     /// Per forwarded queue.
     pub queues: Vec<QueueLag>,
 }
@@ -86,6 +88,7 @@ impl ForwardStatus {
     /// | `deadletter_forward_forwarded_dlq_total` | counter |
     /// | `deadletter_forward_duplicates_total` | counter |
     /// | `deadletter_forward_errors_total` | counter |
+    /// | `deadletter_forward_returned_total` | counter |
     /// | `deadletter_forward_last_forwarded_timestamp_seconds` | gauge (0 before the first) |
     /// | `deadletter_forward_lag_messages` | gauge, per queue |
     /// | `deadletter_forward_lag_seconds` | gauge, per queue: age of the oldest waiting message |
@@ -123,6 +126,11 @@ impl ForwardStatus {
                 "deadletter_forward_errors_total",
                 "Failures of the link to the server.",
                 self.errors,
+            ),
+            (
+                "deadletter_forward_returned_total",
+                "Replays from the fleet DLQ enqueued back into local queues.",
+                self.returned,
             ),
         ] {
             one(name, "counter", help, v.to_string());
@@ -190,6 +198,7 @@ struct CountersInner {
     last_forwarded_at_ms: Option<u64>,
     errors: u64,
     last_error: Option<String>,
+    returned: u64,
     per_queue: Vec<u64>,
 }
 
@@ -204,6 +213,7 @@ impl Counters {
                 last_forwarded_at_ms: None,
                 errors: 0,
                 last_error: None,
+                returned: 0,
                 per_queue: vec![0; queues],
             }),
         }
@@ -239,6 +249,10 @@ impl Counters {
         if stored + duplicates > 0 {
             c.last_forwarded_at_ms = Some(now_ms);
         }
+    }
+
+    pub(crate) fn returned(&self, n: u64) {
+        self.inner.lock().returned += n;
     }
 
     /// The report, with each queue's lag read from `store` now.
@@ -281,7 +295,45 @@ impl Counters {
             last_forwarded_at_ms: c.last_forwarded_at_ms,
             errors: c.errors,
             last_error: c.last_error.clone(),
+            returned: c.returned,
             queues: lags,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_metric_with_its_labels() {
+        let status = ForwardStatus {
+            origin: "dev-\"1".into(),
+            link: LinkState::Up,
+            forwarded: 10,
+            forwarded_dlq: 2,
+            duplicates: 3,
+            last_forwarded_at_ms: Some(1_500),
+            errors: 1,
+            last_error: Some("gone".into()),
+            returned: 0,
+            queues: vec![QueueLag {
+                queue: "readings".into(),
+                messages: 7,
+                oldest_age_ms: 2_250,
+                dlq_entries: 1,
+                forwarded: 13,
+            }],
+        };
+        let text = status.to_prometheus();
+        assert!(text.contains("deadletter_forward_link_up{origin=\"dev-\\\"1\"} 1\n"));
+        assert!(text.contains("deadletter_forward_forwarded_total{origin=\"dev-\\\"1\"} 10\n"));
+        assert!(text.contains(
+            "deadletter_forward_lag_seconds{origin=\"dev-\\\"1\",queue=\"readings\"} 2.250\n"
+        ));
+        assert!(text.contains(
+            "deadletter_forward_last_forwarded_timestamp_seconds{origin=\"dev-\\\"1\"} 1.500\n"
+        ));
+        assert_eq!(text.matches("# TYPE").count(), 10);
     }
 }
