@@ -47,6 +47,7 @@ mod names;
 mod namespace;
 mod options;
 mod queue;
+mod repair;
 mod wire;
 
 pub use dlq::JetStreamDlq;

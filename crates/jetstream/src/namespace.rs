@@ -59,6 +59,8 @@ pub(crate) struct QueueInfo {
     pub(crate) subject: String,
     pub(crate) stream: String,
     pub(crate) consumer: PullConsumer,
+    /// When an idle lease last repaired the queue (see `repair`).
+    pub(crate) last_repair: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 struct Hook {
@@ -320,6 +322,7 @@ impl JetStream {
             subject: n.queue_subject(name),
             stream: n.queue_stream(name),
             consumer,
+            last_repair: std::sync::Mutex::new(None),
         });
         if set_lease {
             self.set_ack_wait(&info, options.visibility_timeout).await?;

@@ -41,7 +41,14 @@ use crate::message::JetStreamMessage;
 use crate::moves::message_headers;
 use crate::names::{self, Event};
 use crate::namespace::{JetStream, QueueInfo};
+use crate::repair::REPAIR_EVERY;
 use crate::wire::{self, header_u64, headers};
+
+/// The longest a single pull request waits. A request the server never saw (sent while
+/// the connection, or the server's JetStream after a restart, was coming back) is
+/// answered by nothing at all; waiting in slices bounds what such a request costs the
+/// caller to one slice instead of the whole wait.
+const PULL_SLICE: Duration = Duration::from_secs(1);
 
 /// A queue on a JetStream server. Cheap to clone; usable from any number of threads and
 /// processes (they share the queue's consumer).
@@ -136,7 +143,8 @@ impl JetStreamQueue {
         Ok(ids)
     }
 
-    /// Fetches up to `max` deliveries; with `wait`, waits that long for the first one.
+    /// Fetches up to `max` deliveries; with `wait`, waits that long (at most
+    /// `PULL_SLICE`) for the first one.
     async fn fetch(&self, max: usize, wait: Option<Duration>) -> Result<Vec<jetstream::Message>> {
         let mut out = Vec::new();
         if let Some(wait) = wait {
@@ -146,7 +154,7 @@ impl JetStreamQueue {
                 .consumer()
                 .batch()
                 .max_messages(1)
-                .expires(wait.max(Duration::from_millis(10)))
+                .expires(wait.clamp(Duration::from_millis(10), PULL_SLICE))
                 .messages()
                 .await
                 .map_err(|e| backend("lease", e))?;
@@ -191,11 +199,15 @@ impl JetStreamQueue {
             for m in admitted {
                 out.extend(m?);
             }
-            // Everything fetched was settled rather than delivered: look again while the
-            // caller is willing to wait.
+            // Nothing to deliver yet (each pull waits at most `PULL_SLICE`), or everything
+            // fetched was settled rather than delivered: look again while the caller is
+            // willing to wait.
             let again = out.is_empty()
-                && fetched > 0
+                && (fetched > 0 || wait.is_some())
                 && give_up.is_some_and(|t| std::time::Instant::now() < t);
+            if again && fetched == 0 {
+                self.repair_when_due().await?;
+            }
             if !again {
                 return Ok(out);
             }
@@ -386,7 +398,33 @@ impl JetStreamQueue {
         })
     }
 
-    async fn stats_async(&self) -> Result<QueueStats> {
+    async fn stream_state(
+        &self,
+        stream: &jetstream::stream::Stream<()>,
+    ) -> Result<jetstream::stream::State> {
+        Ok(stream
+            .get_info()
+            .await
+            .map_err(|e| backend("read the queue's stream", e))?
+            .state
+            .clone())
+    }
+
+    /// Repairs the queue (see `repair`) if no idle lease of this queue did in the last
+    /// `REPAIR_EVERY`: a waiting lease that finds nothing may be facing a stalled consumer.
+    async fn repair_when_due(&self) -> Result<()> {
+        {
+            let mut last = self
+                .info
+                .last_repair
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let now = std::time::Instant::now();
+            if last.is_some_and(|t| now.duration_since(t) < REPAIR_EVERY) {
+                return Ok(());
+            }
+            *last = Some(now);
+        }
         let mut consumer = self.consumer().clone();
         let c = consumer
             .info()
@@ -394,17 +432,43 @@ impl JetStreamQueue {
             .map_err(|e| backend("read the queue's consumer", e))?
             .clone();
         let stream = self.js.stream(&self.info.stream).await?;
-        let state = stream
-            .get_info()
+        let state = self.stream_state(&stream).await?;
+        self.js
+            .repair_queue(&stream, &self.info.subject, &c, &state)
+            .await?;
+        Ok(())
+    }
+
+    async fn stats_async(&self) -> Result<QueueStats> {
+        let mut consumer = self.consumer().clone();
+        let mut c = consumer
+            .info()
             .await
-            .map_err(|e| backend("read the queue's stream", e))?
-            .state
+            .map_err(|e| backend("read the queue's consumer", e))?
             .clone();
+        let stream = self.js.stream(&self.info.stream).await?;
+        let mut state = self.stream_state(&stream).await?;
+        let repaired = self
+            .js
+            .repair_queue(&stream, &self.info.subject, &c, &state)
+            .await?;
+        if repaired.changed() {
+            c = consumer
+                .info()
+                .await
+                .map_err(|e| backend("read the queue's consumer", e))?
+                .clone();
+            state = self.stream_state(&stream).await?;
+        }
         let events = dlq::event_counts(&self.js, &self.info.name).await?;
         let count = |e: Event| events.get(&e).copied().unwrap_or(0);
         let mut s = QueueStats::new(&*self.info.name, self.js.dlq_name(&self.info.name));
         s.ready = c.num_pending;
-        s.in_flight = c.num_ack_pending as u64;
+        // A server that was killed can come back counting as pending deliveries whose
+        // acknowledgements it had not yet written to disk, of messages the stream no
+        // longer holds (nats-server 2.9 writes consumer state lazily). What the stream
+        // holds bounds what can be in flight.
+        s.in_flight = (c.num_ack_pending as u64).min(state.messages.saturating_sub(c.num_pending));
         s.enqueued = state.last_sequence;
         s.retried = count(Event::Retried);
         s.dead_lettered = count(Event::DeadLettered);

@@ -37,7 +37,7 @@ fn a_server_restart_during_dlq_moves_leaves_each_entry_once() {
             .lease_wait(1, Duration::from_secs(10))
             .unwrap()
             .pop()
-            .expect("a message to move");
+            .unwrap_or_else(|| panic!("no message to move in round {round}: {:?}", queue.stats()));
         // The move runs while the server is killed: at once, or a few milliseconds in.
         let mover = {
             let queue = queue.clone();
