@@ -30,6 +30,23 @@ pub enum CorruptionKind {
     MissingSegment,
     /// An entry named like a segment is not a regular file (a directory, say).
     NotASegment,
+    /// A segment file is shorter than the size its header declares: it was cut (a segment
+    /// is created at its full size, and nothing shortens it but recovery cutting a torn
+    /// tail, which grows it back). Sizes in bytes, header included.
+    ShortSegment {
+        /// The size its header declares.
+        expected: u64,
+        /// The size it has.
+        actual: u64,
+    },
+    /// The log ends before a position it had made durable (a checkpoint covers records up
+    /// to there): its tail was lost. Log positions.
+    LostTail {
+        /// The durable high-water mark.
+        expected: u64,
+        /// Where the log's records end.
+        actual: u64,
+    },
     /// A record decoded with a valid checksum but its content is not a valid record.
     BadContent,
     /// A checkpoint file failed its checksum or could not be decoded.
@@ -44,6 +61,20 @@ impl fmt::Display for CorruptionKind {
             CorruptionKind::TruncatedSegment => "sealed segment is truncated",
             CorruptionKind::MissingSegment => "segment missing from the sequence",
             CorruptionKind::NotASegment => "named like a segment but not a file",
+            CorruptionKind::ShortSegment { expected, actual } => {
+                return write!(
+                    f,
+                    "segment file is {actual} bytes, shorter than the {expected} bytes its \
+                     header declares (it was cut)"
+                );
+            }
+            CorruptionKind::LostTail { expected, actual } => {
+                return write!(
+                    f,
+                    "the log ends at position {actual}, before position {expected}, which \
+                     it had made durable (its tail was lost)"
+                );
+            }
             CorruptionKind::BadContent => "record content cannot be decoded",
             CorruptionKind::BadCheckpoint => "checkpoint is damaged",
         };

@@ -155,7 +155,7 @@ pub use api::types::{
 };
 pub use api::verify::{
     verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
-    SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,
+    LostTailReport, SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,
 };
 pub use api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport, WorkerPool};
 pub use engine::compaction::CompactionReport;

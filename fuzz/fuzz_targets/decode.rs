@@ -214,11 +214,8 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
     }
     let (recipe, tail) = data.split_at(data.len() - 4);
     let base = 4096u64;
-    let header = sim::SegmentHeader {
-        base,
-        version: FORMAT_VERSION,
-    };
-    let mut seg = sim::encode_segment_header(&header).to_vec();
+    // The header, with the size the segment ends up with, is written once that is known.
+    let mut seg = vec![0u8; SEGMENT_HEADER_LEN];
     let mut i = 0;
     while i < recipe.len() {
         let len = (recipe[i] as usize % 64) + 1;
@@ -235,10 +232,12 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
         seg.extend_from_slice(&frame);
     }
     seg.resize(seg.len() + 64, 0);
+    let header = sim::SegmentHeader::new(base, FORMAT_VERSION, seg.len() as u64);
+    seg[..SEGMENT_HEADER_LEN].copy_from_slice(&sim::encode_segment_header(&header));
     let at = u16::from_le_bytes([tail[0], tail[1]]) as usize % seg.len();
     seg[at] ^= tail[2];
     if tail[3] & 1 == 1 {
-        // And sometimes cut the file there.
+        // And sometimes cut the file there (shorter than its header declares).
         seg.truncate(at + 1);
     }
     Some(seg)

@@ -99,6 +99,9 @@ pub struct TornTailReport {
     pub position: u64,
     /// Bytes from there to the last non-zero byte.
     pub bytes: u64,
+    /// Whole records (frames that pass their checksum) after the bad bytes, which go with
+    /// them: written after the torn one and never proved durable.
+    pub records: u64,
 }
 
 /// A damaged range: bytes that fail their checksum, followed by valid records.
@@ -123,6 +126,9 @@ pub struct SegmentReport {
     pub base: u64,
     /// The file's size in bytes.
     pub file_len: u64,
+    /// The size its header declares (format version 2 on). A file shorter than that was
+    /// cut: a problem, in the last segment too.
+    pub declared_len: Option<u64>,
     /// The header's state.
     pub header: HeaderStatus,
     /// The format version the header names, when the header is intact (a newer version
@@ -154,7 +160,13 @@ impl SegmentReport {
     pub fn is_sound(&self) -> bool {
         self.header == HeaderStatus::Ok
             && self.damaged.is_empty()
+            && !self.is_short()
             && (self.last || self.torn_tail.is_none())
+    }
+
+    /// True when the file is shorter than its header declares: it was cut.
+    pub fn is_short(&self) -> bool {
+        self.declared_len.is_some_and(|d| self.file_len < d)
     }
 }
 
@@ -206,6 +218,16 @@ pub struct CheckpointReport {
     pub error: Option<String>,
 }
 
+/// The log ends before a position it had made durable (see [`VerifyReport::lost_tail`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LostTailReport {
+    /// The durable high-water mark: the highest position a valid checkpoint covers.
+    pub expected: u64,
+    /// Where the log's records end.
+    pub actual: u64,
+}
+
 /// What [`verify`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -220,6 +242,10 @@ pub struct VerifyReport {
     pub boundaries: Vec<Boundary>,
     /// Checkpoint files.
     pub checkpoints: Vec<CheckpointReport>,
+    /// Set when the log's records end before the position a valid checkpoint covers (that
+    /// position was durable in the log before the checkpoint was written): its tail was
+    /// lost. An open refuses it ([`crate::CorruptionKind::LostTail`]).
+    pub lost_tail: Option<LostTailReport>,
     /// Temporary files: leftovers of an interrupted segment creation or checkpoint (an open
     /// removes them) or the next segment being prepared.
     pub temp_files: Vec<String>,
@@ -248,6 +274,7 @@ impl VerifyReport {
                     HeaderStatus::Ok | HeaderStatus::UnsupportedVersion
                 );
                 usize::from(bad_header)
+                    + usize::from(s.is_short())
                     + s.damaged.len()
                     + usize::from(!s.last && s.torn_tail.is_some())
             })
@@ -257,7 +284,7 @@ impl VerifyReport {
             .iter()
             .filter(|c| c.error.is_some())
             .count();
-        in_segments + self.boundaries.len() + checkpoints
+        in_segments + self.boundaries.len() + checkpoints + usize::from(self.lost_tail.is_some())
     }
 
     /// The files (segments, then checkpoints) written in a newer format version than this
@@ -360,6 +387,7 @@ pub fn verify_with(
         segments: Vec::new(),
         boundaries: Vec::new(),
         checkpoints: Vec::new(),
+        lost_tail: None,
         temp_files: Vec::new(),
         other_files: Vec::new(),
         records: 0,
@@ -457,7 +485,22 @@ pub fn verify_with(
         });
     }
     report.boundaries = boundaries;
+    report.lost_tail = lost_tail(&report);
     Ok(report)
+}
+
+/// The log's end against the highest position a valid checkpoint covers.
+fn lost_tail(report: &VerifyReport) -> Option<LostTailReport> {
+    let expected = report.checkpoints.iter().filter_map(|c| c.position).max()?;
+    // Only a log whose last segment could be read says where the records end.
+    let last = report.segments.last()?;
+    if last.header != HeaderStatus::Ok {
+        return None;
+    }
+    (last.end < expected).then_some(LostTailReport {
+        expected,
+        actual: last.end,
+    })
 }
 
 /// The temporary name a checkpoint is written under before its rename.
@@ -497,6 +540,7 @@ fn unreadable(name: &str, base: u64, last: bool, e: &std::io::Error) -> SegmentR
         file: name.to_string(),
         base,
         file_len: 0,
+        declared_len: None,
         header,
         version: None,
         last,
@@ -529,6 +573,7 @@ fn check_segment(
         file: name.to_string(),
         base,
         file_len: bytes.len() as u64,
+        declared_len: None,
         header: HeaderStatus::Ok,
         version: None,
         last,
@@ -541,7 +586,10 @@ fn check_segment(
         error: None,
     };
     (seg.header, seg.version) = match format::decode_segment_header(bytes, FORMAT_VERSION) {
-        Ok(h) if h.base == base => (HeaderStatus::Ok, Some(h.version)),
+        Ok(h) if h.base == base => {
+            seg.declared_len = h.size;
+            (HeaderStatus::Ok, Some(h.version))
+        }
         Ok(h) => (HeaderStatus::BaseMismatch, Some(h.version)),
         Err(HeaderError::Newer(v)) => (HeaderStatus::UnsupportedVersion, Some(v)),
         Err(HeaderError::Short) => (HeaderStatus::Short, None),
@@ -553,17 +601,23 @@ fn check_segment(
         return (seg, false);
     }
     let data = &bytes[SEGMENT_HEADER_LEN..];
-    let scan = segment::scan(data, base, options.max_record_size, !last);
+    // A cut last segment is sealed where it is, as an open in quarantine does.
+    let scan = segment::scan(data, base, options.max_record_size, !last || seg.is_short());
     let header_len = SEGMENT_HEADER_LEN as u64;
     seg.records = scan.records;
     seg.end = base + scan.end;
     let damaged_bytes: u64 = scan.damaged.iter().map(|(s, e)| e - s).sum();
     seg.record_bytes = scan.end - damaged_bytes;
-    seg.torn_tail = scan.torn_at.map(|at| TornTailReport {
-        file_offset: header_len + at,
-        position: base + at,
-        bytes: scan.torn_bytes,
-    });
+    // In a cut segment, bad bytes at the cut are part of the cut, not a torn write.
+    seg.torn_tail = scan
+        .torn_at
+        .filter(|_| !seg.is_short())
+        .map(|at| TornTailReport {
+            file_offset: header_len + at,
+            position: base + at,
+            bytes: scan.torn_bytes,
+            records: scan.torn_records,
+        });
     seg.damaged = scan
         .damaged
         .iter()
@@ -583,7 +637,8 @@ mod tests {
 
     fn segment_bytes(base: u64, records: &[&[u8]], size: usize) -> Vec<u8> {
         let version = FORMAT_VERSION;
-        let mut out = encode_segment_header(&SegmentHeader { base, version }).to_vec();
+        let mut out =
+            encode_segment_header(&SegmentHeader::new(base, version, size as u64)).to_vec();
         let mut data = Vec::new();
         for r in records {
             let pos = base + data.len() as u64;

@@ -23,7 +23,7 @@ use crate::engine::failpoint::failpoint;
 use crate::engine::state::{Snapshot, State};
 use crate::engine::wire::{self, CheckpointError, CheckpointFile, FORMAT_VERSION};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::storage::log::Log;
+use crate::storage::log::{Log, RecoveryReport};
 use crate::storage::vfs::Vfs;
 
 /// The two slot file names.
@@ -113,6 +113,18 @@ pub(crate) fn read_slots(fs: &dyn Vfs, dir: &Path) -> Result<[SlotState; 2]> {
     Ok([read(fs, dir, 0)?, read(fs, dir, 1)?])
 }
 
+/// The highest position a valid slot covers (0 without one): the log had made it durable.
+pub(crate) fn high_water(slots: &[SlotState; 2]) -> u64 {
+    slots
+        .iter()
+        .filter_map(|s| match s {
+            SlotState::Valid(pos, _) => Some(*pos),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Which checkpoint slots hold which positions, and which one is written next.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CheckpointSlots {
@@ -124,25 +136,39 @@ pub(crate) struct CheckpointSlots {
 
 /// Loads the newest usable checkpoint of the two `read` (by [`read_slots`]): the state it
 /// holds, the position to replay from, and the slots. Without one, replays from the start
-/// of the log, which is only possible while the log still starts at position 0.
+/// of the log, which is only possible while the log still starts at position 0 (a log
+/// whose first segment recovery quarantined still does).
 ///
-/// A checkpoint is usable when its position lies within the log. One past the log's end
+/// A checkpoint is usable when its position lies within the log's records. One past them
 /// covers records the log no longer has (compaction makes its position durable before
-/// writing it, so the log lost durable records): under strict recovery that is
-/// [`CorruptionKind::BadCheckpoint`]; otherwise the file is removed, since once the log grew
-/// past its position again it would describe records it never saw. One before the log's
-/// start is ignored (the next checkpoint overwrites it).
+/// writing it, so the log lost durable records): the log's recovery refuses that under
+/// strict recovery ([`CorruptionKind::LostTail`]: the checkpoint's position is the log's
+/// high-water mark); under quarantine it lists the lost range, and the file is removed
+/// here, since it describes records the log no longer has. One before the log's start is
+/// ignored (the next checkpoint overwrites it).
 pub(crate) fn load_newest(
     fs: &dyn Vfs,
     dir: &Path,
     read: [SlotState; 2],
     log: &Log,
+    report: &RecoveryReport,
     strict: bool,
 ) -> Result<(State, u64, CheckpointSlots)> {
     let mut slots = CheckpointSlots::default();
     let mut candidates = Vec::new();
     let mut damage = None;
-    let (first, end) = (log.first_position(), log.end_position());
+    // Ranges recovery quarantined still count as the log's: a log whose first segment was
+    // lost still starts at 0. Where the records end when its tail was lost.
+    let first = report
+        .quarantined
+        .iter()
+        .map(|q| q.start)
+        .fold(log.first_position(), u64::min);
+    let records_end = report.quarantined.iter().find_map(|q| match q.kind {
+        CorruptionKind::LostTail { actual, .. } => Some(actual),
+        _ => None,
+    });
+    let end = records_end.unwrap_or_else(|| log.end_position());
     for ((slot, name), state) in SLOTS.iter().enumerate().zip(read) {
         match state {
             SlotState::Valid(pos, _) if pos > end => {

@@ -121,13 +121,16 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
         Some(sh) => sh,
         None => {
             let slots = checkpoint::read_slots(engine.fs.as_ref(), &engine.dir)?;
-            let (state, position, _) = checkpoint::load_newest(
+            let (mut state, position, _) = checkpoint::load_newest(
                 engine.fs.as_ref(),
                 &engine.dir,
                 slots,
                 &engine.log,
+                &engine.report,
                 engine.strict,
             )?;
+            // The ids the live index skipped at open, so checkpoints keep skipping them.
+            state.skip_lost_ids(&engine.report);
             shadow.insert(Shadow { state, position })
         }
     };

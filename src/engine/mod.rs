@@ -95,9 +95,13 @@ impl Engine {
         options.log.validate()?;
         let lock = Log::lock_dir(fs.as_ref(), dir)?;
         let slots = checkpoint::read_slots(fs.as_ref(), dir)?;
-        let (log, report) = Log::open_locked(Arc::clone(&fs), lock, options.log)?;
+        // A checkpoint's position was durable in the log before the checkpoint was written:
+        // a log that ends before it lost its tail.
+        let mut log_options = options.log;
+        log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
+        let (log, report) = Log::open_locked(Arc::clone(&fs), lock, log_options)?;
         let (mut state, from, slots) =
-            checkpoint::load_newest(fs.as_ref(), dir, slots, &log, strict)?;
+            checkpoint::load_newest(fs.as_ref(), dir, slots, &log, &report, strict)?;
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
             let decoded =
@@ -105,6 +109,7 @@ impl Engine {
             state.apply(&decoded, pos);
         }
         state.release_all_leases();
+        state.skip_lost_ids(&report);
         Ok(Engine {
             log,
             state: Mutex::new(state),

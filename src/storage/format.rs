@@ -19,7 +19,7 @@
 /// record bodies and checkpoints (`engine::wire`). Any change to what is written on disk
 /// bumps it (see "Changing the format" in `docs/FORMAT.md`); versions 1 to this one are
 /// read, and a newer one is refused with [`crate::Error::UnsupportedFormat`].
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";
@@ -40,6 +40,21 @@ pub struct SegmentHeader {
     pub base: u64,
     /// The format version its records are written in.
     pub version: u16,
+    /// The file's size when it was created, header included (version 2 on; `None` in a
+    /// version-1 header, which does not say). A segment file is never shorter than this
+    /// for as long as it exists: one that is was cut.
+    pub size: Option<u64>,
+}
+
+impl SegmentHeader {
+    /// The header of a new segment of `size` bytes at `base`, in format `version`.
+    pub fn new(base: u64, version: u16, size: u64) -> SegmentHeader {
+        SegmentHeader {
+            base,
+            version,
+            size: (version >= 2).then_some(size),
+        }
+    }
 }
 
 /// Why a segment header did not decode.
@@ -59,14 +74,20 @@ pub enum HeaderError {
     Invalid,
 }
 
-/// Encodes a segment header.
+/// Encodes a segment header in the layout of its version: version 1 (flags, base,
+/// reserved) or version 2 on (the declared size, then the base).
 pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN] {
     let mut b = [0u8; SEGMENT_HEADER_LEN];
     b[0..8].copy_from_slice(&SEGMENT_MAGIC);
     b[8..10].copy_from_slice(&header.version.to_le_bytes());
     b[10..12].copy_from_slice(&(SEGMENT_HEADER_LEN as u16).to_le_bytes());
-    // 12..16 flags, 24..28 reserved: zero.
-    b[16..24].copy_from_slice(&header.base.to_le_bytes());
+    if header.version >= 2 {
+        b[12..20].copy_from_slice(&header.size.unwrap_or(0).to_le_bytes());
+        b[20..28].copy_from_slice(&header.base.to_le_bytes());
+    } else {
+        // 12..16 flags, 24..28 reserved: zero.
+        b[16..24].copy_from_slice(&header.base.to_le_bytes());
+    }
     let crc = crc32fast::hash(&b[0..28]);
     b[28..32].copy_from_slice(&crc.to_le_bytes());
     b
@@ -99,8 +120,9 @@ pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHe
         }
         return Err(HeaderError::Newer(version));
     }
-    // Version 1's layout (the only one so far; a version that changes the header decodes
-    // its own here).
+    // Versions 1 and 2 share the first 12 bytes, the length (32) and the CRC's place;
+    // between them, version 1 has flags, the base and a reserved field, version 2 the
+    // declared size and the base.
     if bytes.len() < SEGMENT_HEADER_LEN {
         return Err(HeaderError::Short);
     }
@@ -111,8 +133,23 @@ pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHe
     if version == 0 || header_len != SEGMENT_HEADER_LEN {
         return Err(HeaderError::Invalid);
     }
-    let base = u64_at(bytes, 16);
-    Ok(SegmentHeader { base, version })
+    if version == 1 {
+        let base = u64_at(bytes, 16);
+        return Ok(SegmentHeader {
+            base,
+            version,
+            size: None,
+        });
+    }
+    let size = u64_at(bytes, 12);
+    if size < SEGMENT_HEADER_LEN as u64 {
+        return Err(HeaderError::Invalid);
+    }
+    Ok(SegmentHeader {
+        base: u64_at(bytes, 20),
+        version,
+        size: Some(size),
+    })
 }
 
 /// The little-endian u32 at `at` (the caller checked the length).
@@ -241,10 +278,7 @@ mod tests {
 
     #[test]
     fn header_round_trip_and_rejections() {
-        let h = SegmentHeader {
-            base: 12345,
-            version: FORMAT_VERSION,
-        };
+        let h = SegmentHeader::new(12345, FORMAT_VERSION, 1 << 20);
         let b = encode_segment_header(&h);
         assert_eq!(decode_segment_header(&b, FORMAT_VERSION), Ok(h));
         assert_eq!(
@@ -263,10 +297,7 @@ mod tests {
             decode_segment_header(&bad, FORMAT_VERSION),
             Err(HeaderError::Checksum)
         );
-        let zero = encode_segment_header(&SegmentHeader {
-            base: 0,
-            version: 0,
-        });
+        let zero = encode_segment_header(&SegmentHeader::new(0, 0, 4096));
         assert_eq!(
             decode_segment_header(&zero, FORMAT_VERSION),
             Err(HeaderError::Invalid)
@@ -274,11 +305,24 @@ mod tests {
     }
 
     #[test]
+    fn each_version_has_its_layout() {
+        let v1 = SegmentHeader::new(77, 1, 4096);
+        assert_eq!(v1.size, None);
+        let b = encode_segment_header(&v1);
+        assert_eq!(u64_at(&b, 16), 77);
+        assert_eq!(decode_segment_header(&b, 2), Ok(v1));
+        let v2 = SegmentHeader::new(77, 2, 4096);
+        let b = encode_segment_header(&v2);
+        assert_eq!((u64_at(&b, 12), u64_at(&b, 20)), (4096, 77));
+        assert_eq!(decode_segment_header(&b, 2), Ok(v2));
+        // A version-2 header declaring less than a header is one no version writes.
+        let b = encode_segment_header(&SegmentHeader::new(77, 2, 8));
+        assert_eq!(decode_segment_header(&b, 2), Err(HeaderError::Invalid));
+    }
+
+    #[test]
     fn a_newer_header_is_told_from_a_damaged_one() {
-        let newer = encode_segment_header(&SegmentHeader {
-            base: 64,
-            version: FORMAT_VERSION + 1,
-        });
+        let newer = encode_segment_header(&SegmentHeader::new(64, FORMAT_VERSION + 1, 4096));
         assert_eq!(
             decode_segment_header(&newer, FORMAT_VERSION),
             Err(HeaderError::Newer(FORMAT_VERSION + 1))
@@ -289,10 +333,7 @@ mod tests {
             Ok(64)
         );
         // A bit flip that turns a version-1 header's version into a higher one is damage.
-        let mut flipped = encode_segment_header(&SegmentHeader {
-            base: 64,
-            version: 1,
-        });
+        let mut flipped = encode_segment_header(&SegmentHeader::new(64, 1, 4096));
         flipped[9] ^= 0x40;
         assert_eq!(
             decode_segment_header(&flipped, FORMAT_VERSION),

@@ -254,6 +254,9 @@ pub struct ScanResult {
     pub torn_at: Option<u64>,
     /// Bytes from `torn_at` to the last non-zero byte of the data region.
     pub torn_bytes: u64,
+    /// Valid frames after `torn_at` that go with the torn tail (written after the torn
+    /// frame, never proved durable).
+    pub torn_records: u64,
     /// Damaged ranges followed by records that prove the damage hit committed data.
     pub damaged: Vec<(u64, u64)>,
     /// True when the data runs into the end of the file: the last valid record ends exactly
@@ -278,6 +281,7 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
         end: 0,
         torn_at: None,
         torn_bytes: 0,
+        torn_records: 0,
         damaged: Vec::new(),
         reaches_eof: false,
     };
@@ -311,6 +315,7 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
                     let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
                     result.torn_at = Some(d as u64);
                     result.torn_bytes = (last_nonzero + 1).saturating_sub(d) as u64;
+                    result.torn_records = count_frames(data, base, next, max_body);
                     return result;
                 }
                 result.damaged.push((d as u64, next as u64));
@@ -341,6 +346,22 @@ fn find_next_frame(data: &[u8], base: u64, from: usize, max_body: usize) -> Opti
         off += 1;
     }
     None
+}
+
+/// The valid frames from `from` (a frame's start) to the end of `data`.
+fn count_frames(data: &[u8], base: u64, from: usize, max_body: usize) -> u64 {
+    let mut count = 0;
+    let mut off = Some(from);
+    while let Some(o) = off.filter(|&o| o < data.len()) {
+        match format::decode_frame(&data[o..], base.wrapping_add(o as u64), max_body) {
+            Ok(frame) => {
+                count += 1;
+                off = Some(o + frame.len());
+            }
+            Err(_) => off = find_next_frame(data, base, o + 1, max_body),
+        }
+    }
+    count
 }
 
 /// True when some valid frame from `from` on was written after position `bad` was durable.
@@ -414,6 +435,11 @@ mod tests {
         data[20] ^= 0xff;
         let r = scan(&data, 0, 100, false);
         assert_eq!(r.torn_at, Some(20));
+        assert_eq!(
+            r.torn_records, 1,
+            "the third record goes with the torn second"
+        );
+        assert_eq!(r.torn_bytes, 40);
         assert_eq!(r.records, 1);
         assert!(r.damaged.is_empty());
     }

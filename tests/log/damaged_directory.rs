@@ -61,18 +61,24 @@ fn truncated_sealed_segment_is_reported() {
         drop(f);
         match Log::open(&dir, o.clone()) {
             Err(Error::Corruption {
-                kind: CorruptionKind::TruncatedSegment,
+                kind: CorruptionKind::ShortSegment { expected, actual },
                 location: CorruptionLocation::File { path, offset },
             }) => {
                 assert_eq!(path, victim);
-                assert_eq!(offset, HEADER + 66 * 3, "ends after the last whole record");
+                assert_eq!((expected, actual, offset), (512, cut, cut), "sizes");
             }
-            other => panic!("cut at {cut}: expected TruncatedSegment, got {other:?}"),
+            other => panic!("cut at {cut}: expected ShortSegment, got {other:?}"),
         }
     }
     let (log, report) = Log::open(&dir, quarantine(o)).unwrap();
     assert_eq!(report.quarantined.len(), 1);
-    assert_eq!(report.quarantined[0].kind, CorruptionKind::TruncatedSegment);
+    assert_eq!(
+        report.quarantined[0].kind,
+        CorruptionKind::ShortSegment {
+            expected: 512,
+            actual: HEADER + 66 * 3
+        }
+    );
     assert!(log.iter_from(0).unwrap().all(|r| r.is_ok()));
 }
 

@@ -41,6 +41,12 @@ fn segment_status(s: &SegmentReport) -> String {
     if s.empty {
         parts.push("EMPTY: its header is lost".into());
     }
+    if let (true, Some(declared)) = (s.is_short(), s.declared_len) {
+        parts.push(format!(
+            "CUT SHORT: {} bytes of the {declared} its header declares",
+            s.file_len
+        ));
+    }
     for d in &s.damaged {
         parts.push(format!(
             "DAMAGED at byte {} ({} bytes, positions {}..{})",
@@ -53,8 +59,8 @@ fn segment_status(s: &SegmentReport) -> String {
     if let Some(t) = &s.torn_tail {
         let what = if s.last { "torn tail" } else { "BAD TAIL" };
         parts.push(format!(
-            "{what} at byte {} ({} bytes)",
-            t.file_offset, t.bytes
+            "{what} at byte {} ({} bytes, {} records)",
+            t.file_offset, t.bytes, t.records
         ));
     }
     if parts.is_empty() {
@@ -137,6 +143,13 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 (None, None, None) => {}
             }
         }
+        if let Some(lost) = &report.lost_tail {
+            text.push_str(&format!(
+                "LOST TAIL: the log ends at position {}, before position {}, which a \
+                 checkpoint shows it had made durable\n",
+                lost.actual, lost.expected
+            ));
+        }
         for f in &report.temp_files {
             text.push_str(&format!(
                 "temporary file {f} (an open removes or uses it)\n"
@@ -154,10 +167,10 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         ));
         if let Some(t) = report.torn_tail() {
             text.push_str(&format!(
-                "torn tail: {} bytes after position {} in the last segment (an interrupted \
-                 write, or one in progress if a process holds the store); the next open \
-                 truncates it\n",
-                t.bytes, t.position
+                "torn tail: {} bytes ({} records) after position {} in the last segment (an \
+                 interrupted write, or one in progress if a process holds the store); the \
+                 next open truncates it\n",
+                t.bytes, t.records, t.position
             ));
         }
         if !newer.is_empty() {

@@ -219,6 +219,23 @@ pub struct State {
 }
 
 impl State {
+    /// After an open that skipped lost ranges of the log (quarantine), moves the next id
+    /// past any id those ranges may have handed out, so no id is ever given twice. Ids are
+    /// handed out by payload records in log order, each at least a frame header and one
+    /// byte long: a range of `n` bytes handed out at most `n / 17` of them, all above the
+    /// ids of the records before it (the replayed `next_id` already passed those after it).
+    pub fn skip_lost_ids(&mut self, report: &crate::storage::log::RecoveryReport) {
+        let min_record = (crate::storage::format::FRAME_HEADER_LEN + 1) as u64;
+        let lost: u64 = report
+            .quarantined
+            .iter()
+            .map(|q| q.end.saturating_sub(q.start))
+            .fold(0, u64::saturating_add);
+        if lost > 0 {
+            self.next_id = self.next_id.saturating_add(lost / min_record + 1);
+        }
+    }
+
     /// An estimate of the heap memory the index holds, in bytes: hash tables, ready lists,
     /// heaps and ordered sets at their allocated capacity (interned strings, queue names and
     /// idempotency keys are not counted). Payloads and envelopes are in the log, not here.

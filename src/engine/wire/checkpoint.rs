@@ -80,14 +80,15 @@ pub(crate) fn decode_checkpoint(
         return Err(CheckpointError::Damaged(CRC_AT as u64));
     }
     match u16::from_le_bytes([bytes[8], bytes[9]]) {
-        1 => decode_v1(bytes),
+        // Version 2 changed the segment header only: its checkpoints are version 1's.
+        v @ (1 | 2) => decode_v1(bytes, v),
         v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
         _ => Err(CheckpointError::Damaged(8)),
     }
 }
 
-/// Version 1: position and body length, then the body.
-fn decode_v1(bytes: &[u8]) -> std::result::Result<CheckpointFile, CheckpointError> {
+/// Version 1 (and 2): position and body length, then the body.
+fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, CheckpointError> {
     let u64_at = |at: usize| {
         bytes
             .get(at..at + 8)
@@ -102,7 +103,7 @@ fn decode_v1(bytes: &[u8]) -> std::result::Result<CheckpointFile, CheckpointErro
     }
     let snapshot = v1::snapshot::decode(&bytes[V1_HEADER_LEN..], V1_HEADER_LEN as u64)?;
     Ok(CheckpointFile {
-        version: 1,
+        version,
         position,
         snapshot,
     })

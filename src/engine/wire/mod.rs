@@ -20,6 +20,11 @@
 //! - decoding never panics on any input: bytes that do not decode are [`BadContent`] (a
 //!   record) or [`CheckpointError::Damaged`] (a checkpoint).
 //!
+//! Version 2 changed the segment header only (it declares the segment's size): its record
+//! bodies and checkpoint bodies are version 1's, byte for byte, so `v1` encodes and decodes
+//! both versions' (the dispatches below send 2 to `v1`). A version that changes a body gets
+//! its own module.
+//!
 //! `docs/FORMAT.md` describes every version's bytes; `tests/format_compat.rs` opens a store
 //! written by every version (`tests/fixtures/v*`) and checks its exact contents.
 
@@ -39,8 +44,8 @@ pub(crate) use checkpoint::{
 use crate::engine::record::{Decoded, Op, PutMeta};
 use crate::error::Result;
 
-/// The version records and checkpoints are written in. Adding a version moves this alias
-/// to the new module; the old module keeps its decoders.
+/// The wire structs records and checkpoints are written with. A version that changes
+/// them moves this alias to its new module; the old module keeps its decoders.
 use v1 as current;
 
 /// A record body that does not decode. Its reader reports it as
@@ -75,7 +80,7 @@ pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
 #[inline]
 pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
-        1 => v1::decode_for_apply(body),
+        1 | 2 => v1::decode_for_apply(body),
         _ => Err(BadContent),
     }
 }
@@ -85,7 +90,7 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
 #[inline]
 pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
-        1 => v1::decode(body),
+        1 | 2 => v1::decode(body),
         _ => Err(BadContent),
     }
 }
@@ -95,7 +100,7 @@ pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadConten
 #[inline]
 pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, BadContent> {
     match version {
-        1 => v1::put_payload(body),
+        1 | 2 => v1::put_payload(body),
         _ => Err(BadContent),
     }
 }

@@ -197,10 +197,7 @@ impl Inner {
         let mut slot = self.spare.lock();
         let spare = slot.take();
         self.spare_requested.store(false, Ordering::Release);
-        let header = SegmentHeader {
-            base,
-            version: self.opts.format_version,
-        };
+        let header = SegmentHeader::new(base, self.opts.format_version, size);
         let installed = spare.filter(|f| {
             segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), header).is_ok()
         });

@@ -31,12 +31,12 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{Error, Result};
 use crate::storage::segment::{self, Segment};
 use crate::storage::vfs::{LockGuard, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
-pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE};
+pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
 pub use read::Record;
 use recovery::recover;
 pub use recovery::{QuarantinedRange, RecoveryReport, TornTail};
@@ -229,7 +229,7 @@ impl Log {
             lost_segments: report
                 .quarantined
                 .iter()
-                .filter(|q| q.kind == CorruptionKind::BadHeader)
+                .filter(|q| q.is_outside_segments())
                 .map(|q| (q.start, q.end, q.path.clone()))
                 .collect(),
             _lock: lock,

@@ -9,6 +9,10 @@ use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEA
 /// The default size of a segment file, header included.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 
+/// The largest segment file a log creates. Recovery relies on it: a segment whose header
+/// is lost (and with it the size it declared) held no position past `base + MAX_SEGMENT_SIZE`.
+pub const MAX_SEGMENT_SIZE: u64 = 1 << 40;
+
 /// When writes are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -63,6 +67,11 @@ pub struct LogOptions {
     /// sealed at open and a new one started, so that every segment holds records of one
     /// version. The store always uses [`FORMAT_VERSION`]; log-level tests set others.
     pub format_version: u16,
+    /// A log position the log is known to have made durable (the store passes the position
+    /// of its newest checkpoint): a log whose records end before it lost its tail
+    /// ([`CorruptionKind::LostTail`](crate::CorruptionKind::LostTail)); under quarantine,
+    /// appends resume at or past it, so positions never go backwards. 0: none known.
+    pub high_water: u64,
 }
 
 impl Default for LogOptions {
@@ -76,6 +85,7 @@ impl Default for LogOptions {
             write_buffer: 256 << 10,
             reserve: 0,
             format_version: FORMAT_VERSION,
+            high_water: 0,
         }
     }
 }
@@ -84,6 +94,11 @@ impl LogOptions {
     /// Checks the options; the log's open does, and a caller that creates the directory
     /// before opening the log ([`super::Log::lock_dir`]) does it first.
     pub(crate) fn validate(&self) -> Result<()> {
+        if self.segment_size > MAX_SEGMENT_SIZE {
+            return Err(Error::InvalidConfig(format!(
+                "segment_size above {MAX_SEGMENT_SIZE} bytes (1 TiB)"
+            )));
+        }
         if self.format_version == 0 {
             return Err(Error::InvalidConfig("format version 0".into()));
         }

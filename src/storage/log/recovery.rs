@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE};
+use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE, MAX_SEGMENT_SIZE};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
@@ -25,8 +25,11 @@ pub struct TornTail {
     pub path: PathBuf,
     /// File offset where the dropped bytes began.
     pub offset: u64,
-    /// How many bytes were dropped (up to the last non-zero byte).
+    /// How many bytes were dropped: from `offset` to the last non-zero byte of the file.
     pub dropped_bytes: u64,
+    /// Whole records (frames that passed their checksum) dropped with them: written after
+    /// the torn one, and never proved durable (see `docs/FORMAT.md`).
+    pub dropped_records: u64,
 }
 
 /// A damaged range skipped under [`RecoveryMode::Quarantine`].
@@ -41,6 +44,19 @@ pub struct QuarantinedRange {
     pub start: u64,
     /// Log position just past the range.
     pub end: u64,
+}
+
+impl QuarantinedRange {
+    /// True for a range no open segment holds (a whole entry quarantined, or a lost tail
+    /// past the last segment): reads inside it are answered by the log itself.
+    pub(super) fn is_outside_segments(&self) -> bool {
+        matches!(
+            self.kind,
+            CorruptionKind::BadHeader
+                | CorruptionKind::NotASegment
+                | CorruptionKind::LostTail { .. }
+        )
+    }
 }
 
 /// What opening the log found and did.
@@ -69,6 +85,8 @@ enum Entry {
         file: Arc<dyn VfsFile>,
         len: u64,
         version: u16,
+        /// The size its header declares (version 2 on).
+        declared: Option<u64>,
     },
     /// An intact header of a newer format version.
     Newer { path: PathBuf, found: u16 },
@@ -109,6 +127,7 @@ fn read_entry(fs: &dyn Vfs, dir: &Path, base: u64, opts: &LogOptions) -> Result<
                 file,
                 len,
                 version: h.version,
+                declared: h.size,
             },
             Err(HeaderError::Newer(found)) => Entry::Newer { path, found },
             _ => Entry::Bad {
@@ -176,26 +195,41 @@ pub(super) fn recover(
         });
     }
     if strict {
-        if let Some((path, kind)) = entries.iter().find_map(|e| match e {
-            Entry::Bad { path, kind, .. } => Some((path.clone(), *kind)),
+        if let Some((path, kind, offset)) = entries.iter().find_map(|e| match e {
+            Entry::Bad { path, kind, .. } => Some((path.clone(), *kind, 0)),
+            Entry::Good {
+                path,
+                len,
+                declared: Some(expected),
+                ..
+            } if len < expected => {
+                let kind = CorruptionKind::ShortSegment {
+                    expected: *expected,
+                    actual: *len,
+                };
+                Some((path.clone(), kind, *len))
+            }
             _ => None,
         }) {
-            return Err(corrupt(kind, &path, 0));
+            return Err(corrupt(kind, &path, offset));
         }
     }
     let mut segments = BTreeMap::new();
     // Lowest position a new active segment may start at.
     let mut next_free = 0u64;
+    // True when the last segment was cut: it is sealed, and a new one started after it.
+    let mut last_is_short = false;
     for (i, entry) in entries.into_iter().enumerate() {
         let base = bases[i];
         let is_last = i + 1 == bases.len();
-        let (path, file, len, version) = match entry {
+        let (path, file, len, version, declared) = match entry {
             Entry::Good {
                 path,
                 file,
                 len,
                 version,
-            } => (path, file, len, version),
+                declared,
+            } => (path, file, len, version, declared),
             // Refused by the header pass above.
             Entry::Newer { path, found } => {
                 return Err(Error::UnsupportedFormat {
@@ -211,10 +245,12 @@ pub(super) fn recover(
                 if base > MAX_BASE {
                     return Err(corrupt(kind, &path, 0));
                 }
+                // Its header, and the size it declared, are lost: the last entry may have
+                // held any position up to the largest segment a log creates.
                 let end = bases
                     .get(i + 1)
                     .copied()
-                    .unwrap_or(base + len.saturating_sub(header_len));
+                    .unwrap_or(base + MAX_SEGMENT_SIZE.max(len));
                 // Never reuse the damaged entry's name for a new segment.
                 next_free = next_free.max(end).max(base + 1);
                 report.quarantined.push(QuarantinedRange {
@@ -229,7 +265,15 @@ pub(super) fn recover(
         let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
         let bytes = view.bytes();
         let data = &bytes[SEGMENT_HEADER_LEN..];
-        let scan = segment::scan(data, base, opts.max_record_size, !is_last);
+        // A segment cut short (quarantine: strict returned above) is sealed where its
+        // declared size ends, whether or not it was the last one.
+        let short = declared.filter(|&d| len < d);
+        let scan = segment::scan(
+            data,
+            base,
+            opts.max_record_size,
+            !is_last || short.is_some(),
+        );
         let mut quarantined = Vec::new();
         for &(s, e) in &scan.damaged {
             if strict {
@@ -245,14 +289,23 @@ pub(super) fn recover(
         }
         report.records += scan.records;
         let mut end = scan.end;
-        if let Some(&next) = bases.get(i + 1) {
-            let expected = next.saturating_sub(base);
+        let sealed_end = match bases.get(i + 1) {
+            Some(&next) => Some(next.saturating_sub(base)),
+            None => short.map(|d| d - header_len),
+        };
+        if let Some(expected) = sealed_end {
+            last_is_short = is_last;
             if end != expected {
                 // Records running past the next segment's base: the sequence overlaps. A file
                 // whose data runs into its end, shorter than both its successor implies and a
                 // full segment: it was cut. A bad frame ending the data: damage. Data that
                 // ends cleanly before the successor's base: a segment between is missing.
-                let kind = if end > expected {
+                let kind = if let Some(d) = short.filter(|_| end < expected) {
+                    CorruptionKind::ShortSegment {
+                        expected: d,
+                        actual: len,
+                    }
+                } else if end > expected {
                     CorruptionKind::MissingSegment
                 } else if scan.reaches_eof && len < header_len + expected && len < opts.segment_size
                 {
@@ -282,20 +335,33 @@ pub(super) fn recover(
             segments.insert(base, Arc::new(seg));
             continue;
         }
-        // The last segment: cut a torn tail, make sure it has room, sync what it holds.
+        // The last segment: cut a torn tail, make sure it has room, sync what it holds. Not
+        // before checking that its records reach the durable high-water mark.
         drop(view);
+        let kept = scan.torn_at.unwrap_or(end);
+        if strict && base + kept < opts.high_water {
+            let kind = CorruptionKind::LostTail {
+                expected: opts.high_water,
+                actual: base + kept,
+            };
+            return Err(corrupt(kind, &path, header_len + kept));
+        }
         if let Some(torn) = scan.torn_at {
+            // Zeroed in place, never truncated: a segment is never shorter than its declared
+            // size, even if this open is interrupted here (the next one finds zeros, or the
+            // rest of the same torn tail).
             let at = header_len + torn;
-            file.set_len(at)
-                .map_err(|e| Error::io("truncate", &path, e))?;
+            segment::write_zeros(file.as_ref(), at, at + scan.torn_bytes)
+                .map_err(|e| Error::io("zero torn tail", &path, e))?;
             report.torn_tail = Some(TornTail {
                 path: path.clone(),
                 offset: at,
                 dropped_bytes: scan.torn_bytes,
+                dropped_records: scan.torn_records,
             });
             end = torn;
         }
-        let size = opts.segment_size.max(len);
+        let size = declared.unwrap_or(opts.segment_size).max(len);
         let current = file.len().map_err(|e| Error::io("stat", &path, e))?;
         if current < size {
             let grown = if opts.preallocate {
@@ -339,23 +405,46 @@ pub(super) fn recover(
     // A new active segment is needed when none is left (none at all, the last one
     // removed, replaced or quarantined) or when the last one holds records of an older
     // format version: it is then sealed as it is (its data ends where the new one begins).
-    let needs_active = match segments.values().next_back() {
-        None => true,
-        Some(last) => {
-            last.base != *bases.last().unwrap_or(&u64::MAX) || last.version < opts.format_version
-        }
-    };
-    if needs_active {
-        let base = segments
+    let log_end = segments
+        .values()
+        .next_back()
+        .map(|s| s.end_position())
+        .unwrap_or(0)
+        .max(next_free);
+    // A log that ends before its durable high-water mark lost its tail (strict: refused
+    // above, or here when no segment is left at all). Appends resume past the mark.
+    let lost_tail = log_end < opts.high_water;
+    if lost_tail {
+        let path = segments
             .values()
             .next_back()
-            .map(|s| s.end_position())
-            .unwrap_or(0)
-            .max(next_free);
-        let header = SegmentHeader {
-            base,
-            version: opts.format_version,
+            .map_or_else(|| dir.to_path_buf(), |s| s.path.clone());
+        let kind = CorruptionKind::LostTail {
+            expected: opts.high_water,
+            actual: log_end,
         };
+        if strict {
+            return Err(corrupt(kind, &path, 0));
+        }
+        report.quarantined.push(QuarantinedRange {
+            path,
+            kind,
+            start: log_end,
+            end: opts.high_water,
+        });
+    }
+    let needs_active = lost_tail
+        || last_is_short
+        || match segments.values().next_back() {
+            None => true,
+            Some(last) => {
+                last.base != *bases.last().unwrap_or(&u64::MAX)
+                    || last.version < opts.format_version
+            }
+        };
+    if needs_active {
+        let base = log_end.max(opts.high_water);
+        let header = SegmentHeader::new(base, opts.format_version, opts.segment_size);
         let file = segment::create(fs, dir, header, opts.segment_size, opts.preallocate)?;
         let seg = Segment::new(
             base,

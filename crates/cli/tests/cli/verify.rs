@@ -174,3 +174,100 @@ fn entries_named_like_segments_are_reported_against_themselves() {
         }
     }
 }
+
+/// A store of 200 acknowledged messages (ids returned), closed, with its active segment.
+fn acknowledged_store() -> (tempfile::TempDir, Vec<u64>, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = deadletter::Store::open(dir.path(), crate::fixture::small_config()).unwrap();
+    let q = store.queue("orders").unwrap();
+    let ids = (0..200)
+        .map(|i| q.enqueue(format!("order {i} {}", "x".repeat(40))).unwrap())
+        .collect();
+    drop(q);
+    store.close().unwrap();
+    let active = deadletter::verify(dir.path())
+        .unwrap()
+        .segments
+        .last()
+        .map(|s| dir.path().join(&s.file))
+        .unwrap();
+    (dir, ids, active)
+}
+
+/// The three cuts of the active segment (to 10,000 bytes, to 0, in the middle of
+/// its records): `verify` reports each as damage and exits 1, never as a torn tail; a
+/// strict open refuses it with the sizes; a quarantine open hands out no id again.
+#[test]
+fn a_cut_active_segment_is_damage_not_a_torn_tail() {
+    let _serial = serial();
+    for case in ["10000", "0", "middle"] {
+        let (dir, ids, active) = acknowledged_store();
+        let path = dir.path().to_str().unwrap();
+        let records_end = deadletter::verify(dir.path()).unwrap().segments[0].end;
+        let cut = match case {
+            "10000" => 10_000,
+            "0" => 0,
+            _ => SEGMENT_HEADER_LEN as u64 + records_end / 2,
+        };
+        let declared = std::fs::metadata(&active).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&active)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let snapshot = dir_snapshot(dir.path());
+
+        let o = run(&["verify", path, "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{case}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["problems"], 1, "{case}: {v}");
+        assert!(v["segments"][0]["torn_tail"].is_null(), "{case}: {v}");
+        let text = stdout(&run(&["verify", path]));
+        if cut == 0 {
+            assert_eq!(v["segments"][0]["header"], "short", "{case}: {v}");
+        } else {
+            assert_eq!(v["segments"][0]["declared_len"], declared, "{case}: {v}");
+            assert_eq!(v["segments"][0]["file_len"], cut, "{case}: {v}");
+            assert!(
+                text.contains(&format!("CUT SHORT: {cut} bytes of the {declared}")),
+                "{case}: {text}"
+            );
+        }
+        assert!(!text.contains("no damage found"), "{case}: {text}");
+
+        match deadletter::Store::open(dir.path(), crate::fixture::small_config()) {
+            Err(deadletter::Error::Corruption { kind, .. }) if cut == 0 => {
+                assert_eq!(kind, deadletter::CorruptionKind::BadHeader, "{case}")
+            }
+            Err(deadletter::Error::Corruption { kind, .. }) => assert_eq!(
+                kind,
+                deadletter::CorruptionKind::ShortSegment {
+                    expected: declared,
+                    actual: cut
+                },
+                "{case}"
+            ),
+            other => panic!("{case}: expected corruption, got {other:?}"),
+        }
+        assert_eq!(
+            dir_snapshot(dir.path()),
+            snapshot,
+            "{case}: a refused open changes nothing"
+        );
+
+        let quarantine =
+            crate::fixture::small_config().recovery(deadletter::RecoveryMode::Quarantine);
+        let store = deadletter::Store::open(dir.path(), quarantine).unwrap();
+        assert!(!store.recovery_report().quarantined.is_empty(), "{case}");
+        let q = store.queue("orders").unwrap();
+        let fresh = q.enqueue("after the cut").unwrap();
+        let highest = *ids.iter().max().unwrap();
+        assert!(
+            fresh > highest,
+            "{case}: id {fresh} handed out again (ids went to {highest})"
+        );
+        drop(q);
+        store.close().unwrap();
+    }
+}
