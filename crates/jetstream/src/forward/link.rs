@@ -40,6 +40,9 @@ pub(crate) struct WindowResult {
     pub(crate) duplicates: usize,
     /// Why the rest were not acknowledged.
     pub(crate) error: Option<Error>,
+    /// The index of a publish the client refused to send because it is larger than the
+    /// server's `max_payload`: nothing from it on was sent, so the link is still sound.
+    pub(crate) too_large: Option<usize>,
 }
 
 /// A connection to the central server, with the edge stream in place.
@@ -110,17 +113,24 @@ impl Link {
                 acknowledged: 0,
                 duplicates: 0,
                 error: None,
+                too_large: None,
             };
             let mut pending = Vec::with_capacity(window.len());
-            for p in window {
+            for (i, p) in window.into_iter().enumerate() {
                 match self.conn.js.send_publish(p.subject, p.message).await {
                     Ok(ack) => pending.push(ack),
+                    Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                        result.too_large = Some(i);
+                        result.error = Some(backend("forward (over the server's max_payload)", e));
+                        break;
+                    }
                     Err(e) => {
                         result.error = Some(backend("forward", e));
                         break;
                     }
                 }
             }
+            let sent = pending.len();
             for ack in pending {
                 match ack.await {
                     Ok(ack) => {
@@ -138,6 +148,10 @@ impl Link {
                         break;
                     }
                 }
+            }
+            if result.acknowledged < sent {
+                // A publish before the refused one failed: that is the error to act on.
+                result.too_large = None;
             }
             result
         })

@@ -23,6 +23,9 @@
 //! - **back-pressure.** At most `max_in_flight` publishes await their acknowledgements;
 //!   while the link is down nothing is leased, and the store keeps accepting messages up
 //!   to its queues' limits (`QueueOptions::max_pending`);
+//! - **what the server cannot take** (a message over its `max_payload`) goes to the local
+//!   DLQ as `ForwardRefused`, counted, and the queue goes on; such a DLQ entry stays in the
+//!   local DLQ, counted, and is skipped;
 //! - **backoff.** A failed connect or publish drops the link; the next connect waits a
 //!   delay that doubles from `backoff_min` to `backoff_max` and starts again after a
 //!   success.
@@ -41,7 +44,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadletter::{Error, Filter, Message, Page, Queue, Result, Store};
+use deadletter::{
+    Error, Failure, FailureReport, Filter, Message, MessageId, Page, Queue, Result, Store,
+};
 
 use async_nats::jetstream::AckKind;
 use deadletter::EnqueueOptions;
@@ -200,6 +205,9 @@ struct Lane {
     dlq: bool,
     held: Vec<Message>,
     leased_at: Instant,
+    /// DLQ entries the server cannot take (larger than its `max_payload`): left in the
+    /// local DLQ, counted as errors, and skipped from then on.
+    refused_entries: std::collections::BTreeSet<MessageId>,
 }
 
 /// Why a round stopped.
@@ -292,6 +300,7 @@ impl Forwarder {
                     dlq: options.dlqs.contains(name),
                     held: Vec::new(),
                     leased_at: Instant::now(),
+                    refused_entries: Default::default(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -384,7 +393,7 @@ impl Forwarder {
             let s = l.queue.stats();
             l.held.is_empty()
                 && (!l.messages || s.ready + s.in_flight == 0)
-                && (!l.dlq || s.dlq_size == 0)
+                && (!l.dlq || s.dlq_size <= l.refused_entries.len() as u64)
         })
     }
 
@@ -427,6 +436,22 @@ impl Forwarder {
         let dup = result.duplicates as u64;
         self.counters
             .forwarded(lane.index, done.len() as u64 - dup, dup, now_ms());
+        if let (Some(_), Some(e)) = (result.too_large, &result.error) {
+            // The first held message can never be forwarded: it goes to the local DLQ
+            // with the reason, and the ones behind it go on.
+            let m = lane.held.remove(0);
+            let why = format!(
+                "message {} of queue {:?} cannot be forwarded: {e}",
+                m.id(),
+                m.queue()
+            );
+            let failure = Failure::permanent("ForwardRefused", why.clone());
+            lane.queue
+                .dead_letter(&m, &FailureReport::new(&failure).worker("forwarder"))
+                .map_err(Stop::Local)?;
+            self.counters.refused(why);
+            return Ok(done.len() + 1);
+        }
         match result.error {
             Some(e) => Err(Stop::Link(e)),
             None => Ok(done.len()),
@@ -434,11 +459,17 @@ impl Forwarder {
     }
 
     fn forward_entries(&mut self, link: &Link, i: usize) -> std::result::Result<usize, Stop> {
-        let lane = &self.lanes[i];
+        let lane = &mut self.lanes[i];
         let dlq = lane.queue.dlq();
-        let entries = dlq
-            .list(&Filter::all(), Page::first(self.options.max_in_flight))
+        let max = self.options.max_in_flight;
+        let mut entries = dlq
+            .list(
+                &Filter::all(),
+                Page::first(max + lane.refused_entries.len()),
+            )
             .map_err(Stop::Local)?;
+        entries.retain(|e| !lane.refused_entries.contains(&e.metadata.id));
+        entries.truncate(max);
         if entries.is_empty() {
             return Ok(0);
         }
@@ -459,6 +490,14 @@ impl Forwarder {
         let dup = result.duplicates as u64;
         self.counters
             .forwarded_dlq(result.acknowledged as u64 - dup, dup, now_ms());
+        if let (Some(k), Some(e)) = (result.too_large, &result.error) {
+            let id = entries[k].metadata.id;
+            lane.refused_entries.insert(id);
+            self.counters.refused(format!(
+                "DLQ entry {id} of queue {queue:?} cannot be forwarded (it stays in the local DLQ): {e}"
+            ));
+            return Ok(result.acknowledged + 1);
+        }
         match result.error {
             Some(e) => Err(Stop::Link(e)),
             None => Ok(result.acknowledged),

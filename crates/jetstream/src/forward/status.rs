@@ -230,6 +230,13 @@ impl Counters {
         c.last_error = Some(e.to_string());
     }
 
+    /// Counts a message or entry the server cannot take (the link is fine).
+    pub(crate) fn refused(&self, what: String) {
+        let mut c = self.inner.lock();
+        c.errors += 1;
+        c.last_error = Some(what);
+    }
+
     /// `stored` new messages of queue `queue` (index) and `duplicates` the server already
     /// held were acknowledged at `now_ms`.
     pub(crate) fn forwarded(&self, queue: usize, stored: u64, duplicates: u64, now_ms: u64) {
