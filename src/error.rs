@@ -119,7 +119,7 @@ impl fmt::Display for CorruptionLocation {
 /// /// What to tell an operator.
 /// fn advice(e: &Error) -> String {
 ///     match e {
-///         Error::Locked { path } => format!("{} is open in another process", path.display()),
+///         Error::Locked { path, .. } => format!("{} is open in another process", path.display()),
 ///         Error::DiskFull { path } => format!("free disk space for {}", path.display()),
 ///         Error::Corruption { kind, location: CorruptionLocation::File { path, offset } } => {
 ///             format!("{kind} in {} at byte {offset}: run `deadletter verify`", path.display())
@@ -171,6 +171,33 @@ pub enum Error {
     Locked {
         /// The directory that is locked.
         path: PathBuf,
+        /// The process id of the holder, as it wrote it into the lock file (`None` when the
+        /// file does not say, such as a store held by an older deadletter).
+        pid: Option<u32>,
+        /// The host name of the holder, as it wrote it into the lock file.
+        host: Option<String>,
+    },
+    /// A change was asked of a store opened read-only ([`crate::Store::open_read_only`]):
+    /// a snapshot reads, its owner writes (see [`crate::control`]).
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// The process that holds a store could not be asked to make a change: no control
+    /// socket answers in its directory, or the exchange failed (see [`crate::control`]).
+    NoOwner {
+        /// The store directory.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The process that holds a store refused or failed a change asked through its control
+    /// socket, with an error this build has no variant for.
+    Remote {
+        /// The owner's error kind (see `docs/CONTROL.md`).
+        kind: String,
+        /// The owner's error message.
+        message: String,
     },
     /// Stored data failed verification. Nothing from the damaged range is returned as data.
     Corruption {
@@ -321,11 +348,28 @@ impl fmt::Display for Error {
                 write!(f, "{op} failed on {}: {source}", path.display())
             }
             Error::DiskFull { path } => write!(f, "disk full while writing {}", path.display()),
-            Error::Locked { path } => write!(
+            Error::Locked { path, pid, host } => {
+                write!(f, "store {} is locked by ", path.display())?;
+                match (pid, host) {
+                    (Some(pid), Some(host)) => write!(f, "process {pid} on host {host}"),
+                    (Some(pid), None) => write!(f, "process {pid}"),
+                    _ => f.write_str("another handle (another process or an open Store)"),
+                }
+            }
+            Error::ReadOnly { path } => write!(
                 f,
-                "store {} is locked by another handle (another process or an open Store)",
+                "store {} is open read-only (a snapshot); changes go through the process \
+                 that holds it",
                 path.display()
             ),
+            Error::NoOwner { path, reason } => write!(
+                f,
+                "cannot ask the process holding store {} to make the change: {reason}",
+                path.display()
+            ),
+            Error::Remote { kind, message } => {
+                write!(f, "the store's owner refused: {message} ({kind})")
+            }
             Error::Corruption { kind, location } => write!(f, "corruption in {location}: {kind}"),
             Error::UnsupportedFormat {
                 path,

@@ -143,6 +143,7 @@ pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue};
 pub use api::classify::Classifier;
 pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};
+pub use api::control;
 pub use api::dlq::{
     Analysis, Cursor, Dlq, DlqStats, FailurePattern, Filter, Page, ReplayOptions, ReplayReport,
 };

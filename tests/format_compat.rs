@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{copy_dir, dir_contents, T0};
+use common::{copy_dir, T0};
 
 use deadletter::sim::{DebugMessage, Place, StoreHooks};
 use deadletter::{
@@ -924,7 +924,7 @@ fn a_newer_format_version_is_refused_untouched() {
     let (_, fixture) = fixtures().pop().unwrap();
     let newer = FORMAT_VERSION + 1;
     let segments = |dir: &Path| {
-        let mut names: Vec<String> = dir_contents(dir)
+        let mut names: Vec<String> = common::dir_contents(dir)
             .into_keys()
             .filter(|n| n.ends_with(".seg"))
             .collect();
@@ -1037,4 +1037,12 @@ fn write_fixture() {
          exact contents. Never rewrite it: the stores users have look like this one.\n"
     );
     std::fs::write(target.join("README.md"), readme).unwrap();
+}
+
+/// The store's files and their bytes, without the lock file: an open that is refused still
+/// takes the lock, and writes into it who holds it (for the error another process gets).
+fn dir_contents(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = common::dir_contents(dir);
+    files.remove("LOCK");
+    files
 }

@@ -152,6 +152,11 @@ pub struct Config {
     fs: Option<Arc<dyn Vfs>>,
     /// Compaction: expiry, retention, checkpoints, disk reclaim.
     pub compaction: CompactionOptions,
+    /// Serve a control socket (`control.sock` in the store directory, mode 0600) while the
+    /// store is open, through which other processes (the `deadletter` command) ask this
+    /// one to make changes: replay, delete, purge, import, enqueue, mark reprocessed. Off
+    /// by default. See [`crate::control`].
+    pub control_socket: bool,
 }
 
 impl std::fmt::Debug for Config {
@@ -186,6 +191,7 @@ impl Default for Config {
             #[cfg(feature = "sim")]
             fs: None,
             compaction: CompactionOptions::default(),
+            control_socket: false,
         }
     }
 }
@@ -238,6 +244,12 @@ impl Config {
             config.max_message_size = config.max_message_size.min(room as usize);
         }
         config
+    }
+
+    /// Serves the control socket while the store is open (see [`Config::control_socket`]).
+    pub fn control_socket(mut self, on: bool) -> Self {
+        self.control_socket = on;
+        self
     }
 
     /// Sets when writes become durable.

@@ -15,6 +15,7 @@ pub mod backend;
 pub mod classify;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod dlq;
 mod expiry;
 pub mod metrics;

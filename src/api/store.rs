@@ -32,6 +32,9 @@ use crate::storage::segment;
 use crate::storage::vfs::RealFs;
 
 struct StoreInner {
+    /// The control socket's server, when [`Config::control_socket`] is on. First, so that
+    /// it stops (and its socket file goes) before the engine releases the directory lock.
+    control: Mutex<Option<crate::api::control::server::ControlServer>>,
     engine: Engine,
     config: Config,
     queue_options: RwLock<IdMap<QueueId, QueueOptions>>,
@@ -44,6 +47,37 @@ struct StoreInner {
     expiry_high_water: Mutex<u64>,
     /// The background compaction thread.
     compactor: Mutex<Compactor>,
+}
+
+/// How the engine of a store opened with `config` is set up.
+fn engine_options(config: &Config) -> EngineOptions {
+    let wait_for_sync = config.durability == Durability::Always;
+    let log = LogOptions {
+        segment_size: config.segment_size,
+        // Room for the payload plus its metadata.
+        max_record_size: config.max_message_size + RECORD_OVERHEAD,
+        // The engine waits for durability itself, outside its lock (group commit).
+        durability: if wait_for_sync {
+            Durability::Never
+        } else {
+            config.durability
+        },
+        preallocate: config.preallocate,
+        recovery: config.recovery,
+        // The last 1/32 of each segment is kept for records that carry no payload, so
+        // that on a full disk, once a roll fails, consumers can still lease, ack and
+        // dead-letter (and free what producers wait for).
+        reserve: config.segment_size / 32,
+        ..LogOptions::default()
+    };
+    EngineOptions {
+        fs: config.vfs_or(|| Arc::new(RealFs)),
+        log,
+        wait_for_sync,
+        relocate_below: config.compaction.relocate_below,
+        batch: config.compaction.batch,
+        idempotency_window_ms: config.idempotency_window.as_millis() as u64,
+    }
 }
 
 /// The background compaction thread and its stop signal; dropping it stops the thread.
@@ -126,43 +160,82 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// A store held weakly (by the control socket's server): it does not keep the store open.
+#[derive(Clone)]
+pub(crate) struct WeakStore(std::sync::Weak<StoreInner>);
+
+impl WeakStore {
+    /// The store, while it is open.
+    pub(crate) fn upgrade(&self) -> Option<Store> {
+        self.0.upgrade().map(|inner| Store { inner })
+    }
+}
+
 impl Store {
+    /// A weak handle on the store.
+    pub(crate) fn downgrade(&self) -> WeakStore {
+        WeakStore(Arc::downgrade(&self.inner))
+    }
+
     /// Opens (creating if needed) the store in `dir`, replaying its log.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
         config.validate()?;
-        let wait_for_sync = config.durability == Durability::Always;
-        let log = LogOptions {
-            segment_size: config.segment_size,
-            // Room for the payload plus its metadata.
-            max_record_size: config.max_message_size + RECORD_OVERHEAD,
-            // The engine waits for durability itself, outside its lock (group commit).
-            durability: if wait_for_sync {
-                Durability::Never
-            } else {
-                config.durability
-            },
-            preallocate: config.preallocate,
-            recovery: config.recovery,
-            // The last 1/32 of each segment is kept for records that carry no payload, so
-            // that on a full disk, once a roll fails, consumers can still lease, ack and
-            // dead-letter (and free what producers wait for).
-            reserve: config.segment_size / 32,
-            ..LogOptions::default()
-        };
-        let engine = Engine::open(
-            dir.as_ref(),
-            EngineOptions {
-                fs: config.vfs_or(|| Arc::new(RealFs)),
-                log,
-                wait_for_sync,
-                relocate_below: config.compaction.relocate_below,
-                batch: config.compaction.batch,
-                idempotency_window_ms: config.idempotency_window.as_millis() as u64,
-            },
-        )?;
+        let engine = Engine::open(dir.as_ref(), engine_options(&config))?;
+        let store = Self::with_engine(engine, config);
+        if let Some(every) = store.inner.config.compaction.interval {
+            let handle = spawn_compactor(Arc::downgrade(&store.inner), every)?;
+            *store.inner.compactor.lock() = Compactor(Some(handle));
+        }
+        if store.inner.config.control_socket {
+            let server = crate::api::control::server::start(&store)?;
+            *store.inner.control.lock() = Some(server);
+        }
+        Ok(store)
+    }
+
+    /// Opens a read-only snapshot of the store in `dir`: what its log holds now, without
+    /// taking its lock and without writing anything, so it works while another process
+    /// holds the store (and on a read-only directory or a copy). Browsing, counting and
+    /// analysing work as on a store opened with [`Store::open`]; every change is
+    /// [`Error::ReadOnly`] (a change to a store another process holds goes through that
+    /// process: see [`crate::control`]). The snapshot does not follow later writes: open it
+    /// again to see them. Leases stay as the log has them (their holder may be alive), and
+    /// no compaction runs.
+    ///
+    /// ```
+    /// use deadletter::{Config, Error, Store};
+    ///
+    /// # fn main() -> deadletter::Result<()> {
+    /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-ro-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let owner = Store::open(&dir, Config::fast())?;
+    /// owner.queue("orders")?.enqueue(b"ORD-1")?;
+    ///
+    /// // While `owner` holds the store, a snapshot reads it...
+    /// let snapshot = Store::open_read_only(&dir, Config::fast())?;
+    /// assert_eq!(snapshot.existing_queue("orders")?.len(), 1);
+    /// // ...and refuses changes.
+    /// let err = snapshot.existing_queue("orders")?.enqueue(b"ORD-2").unwrap_err();
+    /// assert!(matches!(err, Error::ReadOnly { .. }));
+    /// # drop((snapshot, owner));
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn open_read_only(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
+        config.validate()?;
+        let engine = Engine::open_read_only(dir.as_ref(), engine_options(&config))?;
+        Ok(Self::with_engine(engine, config))
+    }
+
+    /// True for a snapshot opened by [`Store::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.engine.is_read_only()
+    }
+
+    fn with_engine(engine: Engine, config: Config) -> Store {
         let high_water = engine.lock().latest_time.max(config.clock.now_ms());
-        let interval = config.compaction.interval;
-        let store = Store {
+        Store {
             inner: Arc::new(StoreInner {
                 engine,
                 config,
@@ -172,13 +245,9 @@ impl Store {
                 compaction_run: Mutex::new(()),
                 expiry_high_water: Mutex::new(high_water),
                 compactor: Mutex::new(Compactor::default()),
+                control: Mutex::new(None),
             }),
-        };
-        if let Some(every) = interval {
-            let handle = spawn_compactor(Arc::downgrade(&store.inner), every)?;
-            *store.inner.compactor.lock() = Compactor(Some(handle));
         }
-        Ok(store)
     }
 
     /// True when `dir` holds a store: at least one segment file. Only the directory
@@ -200,6 +269,11 @@ impl Store {
     ///
     /// [`CompactionOptions::interval`]: crate::CompactionOptions::interval
     pub fn compact_now(&self) -> Result<CompactionReport> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly {
+                path: self.dir().to_path_buf(),
+            });
+        }
         let _run = self.inner.compaction_run.lock();
         let mut report = CompactionReport::default();
         let now = self.advance_expiry_clock();

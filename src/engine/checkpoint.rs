@@ -125,6 +125,33 @@ pub(crate) fn high_water(slots: &[SlotState; 2]) -> u64 {
         .unwrap_or(0)
 }
 
+/// [`load_newest`] for a read-only snapshot: nothing is removed, and a checkpoint past the
+/// log's end is an error (the owner wrote it after the snapshot's segments were read, or
+/// the log lost records: the caller tries again, and reports it if it stays).
+pub(crate) fn load_newest_read_only(
+    fs: &dyn Vfs,
+    dir: &Path,
+    read: [SlotState; 2],
+    log: &Log,
+    report: &RecoveryReport,
+    strict: bool,
+) -> Result<(State, u64, CheckpointSlots)> {
+    let end = log.end_position();
+    for (name, state) in SLOTS.iter().zip(&read) {
+        if let SlotState::Valid(pos, _) = state {
+            if *pos > end {
+                return Err(Error::corrupt_file(
+                    CorruptionKind::BadCheckpoint,
+                    dir.join(name),
+                    16,
+                ));
+            }
+        }
+    }
+    // No slot is past the end, so `load_newest` removes nothing.
+    load_newest(fs, dir, read, log, report, strict)
+}
+
 /// Which checkpoint slots hold which positions, and which one is written next.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CheckpointSlots {

@@ -59,6 +59,17 @@ pub(crate) struct EngineOptions {
     pub idempotency_window_ms: u64,
 }
 
+/// True for the errors a read-only open meets when the owner compacts under it: a segment
+/// gone, a checkpoint the log no longer reaches (or that reaches past it).
+fn may_be_a_race(e: &crate::error::Error) -> bool {
+    use crate::error::Error;
+    match e {
+        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        Error::Corruption { .. } | Error::InvalidPosition(_) => true,
+        _ => false,
+    }
+}
+
 /// A store's log and the index it describes, with the write path, reads, checkpoints and
 /// compaction.
 pub(crate) struct Engine {
@@ -126,6 +137,70 @@ impl Engine {
             slots: Mutex::new(slots),
             shadow: Mutex::new(None),
         })
+    }
+
+    /// Opens a read-only snapshot of the store in `dir` without its lock (see
+    /// [`Log::open_read_only`]): the newest checkpoint and the log's complete records after
+    /// it. Nothing is written, and leases stay as the log has them (their holder may be
+    /// alive). The owner may write a checkpoint and delete the segments below it between
+    /// the reads of the slots and of the segments: the open then sees a checkpoint the log
+    /// no longer reaches, or a segment vanish, and starts again (a few times; damage that
+    /// stays is reported).
+    pub(crate) fn open_read_only(dir: &Path, options: EngineOptions) -> Result<Engine> {
+        options.log.validate()?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::try_open_read_only(dir, &options) {
+                Err(e) if attempt < 5 && may_be_a_race(&e) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10 * attempt));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn try_open_read_only(dir: &Path, options: &EngineOptions) -> Result<Engine> {
+        let strict = options.log.recovery == RecoveryMode::Strict;
+        let fs = Arc::clone(&options.fs);
+        // The slots first: a checkpoint never covers records the log does not hold yet.
+        let slots = checkpoint::read_slots(fs.as_ref(), dir)?;
+        // As at a normal open, a log ending before a checkpoint's position lost its tail; for
+        // a snapshot that is also what a checkpoint written after the slots were read looks
+        // like, which the caller tries again.
+        let mut log_options = options.log.clone();
+        log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
+        let (log, report) = Log::open_read_only(Arc::clone(&fs), dir, log_options)?;
+        let (mut state, from, slots) =
+            checkpoint::load_newest_read_only(fs.as_ref(), dir, slots, &log, &report, strict)?;
+        for item in log.iter_from(from)? {
+            let (pos, rec) = item?;
+            let decoded =
+                wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
+            state.apply(&decoded, pos);
+        }
+        state.skip_lost_ids(&report);
+        Ok(Engine {
+            log,
+            state: Mutex::new(state),
+            ready: Condvar::new(),
+            dir: dir.to_path_buf(),
+            fs,
+            wait_for_sync: false,
+            strict,
+            relocate_below: options.relocate_below,
+            batch: options.batch,
+            idempotency_window_ms: options.idempotency_window_ms,
+            report,
+            reads: AtomicU64::new(0),
+            slots: Mutex::new(slots),
+            shadow: Mutex::new(None),
+        })
+    }
+
+    /// True for a snapshot opened by [`Engine::open_read_only`].
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.log.is_read_only()
     }
 
     /// The store directory.

@@ -10,6 +10,12 @@
 //!   are never rewritten;
 //! - truncation happens during recovery (before any map of the file exists) or to files
 //!   being deleted, whose maps keep their pages alive until dropped.
+//!
+//! A read-only snapshot (`Store::open_read_only`) maps files another process may hold. That
+//! process only appends past the bytes the snapshot reads (the snapshot's end is fixed at
+//! open, below what was written), deletes whole files (the map keeps their pages), grows
+//! files, and never shrinks one: a torn tail is zeroed in place at its open, not cut, so no
+//! page a snapshot mapped goes away.
 
 use std::fs::File;
 use std::io;
@@ -24,9 +30,9 @@ pub(crate) struct MappedFile {
 impl MappedFile {
     /// Maps `file` read-only (the file must not be empty).
     pub(crate) fn map(file: &File) -> io::Result<MappedFile> {
-        // SAFETY: read-only map of a file in a directory this process holds the exclusive
-        // lock on; the log never rewrites or shrinks the bytes a reader may touch while
-        // the map lives (see the module documentation for the invariants).
+        // SAFETY: read-only map of a segment file; the log (this process's, or the owner's
+        // when this is a snapshot) never rewrites below a reader's end or shrinks the file
+        // while the map lives (see the module documentation for the invariants).
         let map = unsafe { memmap2::Mmap::map(file)? };
         Ok(MappedFile { map })
     }

@@ -61,6 +61,70 @@ pub trait VfsFile: Send + Sync {
 /// A guard that holds a directory lock until dropped.
 pub trait LockGuard: Send + Sync {}
 
+/// Who holds a store's lock: [`RealFs::lock`] writes it into the lock file as
+/// `pid <n>\nhost <name>\n`, and a process refused the lock reads it back to name the
+/// holder in [`crate::Error::Locked`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockHolder {
+    /// Process id.
+    pub pid: Option<u32>,
+    /// Host name.
+    pub host: Option<String>,
+}
+
+impl LockHolder {
+    /// This process on this host.
+    pub fn this_process() -> LockHolder {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty());
+        LockHolder {
+            pid: Some(std::process::id()),
+            host,
+        }
+    }
+
+    /// The lock file's text.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        if let Some(pid) = self.pid {
+            out.push_str(&format!("pid {pid}\n"));
+        }
+        if let Some(host) = &self.host {
+            out.push_str(&format!("host {host}\n"));
+        }
+        out
+    }
+
+    /// Parses a lock file's text; lines it does not know are ignored.
+    pub fn parse(text: &str) -> LockHolder {
+        let mut holder = LockHolder::default();
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("pid", v)) => holder.pid = v.trim().parse().ok(),
+                Some(("host", v)) if !v.trim().is_empty() => {
+                    holder.host = Some(v.trim().to_string())
+                }
+                _ => {}
+            }
+        }
+        holder
+    }
+
+    /// Reads the holder from the lock file at `path` (opened read-only); empty when the
+    /// file cannot be read or says nothing.
+    pub fn read(fs: &dyn Vfs, path: &Path) -> LockHolder {
+        let Ok(file) = fs.open(path, true) else {
+            return LockHolder::default();
+        };
+        let mut buf = [0u8; 512];
+        let n = file.read_at(&mut buf, 0).unwrap_or(0);
+        LockHolder::parse(&String::from_utf8_lossy(&buf[..n]))
+    }
+}
+
 /// A file system.
 pub trait Vfs: Send + Sync {
     /// Creates the directory and its parents.
@@ -182,7 +246,15 @@ impl Vfs for RealFs {
             .truncate(false)
             .open(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(RealLock { _file: file })),
+            Ok(()) => {
+                // Say who holds it, for the error another process gets. Best effort: the
+                // lock is what protects the store, these bytes only explain it.
+                let holder = LockHolder::this_process().to_text();
+                if file.set_len(0).is_ok() {
+                    let _ = file.write_all_at(holder.as_bytes(), 0);
+                }
+                Ok(Box::new(RealLock { _file: file }))
+            }
             Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }

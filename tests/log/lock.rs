@@ -32,7 +32,7 @@ fn second_open_is_locked_in_process_and_across_processes() {
     {
         let (_log, _) = Log::open(&dir, o.clone()).unwrap();
         match Log::open(&dir, o.clone()) {
-            Err(Error::Locked { path }) => assert_eq!(path, dir),
+            Err(Error::Locked { path, .. }) => assert_eq!(path, dir),
             other => panic!("expected Locked, got {other:?}"),
         }
     }
@@ -44,7 +44,7 @@ fn second_open_is_locked_in_process_and_across_processes() {
         .spawn(root.path());
     child.wait_for(|l| l == "HOLDS-LOCK", Duration::from_secs(30));
     match Log::open(&dir, o.clone()) {
-        Err(Error::Locked { path }) => assert_eq!(path, dir),
+        Err(Error::Locked { path, .. }) => assert_eq!(path, dir),
         other => panic!("expected Locked while the child holds it, got {other:?}"),
     }
     // The kernel releases the lock of a process that dies.

@@ -3,6 +3,7 @@
 //!
 //! - `typed_errors`: oversized messages, unknown queues;
 //! - `store_lock`: a second open of a store is `Error::Locked`;
+//! - `live_store`: a read-only snapshot of a held store, the control socket, the holder named;
 //! - `idempotency`: idempotency keys and their window;
 //! - `delay_and_ttl`: delayed messages, time-to-live expiry on lease;
 //! - `stale_delivery`: a redelivered message's old delivery cannot report;
@@ -32,6 +33,7 @@ mod dlq_import;
 mod history;
 mod idempotency;
 mod lease_in_order;
+mod live_store;
 mod queue_limit;
 mod replay;
 mod stale_delivery;

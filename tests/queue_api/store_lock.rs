@@ -13,7 +13,7 @@ fn a_second_open_of_the_same_directory_is_locked() {
     let q = store.queue("q").unwrap();
     q.enqueue(b"one").unwrap();
     match Store::open(dir.path(), config(&clock)) {
-        Err(Error::Locked { path }) => assert_eq!(path, dir.path()),
+        Err(Error::Locked { path, .. }) => assert_eq!(path, dir.path()),
         other => panic!("expected Locked, got {other:?}"),
     }
     // The directory is free again once every handle is gone.

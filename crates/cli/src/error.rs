@@ -51,7 +51,7 @@ impl CliError {
 impl From<deadletter::Error> for CliError {
     fn from(e: deadletter::Error) -> Self {
         match e {
-            deadletter::Error::Locked { path } => CliError::Locked(path),
+            deadletter::Error::Locked { path, .. } => CliError::Locked(path),
             e => CliError::Store(e),
         }
     }

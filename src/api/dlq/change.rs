@@ -72,6 +72,28 @@ impl Dlq {
         self.delete_ids(&ids, false)
     }
 
+    /// Deletes those of `ids` that are entries of this DLQ (one record) and returns them;
+    /// the others (replayed or deleted since they were selected) are left out.
+    pub fn delete_present(&self, ids: &[MessageId]) -> Result<Vec<MessageId>> {
+        let at = self.store.now();
+        self.store.commit_with(|st| {
+            let present: Vec<MessageId> = ids
+                .iter()
+                .copied()
+                .filter(|&id| self.entry_ref(st, id).is_ok())
+                .collect();
+            if present.is_empty() {
+                return Ok((Vec::new(), present));
+            }
+            let op = Op::Delete {
+                at,
+                ids: present.clone(),
+                expired: false,
+            };
+            Ok((vec![op_entry(op)?], present))
+        })
+    }
+
     fn delete_ids(&self, ids: &[MessageId], expired: bool) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);

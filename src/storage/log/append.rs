@@ -59,6 +59,11 @@ impl Log {
         } else {
             inner.opts.reserve
         };
+        if inner.read_only {
+            return Err(Error::ReadOnly {
+                path: inner.dir.clone(),
+            });
+        }
         if inner.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);
         }

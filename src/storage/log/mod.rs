@@ -33,7 +33,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::storage::segment::{self, Segment};
-use crate::storage::vfs::{LockGuard, Vfs, VfsFile};
+use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
 pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
@@ -47,6 +47,10 @@ pub const MAX_BASE: u64 = 1 << 63;
 
 /// Name of the lock file in a log directory.
 pub const LOCK_FILE: &str = "LOCK";
+
+/// Name of the control socket a store's owner may serve in its directory (see
+/// `api/control`); the log knows it only to leave it out of the files it reports.
+pub const CONTROL_SOCKET: &str = "control.sock";
 
 /// Counters of the log's work since open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -112,7 +116,10 @@ struct Inner {
     preparer: crossbeam_channel::Sender<PrepMsg>,
     /// Whole segments quarantined at open (bad header): `[start, end)` and the file.
     lost_segments: Vec<(u64, u64, PathBuf)>,
-    _lock: Box<dyn LockGuard>,
+    /// True for a snapshot opened by [`Log::open_read_only`]: appends are refused.
+    read_only: bool,
+    /// The directory lock (`None` for a read-only snapshot, which takes none).
+    _lock: Option<Box<dyn LockGuard>>,
 }
 
 /// A store directory's exclusive lock, held from [`Log::lock_dir`] until the log opened
@@ -183,7 +190,12 @@ impl Log {
         let guard = match fs.lock(&lock_path) {
             Ok(l) => l,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return Err(Error::Locked { path: dir });
+                let holder = LockHolder::read(fs, &lock_path);
+                return Err(Error::Locked {
+                    path: dir,
+                    pid: holder.pid,
+                    host: holder.host,
+                });
             }
             Err(e) => return Err(Error::io("lock", &lock_path, e)),
         };
@@ -199,9 +211,43 @@ impl Log {
     ) -> Result<(Log, RecoveryReport)> {
         opts.validate()?;
         let DirLock { dir, guard: lock } = lock;
-        let (segments, report) = recover(fs.as_ref(), &dir, &opts)?;
+        let (segments, report) = recover(fs.as_ref(), &dir, &opts, false)?;
+        Self::start(fs, dir, opts, segments, report, Some(lock))
+    }
+
+    /// Opens a read-only snapshot of the log in `dir`, without its lock: the records
+    /// that are complete now, up to a torn tail (which may be a record its owner is
+    /// writing). Every file is opened read-only and nothing in the directory changes;
+    /// appends are [`Error::ReadOnly`]. No background thread is started.
+    pub fn open_read_only(
+        fs: Arc<dyn Vfs>,
+        dir: impl AsRef<Path>,
+        opts: LogOptions,
+    ) -> Result<(Log, RecoveryReport)> {
+        opts.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let (segments, report) = recover(fs.as_ref(), &dir, &opts, true)?;
+        Self::start(fs, dir, opts, segments, report, None)
+    }
+
+    fn start(
+        fs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        opts: LogOptions,
+        segments: BTreeMap<u64, Arc<Segment>>,
+        report: RecoveryReport,
+        lock: Option<Box<dyn LockGuard>>,
+    ) -> Result<(Log, RecoveryReport)> {
+        let read_only = lock.is_none();
         let active = match segments.values().next_back() {
             Some(s) => Arc::clone(s),
+            None if read_only => {
+                return Err(Error::io(
+                    "open",
+                    &dir,
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no segment file"),
+                ))
+            }
             None => return Err(Error::InvalidConfig("recovery left no segment".into())),
         };
         let end = active.end_position();
@@ -232,8 +278,17 @@ impl Log {
                 .filter(|q| q.is_outside_segments())
                 .map(|q| (q.start, q.end, q.path.clone()))
                 .collect(),
+            read_only,
             _lock: lock,
         });
+        if read_only {
+            let log = Log {
+                inner,
+                flusher: Mutex::new(None),
+                preparer: Mutex::new(None),
+            };
+            return Ok((log, report));
+        }
         let preparer = spawn_preparer(Arc::downgrade(&inner), prep_rx)
             .map_err(|e| Error::io("spawn preparer", &inner.dir, e))?;
         let flusher = match inner.opts.durability {
@@ -251,6 +306,11 @@ impl Log {
             },
             report,
         ))
+    }
+
+    /// True for a snapshot opened by [`Log::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// The directory of the log.
@@ -290,6 +350,11 @@ impl Log {
     /// Returns how many were deleted.
     pub fn delete_below(&self, pos: u64) -> Result<usize> {
         let inner = &*self.inner;
+        if inner.read_only {
+            return Err(Error::ReadOnly {
+                path: inner.dir.clone(),
+            });
+        }
         let active_base = inner.writer.lock().active.base;
         let doomed: Vec<Arc<Segment>> = inner
             .segments

@@ -2,6 +2,10 @@
 //! records, truncate a torn tail, remove leftovers, and report (or, in quarantine mode,
 //! skip) damaged committed data. See `docs/FORMAT.md` for the rules the scan follows.
 //!
+//! A read-only scan ([`recover`] with `read_only`, for a snapshot of a store another
+//! process may hold) opens every file read-only and changes nothing: a torn tail is where
+//! the snapshot ends, leftovers stay, no segment is created, sealed, grown or synced.
+//!
 //! Nothing is changed on disk before every segment's header has been read: a segment of a
 //! newer format version than the log's is [`Error::UnsupportedFormat`] with the directory
 //! left as it was. An active segment of an older version is sealed as it is, and a new
@@ -11,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{LogOptions, RecoveryMode, LOCK_FILE, MAX_BASE, MAX_SEGMENT_SIZE};
+use super::{LogOptions, RecoveryMode, CONTROL_SOCKET, LOCK_FILE, MAX_BASE, MAX_SEGMENT_SIZE};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
@@ -103,9 +107,15 @@ enum Entry {
 const HEADER_READ: usize = 4096;
 
 /// Opens the entry named like the segment at `base` and reads its header.
-fn read_entry(fs: &dyn Vfs, dir: &Path, base: u64, opts: &LogOptions) -> Result<Entry> {
+fn read_entry(
+    fs: &dyn Vfs,
+    dir: &Path,
+    base: u64,
+    opts: &LogOptions,
+    read_only: bool,
+) -> Result<Entry> {
     let path = dir.join(segment::segment_name(base));
-    let file = match fs.open(&path, false) {
+    let file = match fs.open(&path, read_only) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
             return Ok(Entry::Bad {
@@ -153,11 +163,13 @@ fn read_exact_at(file: &dyn VfsFile, mut buf: &mut [u8], mut offset: u64) -> std
     Ok(())
 }
 
-/// Scans the directory, verifies every segment and returns them ready to use.
+/// Scans the directory, verifies every segment and returns them ready to use (to read
+/// only, when `read_only`: see the module documentation).
 pub(super) fn recover(
     fs: &dyn Vfs,
     dir: &Path,
     opts: &LogOptions,
+    read_only: bool,
 ) -> Result<(BTreeMap<u64, Arc<Segment>>, RecoveryReport)> {
     let mut report = RecoveryReport::default();
     let names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
@@ -169,7 +181,7 @@ pub(super) fn recover(
         } else if segment::parse_temp_name(&name).is_some() || name == segment::SPARE_NAME {
             // Removed once every segment's header has been checked.
             temp_files.push(name);
-        } else if name != LOCK_FILE {
+        } else if name != LOCK_FILE && name != CONTROL_SOCKET {
             report.ignored_files.push(name);
         }
     }
@@ -182,7 +194,7 @@ pub(super) fn recover(
     // its successor is judged and before anything is changed.
     let mut entries = Vec::with_capacity(bases.len());
     for &base in &bases {
-        entries.push(read_entry(fs, dir, base, opts)?);
+        entries.push(read_entry(fs, dir, base, opts, read_only)?);
     }
     if let Some((path, found)) = entries.iter().find_map(|e| match e {
         Entry::Newer { path, found } => Some((path.clone(), *found)),
@@ -346,6 +358,17 @@ pub(super) fn recover(
             };
             return Err(corrupt(kind, &path, header_len + kept));
         }
+        if read_only {
+            // A snapshot ends where the valid records end: a torn tail may be a record the
+            // owner is writing right now.
+            if let Some(torn) = scan.torn_at {
+                end = torn;
+            }
+            let capacity = len.saturating_sub(header_len).max(end);
+            let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
+            segments.insert(base, Arc::new(seg));
+            continue;
+        }
         if let Some(torn) = scan.torn_at {
             // Zeroed in place, never truncated: a segment is never shorter than its declared
             // size, even if this open is interrupted here (the next one finds zeros, or the
@@ -388,6 +411,10 @@ pub(super) fn recover(
             quarantined,
         )?;
         segments.insert(base, Arc::new(seg));
+    }
+    report.segments = segments.len();
+    if read_only {
+        return Ok((segments, report));
     }
     for name in temp_files {
         let path = dir.join(&name);

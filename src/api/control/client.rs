@@ -1,0 +1,262 @@
+//! The asking side of the control socket: [`Client`].
+
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::protocol::{self, Reply, Request, PROTOCOL_VERSION};
+use crate::api::dlq::{ReplayOptions, ReplayReport};
+use crate::api::queue::EnqueueOptions;
+use crate::api::types::{DeadLetter, MessageId};
+use crate::error::{Error, Result};
+
+/// How long a client waits for a reply: a large replay or import batch is carried out,
+/// and made durable, before the owner answers.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A connection to the control socket of the process that holds a store (see the module
+/// documentation). Each call is one request, carried out by the owner before it returns.
+/// Calls from several threads take turns.
+#[derive(Debug)]
+pub struct Client {
+    dir: PathBuf,
+    conn: Mutex<(BufReader<UnixStream>, UnixStream)>,
+    owner_pid: u32,
+}
+
+/// What [`Client::mark_reprocessed`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MarkReport {
+    /// Entries marked.
+    pub marked: Vec<MessageId>,
+    /// Entries refused (gone, or not entries of that DLQ), with the reason.
+    pub failed: Vec<(MessageId, String)>,
+}
+
+/// One entry imported through [`Client::import`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImportedEntry {
+    /// Its id in the export (in the store it came from).
+    pub original_id: MessageId,
+    /// Its new id in this store.
+    pub id: MessageId,
+    /// The DLQ it went to.
+    pub dlq: String,
+}
+
+impl Client {
+    /// Connects to the control socket in store directory `dir` and greets the owner.
+    /// [`Error::NoOwner`] when no socket is there, nobody answers on it (the owner died, or
+    /// serves none), or the owner speaks another protocol version.
+    pub fn connect(dir: impl AsRef<Path>) -> Result<Client> {
+        let dir = dir.as_ref().to_path_buf();
+        let path = dir.join(super::SOCKET_NAME);
+        let no_owner = |reason: String| Error::NoOwner {
+            path: dir.clone(),
+            reason,
+        };
+        let stream = match UnixStream::connect(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(no_owner(format!(
+                    "it has no control socket ({} is missing): the process holding the \
+                     store must enable Config::control_socket",
+                    path.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Err(no_owner(format!(
+                    "nobody answers on {} (its owner is gone or stopped serving)",
+                    path.display()
+                )))
+            }
+            Err(e) => return Err(no_owner(format!("connect to {}: {e}", path.display()))),
+        };
+        stream
+            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .map_err(|e| Error::io("set timeout", &path, e))?;
+        let writer = stream
+            .try_clone()
+            .map_err(|e| Error::io("clone socket", &path, e))?;
+        let mut client = Client {
+            dir: dir.clone(),
+            conn: Mutex::new((BufReader::new(stream), writer)),
+            owner_pid: 0,
+        };
+        match client.call(&Request::Hello)? {
+            Reply::Hello { protocol, pid } if protocol == PROTOCOL_VERSION => {
+                client.owner_pid = pid;
+                Ok(client)
+            }
+            Reply::Hello { protocol, .. } => Err(no_owner(format!(
+                "the owner speaks control protocol version {protocol}, this build \
+                 {PROTOCOL_VERSION}"
+            ))),
+            other => Err(client.unexpected(other)),
+        }
+    }
+
+    /// The process id of the store's owner.
+    pub fn owner_pid(&self) -> u32 {
+        self.owner_pid
+    }
+
+    /// Enqueues one message on `queue` (created if missing); returns its id.
+    pub fn enqueue(
+        &self,
+        queue: &str,
+        payload: impl AsRef<[u8]>,
+        options: &EnqueueOptions,
+    ) -> Result<MessageId> {
+        let request = Request::Enqueue {
+            queue: queue.to_string(),
+            payload: payload.as_ref().to_vec(),
+            attributes: options.attributes.clone(),
+            delay_ms: options.delay.map(|d| d.as_millis() as u64),
+            ttl_ms: options.ttl.map(|d| d.as_millis() as u64),
+            idempotency_key: options.idempotency_key.clone(),
+        };
+        match self.call(&request)? {
+            Reply::Enqueued { id } => Ok(id),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Replays entries `ids` of DLQ `dlq` (`Dlq::replay_ids` in the owner). A target queue
+    /// that does not exist is [`Error::UnknownQueue`] unless `create_target`.
+    pub fn replay(
+        &self,
+        dlq: &str,
+        ids: &[MessageId],
+        options: &ReplayOptions,
+        create_target: bool,
+    ) -> Result<ReplayReport> {
+        let request = Request::Replay {
+            dlq: dlq.to_string(),
+            ids: ids.to_vec(),
+            target: options.target.clone(),
+            create_target,
+            reset_attempts: options.reset_attempts,
+            force: options.force,
+            delay_ms: options.delay.as_millis() as u64,
+            dry_run: options.dry_run,
+        };
+        match self.call(&request)? {
+            Reply::Replayed(report) => Ok(report),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Deletes those of entries `ids` still in DLQ `dlq` (one record); returns them.
+    pub fn delete(&self, dlq: &str, ids: &[MessageId]) -> Result<Vec<MessageId>> {
+        let request = Request::Delete {
+            dlq: dlq.to_string(),
+            ids: ids.to_vec(),
+        };
+        match self.call(&request)? {
+            Reply::Deleted { deleted } => Ok(deleted),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Purges DLQ `dlq` (`Dlq::purge` in the owner, by the owner's clock).
+    pub fn purge(&self, dlq: &str, older_than: Duration, include_pending: bool) -> Result<u64> {
+        let request = Request::Purge {
+            dlq: dlq.to_string(),
+            older_than_ms: older_than.as_millis() as u64,
+            include_pending,
+        };
+        match self.call(&request)? {
+            Reply::Purged { deleted } => Ok(deleted),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Marks entries `ids` of DLQ `dlq` reprocessed with outcome `success`; returns those
+    /// marked and those refused (gone, or not entries of that DLQ) with the reason.
+    pub fn mark_reprocessed(
+        &self,
+        dlq: &str,
+        ids: &[MessageId],
+        success: bool,
+    ) -> Result<MarkReport> {
+        let request = Request::Mark {
+            dlq: dlq.to_string(),
+            ids: ids.to_vec(),
+            success,
+        };
+        match self.call(&request)? {
+            Reply::Marked { marked, failed } => Ok(MarkReport { marked, failed }),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Imports exported entries into `queue`'s DLQ (created if missing) or, without one,
+    /// each into the DLQ of the queue it failed in.
+    pub fn import(
+        &self,
+        queue: Option<&str>,
+        entries: &[DeadLetter],
+    ) -> Result<Vec<ImportedEntry>> {
+        let request = Request::Import {
+            queue: queue.map(str::to_string),
+            entries: entries.to_vec(),
+        };
+        match self.call(&request)? {
+            Reply::Imported { entries } => Ok(entries
+                .into_iter()
+                .map(|(original_id, id, dlq)| ImportedEntry {
+                    original_id,
+                    id,
+                    dlq,
+                })
+                .collect()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Sends one request and reads its reply; an owner's error comes back as an [`Error`].
+    fn call(&self, request: &Request) -> Result<Reply> {
+        let mut conn = self.conn.lock();
+        let lost = |e: std::io::Error| Error::NoOwner {
+            path: self.dir.clone(),
+            reason: format!("the control connection failed: {e}"),
+        };
+        protocol::write_frame(&mut conn.1, request).map_err(lost)?;
+        let (version, body) = protocol::read_frame(&mut conn.0)
+            .map_err(lost)?
+            .ok_or_else(|| Error::NoOwner {
+                path: self.dir.clone(),
+                reason: "the owner closed the control connection without answering".into(),
+            })?;
+        if version != PROTOCOL_VERSION {
+            return Err(Error::NoOwner {
+                path: self.dir.clone(),
+                reason: format!(
+                    "the owner answered in control protocol version {version}, this build \
+                     speaks {PROTOCOL_VERSION}"
+                ),
+            });
+        }
+        match protocol::decode::<Reply>(&body) {
+            Ok(Reply::Failed(e)) => Err(e.into()),
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(Error::Remote {
+                kind: "BadReply".into(),
+                message: e,
+            }),
+        }
+    }
+
+    fn unexpected(&self, reply: Reply) -> Error {
+        Error::Remote {
+            kind: "BadReply".into(),
+            message: format!("unexpected reply {reply:?}"),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The control socket's messages and their framing (`docs/CONTROL.md`).
+//!
+//! A frame is a 4-byte little-endian length `n`, then `n` bytes: a 2-byte little-endian
+//! protocol version and the bincode 2 (standard configuration) encoding of a [`Request`] or
+//! a [`Reply`]. One request, one reply, in turn, any number per connection. A server that
+//! does not speak the request's version replies, in its own version, with
+//! [`RemoteError::Unsupported`]. Adding a request or a reply means a new protocol version.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::dlq::ReplayReport;
+use crate::api::types::{DeadLetter, MessageId};
+use crate::error::Error;
+
+/// The control protocol version this build speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// The largest frame either side accepts (a batch of imported entries is the largest).
+pub(crate) const MAX_FRAME: usize = 256 << 20;
+
+/// What a client asks.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Request {
+    /// Who are you? (Answered by [`Reply::Hello`].)
+    Hello,
+    /// Enqueue one message on a queue (created if missing).
+    Enqueue {
+        queue: String,
+        payload: Vec<u8>,
+        attributes: BTreeMap<String, String>,
+        delay_ms: Option<u64>,
+        ttl_ms: Option<u64>,
+        idempotency_key: Option<String>,
+    },
+    /// Replay entries of a DLQ (`Dlq::replay_ids`).
+    Replay {
+        dlq: String,
+        ids: Vec<MessageId>,
+        target: Option<String>,
+        create_target: bool,
+        reset_attempts: bool,
+        force: bool,
+        delay_ms: u64,
+        dry_run: bool,
+    },
+    /// Delete entries of a DLQ (those still there).
+    Delete { dlq: String, ids: Vec<MessageId> },
+    /// Purge a DLQ (`Dlq::purge`).
+    Purge {
+        dlq: String,
+        older_than_ms: u64,
+        include_pending: bool,
+    },
+    /// Mark entries of a DLQ reprocessed.
+    Mark {
+        dlq: String,
+        ids: Vec<MessageId>,
+        success: bool,
+    },
+    /// Import exported entries, each into `queue`'s DLQ or its own queue's.
+    Import {
+        queue: Option<String>,
+        entries: Vec<DeadLetter>,
+    },
+}
+
+/// What the owner answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Reply {
+    Hello {
+        protocol: u16,
+        pid: u32,
+    },
+    Enqueued {
+        id: MessageId,
+    },
+    Replayed(ReplayReport),
+    Deleted {
+        deleted: Vec<MessageId>,
+    },
+    Purged {
+        deleted: u64,
+    },
+    Marked {
+        marked: Vec<MessageId>,
+        failed: Vec<(MessageId, String)>,
+    },
+    Imported {
+        entries: Vec<(MessageId, MessageId, String)>,
+    },
+    Failed(RemoteError),
+}
+
+/// An error the owner met, in a form that crosses the socket; the client turns it back
+/// into the [`Error`] variant it came from.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum RemoteError {
+    NotFound(MessageId),
+    UnknownQueue(String),
+    InvalidQueueName(String),
+    AlreadyReprocessed(MessageId),
+    TooLarge {
+        size: u64,
+        max: u64,
+    },
+    InvalidConfig(String),
+    /// The server does not speak this protocol version.
+    Unsupported {
+        version: u16,
+        supported: u16,
+    },
+    /// The request could not be decoded.
+    BadRequest(String),
+    /// Any other error: its kind (the variant's name) and message.
+    Other {
+        kind: String,
+        message: String,
+    },
+}
+
+impl From<&Error> for RemoteError {
+    fn from(e: &Error) -> Self {
+        match e {
+            Error::NotFound(id) => RemoteError::NotFound(*id),
+            Error::UnknownQueue(q) => RemoteError::UnknownQueue(q.clone()),
+            Error::InvalidQueueName(q) => RemoteError::InvalidQueueName(q.clone()),
+            Error::AlreadyReprocessed(id) => RemoteError::AlreadyReprocessed(*id),
+            Error::TooLarge { size, max } => RemoteError::TooLarge {
+                size: *size as u64,
+                max: *max as u64,
+            },
+            Error::InvalidConfig(m) => RemoteError::InvalidConfig(m.clone()),
+            other => RemoteError::Other {
+                kind: error_kind(other).to_string(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<RemoteError> for Error {
+    fn from(e: RemoteError) -> Self {
+        match e {
+            RemoteError::NotFound(id) => Error::NotFound(id),
+            RemoteError::UnknownQueue(q) => Error::UnknownQueue(q),
+            RemoteError::InvalidQueueName(q) => Error::InvalidQueueName(q),
+            RemoteError::AlreadyReprocessed(id) => Error::AlreadyReprocessed(id),
+            RemoteError::TooLarge { size, max } => Error::TooLarge {
+                size: size as usize,
+                max: max as usize,
+            },
+            RemoteError::InvalidConfig(m) => Error::InvalidConfig(m),
+            RemoteError::Unsupported { version, supported } => Error::Remote {
+                kind: "Unsupported".into(),
+                message: format!(
+                    "the owner speaks control protocol version {supported}, not {version}"
+                ),
+            },
+            RemoteError::BadRequest(m) => Error::Remote {
+                kind: "BadRequest".into(),
+                message: m,
+            },
+            RemoteError::Other { kind, message } => Error::Remote { kind, message },
+        }
+    }
+}
+
+/// The name of an error's variant, for [`RemoteError::Other`].
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::Io { .. } => "Io",
+        Error::DiskFull { .. } => "DiskFull",
+        Error::Locked { .. } => "Locked",
+        Error::ReadOnly { .. } => "ReadOnly",
+        Error::Corruption { .. } => "Corruption",
+        Error::UnsupportedFormat { .. } => "UnsupportedFormat",
+        Error::Poisoned => "Poisoned",
+        Error::InvalidState { .. } => "InvalidState",
+        Error::Closed => "Closed",
+        Error::Codec(_) => "Codec",
+        _ => "Other",
+    }
+}
+
+/// Writes one frame holding `message`.
+pub(crate) fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> io::Result<()> {
+    let body = bincode::serde::encode_to_vec(message, bincode::config::standard())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let len = body.len() + 2;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a control message of {len} bytes is over the limit of {MAX_FRAME}"),
+        ));
+    }
+    let mut frame = Vec::with_capacity(len + 4);
+    frame.extend_from_slice(&(len as u32).to_le_bytes());
+    frame.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    frame.extend_from_slice(&body);
+    out.write_all(&frame)?;
+    out.flush()
+}
+
+/// A frame read: its protocol version and its body. `None` at a clean end of stream.
+pub(crate) fn read_frame(input: &mut impl Read) -> io::Result<Option<(u16, Vec<u8>)>> {
+    let mut head = [0u8; 4];
+    match input.read_exact(&mut head) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(head) as usize;
+    if !(2..=MAX_FRAME).contains(&len) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a control frame of {len} bytes"),
+        ));
+    }
+    let mut frame = vec![0u8; len];
+    input.read_exact(&mut frame)?;
+    let version = u16::from_le_bytes([frame[0], frame[1]]);
+    frame.drain(..2);
+    Ok(Some((version, frame)))
+}
+
+/// Decodes a frame's body.
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, String> {
+    bincode::serde::decode_from_slice(body, bincode::config::standard())
+        .map(|(v, _)| v)
+        .map_err(|e| e.to_string())
+}

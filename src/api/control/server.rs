@@ -1,0 +1,231 @@
+//! The owner's side of the control socket: a listener thread in the store's process that
+//! accepts connections and carries out each request through the store's own API.
+//!
+//! Invariants:
+//! - the socket file is created under a temporary name, given mode 0600 and only then
+//!   renamed to `control.sock`, so nobody else can connect in between;
+//! - any `control.sock` found at start is stale (this process holds the directory lock, so
+//!   its previous owner is gone) and is replaced;
+//! - the server holds the store weakly: it never keeps a store open, and a request that
+//!   arrives while the store closes is refused;
+//! - stopping (when the store closes) removes the socket file before the directory lock is
+//!   released.
+
+use std::io::BufReader;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::protocol::{self, RemoteError, Reply, Request, PROTOCOL_VERSION};
+use crate::api::dlq::{Dlq, ReplayOptions};
+use crate::api::queue::EnqueueOptions;
+use crate::api::store::{Store, WeakStore};
+use crate::error::{Error, Result};
+
+/// How long a connection may stay silent before the server drops it.
+const IDLE: Duration = Duration::from_secs(300);
+
+/// The running server; dropping it stops the listener and removes the socket file.
+pub(crate) struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Binds `control.sock` in the store's directory and starts the listener thread.
+pub(crate) fn start(store: &Store) -> Result<ControlServer> {
+    let dir = store.dir();
+    let path = dir.join(super::SOCKET_NAME);
+    let temp = dir.join(format!("{}.new", super::SOCKET_NAME));
+    for stale in [&path, &temp] {
+        match std::fs::remove_file(stale) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove stale control socket", stale, e)),
+        }
+    }
+    let listener =
+        UnixListener::bind(&temp).map_err(|e| Error::io("bind control socket", &temp, e))?;
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("chmod control socket", &temp, e))?;
+    std::fs::rename(&temp, &path).map_err(|e| Error::io("rename control socket", &temp, e))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let weak = store.downgrade();
+    let stopping = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("deadletter-control".into())
+        .spawn(move || accept_loop(listener, weak, stopping))
+        .map_err(|e| Error::io("spawn control thread", &path, e))?;
+    Ok(ControlServer {
+        path,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the listener out of `accept`.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(thread) = self.thread.take() {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn accept_loop(listener: UnixListener, store: WeakStore, stop: Arc<AtomicBool>) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(conn) = conn else { continue };
+        let store = store.clone();
+        let _ = std::thread::Builder::new()
+            .name("deadletter-control-conn".into())
+            .spawn(move || serve_connection(conn, store));
+    }
+}
+
+/// Answers requests on one connection until the client hangs up (or stays silent too long).
+fn serve_connection(conn: UnixStream, store: WeakStore) {
+    let _ = conn.set_read_timeout(Some(IDLE));
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    let mut input = BufReader::new(conn);
+    while let Ok(Some((version, body))) = protocol::read_frame(&mut input) {
+        let reply = if version != PROTOCOL_VERSION {
+            Reply::Failed(RemoteError::Unsupported {
+                version,
+                supported: PROTOCOL_VERSION,
+            })
+        } else {
+            match protocol::decode::<Request>(&body) {
+                Err(e) => Reply::Failed(RemoteError::BadRequest(e)),
+                Ok(request) => match store.upgrade() {
+                    None => Reply::Failed(RemoteError::from(&Error::Closed)),
+                    Some(store) => handle(&store, request)
+                        .unwrap_or_else(|e| Reply::Failed(RemoteError::from(&e))),
+                },
+            }
+        };
+        if protocol::write_frame(&mut out, &reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// Carries out one request through the store's API.
+pub(crate) fn handle(store: &Store, request: Request) -> Result<Reply> {
+    Ok(match request {
+        Request::Hello => Reply::Hello {
+            protocol: PROTOCOL_VERSION,
+            pid: std::process::id(),
+        },
+        Request::Enqueue {
+            queue,
+            payload,
+            attributes,
+            delay_ms,
+            ttl_ms,
+            idempotency_key,
+        } => {
+            // An existing queue keeps the options its owner opened it with.
+            let handle = match store.existing_queue(&queue) {
+                Ok(q) => q,
+                Err(Error::UnknownQueue(_)) => store.queue(&queue)?,
+                Err(e) => return Err(e),
+            };
+            let mut options = EnqueueOptions::new();
+            options.attributes = attributes;
+            options.delay = delay_ms.map(Duration::from_millis);
+            options.ttl = ttl_ms.map(Duration::from_millis);
+            options.idempotency_key = idempotency_key;
+            Reply::Enqueued {
+                id: handle.enqueue_with(payload, &options)?,
+            }
+        }
+        Request::Replay {
+            dlq,
+            ids,
+            target,
+            create_target,
+            reset_attempts,
+            force,
+            delay_ms,
+            dry_run,
+        } => {
+            let dlq = store.dlq(&dlq)?;
+            if let Some(t) = &target {
+                if !create_target && !store.queue_names().iter().any(|q| q == t) {
+                    return Err(Error::UnknownQueue(t.clone()));
+                }
+            }
+            let mut options = ReplayOptions::to_origin();
+            options.target = target;
+            options.reset_attempts = reset_attempts;
+            options.force = force;
+            options.delay = Duration::from_millis(delay_ms);
+            options.dry_run = dry_run;
+            Reply::Replayed(dlq.replay_ids(&ids, &options)?)
+        }
+        Request::Delete { dlq, ids } => Reply::Deleted {
+            deleted: store.dlq(&dlq)?.delete_present(&ids)?,
+        },
+        Request::Purge {
+            dlq,
+            older_than_ms,
+            include_pending,
+        } => Reply::Purged {
+            deleted: store
+                .dlq(&dlq)?
+                .purge(Duration::from_millis(older_than_ms), include_pending)?,
+        },
+        Request::Mark { dlq, ids, success } => {
+            let dlq = store.dlq(&dlq)?;
+            let (mut marked, mut failed) = (Vec::new(), Vec::new());
+            for id in ids {
+                match dlq.mark_reprocessed(id, success) {
+                    Ok(()) => marked.push(id),
+                    Err(e @ (Error::NotFound(_) | Error::InvalidState { .. })) => {
+                        failed.push((id, e.to_string()))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Reply::Marked { marked, failed }
+        }
+        Request::Import { queue, entries } => {
+            let mut out = Vec::with_capacity(entries.len());
+            for entry in &entries {
+                let dlq = import_target(store, queue.as_deref(), entry)?;
+                let id = dlq.import(entry)?;
+                out.push((entry.id(), id, dlq.name()));
+            }
+            Reply::Imported { entries: out }
+        }
+    })
+}
+
+/// The DLQ an imported entry goes to: `queue`'s (a DLQ or queue name, the queue created if
+/// missing), or the DLQ of the queue the entry failed in.
+pub(crate) fn import_target(
+    store: &Store,
+    queue: Option<&str>,
+    entry: &crate::DeadLetter,
+) -> Result<Dlq> {
+    let name = queue.unwrap_or(&entry.metadata.queue);
+    match store.dlq(name) {
+        Ok(d) => Ok(d),
+        Err(Error::UnknownQueue(_)) => Ok(store.queue(name)?.dlq()),
+        Err(e) => Err(e),
+    }
+}
