@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
 use crate::error::CliError;
 use crate::output::{clip, hex_dump, payload_preview, print, print_json, Table};
-use crate::store_access::{self, select_dlqs, Open};
+use crate::store_access::{self, select_dlqs};
 use crate::timefmt::{fmt_age, fmt_opt_time};
 
 /// `pending`, `reprocessed ok` or `reprocessed failed`.
@@ -23,7 +23,7 @@ pub fn status_text(s: &EntryStatus) -> &'static str {
 }
 
 pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
+    let store = store_access::open_read(&args.dir)?;
     stats_on(&store, json)
 }
 
@@ -83,7 +83,7 @@ pub fn stats_on<S: Source>(store: &S, json: bool) -> Result<(), CliError> {
 }
 
 pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
+    let store = store_access::open_read(&args.dir)?;
     list_on(&store, args, json)
 }
 
@@ -171,7 +171,7 @@ pub fn render_list(entries: &[DeadLetter], next: Option<MessageId>) -> String {
 }
 
 pub fn show(args: &ShowArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
+    let store = store_access::open_read(&args.dir)?;
     show_on(&store, args, json)
 }
 
@@ -294,7 +294,7 @@ fn payload_block(title: &str, bytes: &[u8], force_hex: bool) -> String {
 }
 
 pub fn analyze(args: &AnalyzeArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
+    let store = store_access::open_read(&args.dir)?;
     analyze_on(&store, args, json)
 }
 

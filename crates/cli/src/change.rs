@@ -11,11 +11,11 @@ use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};
 
-use crate::cli::{DeleteArgs, EnqueueArgs, PurgeArgs, ReplayArgs};
+use crate::cli::{DeleteArgs, EnqueueArgs, MarkArgs, PurgeArgs, ReplayArgs};
 use crate::error::CliError;
 use crate::output::{clip, print, print_json, Table};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, select_dlqs, Open};
+use crate::store_access::{self, select_dlqs, Open, Writable};
 
 /// Entries replayed or deleted per batch (one fsync each).
 const BATCH: usize = 500;
@@ -59,12 +59,22 @@ fn selected<S: Source>(
 }
 
 pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
-    replay_on(&store, args, json)
+    match store_access::open_write(&args.dir, Open::Existing, false)? {
+        Writable::Local(store) => replay_on(&store, args, json),
+        Writable::Owner(live) => replay_on(&live, args, json),
+    }
 }
 
 /// `replay` on any source of queues and DLQs (a store, a JetStream namespace).
 pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<(), CliError> {
+    if let Some(to) = &args.to {
+        if !args.create && !store.queue_names()?.iter().any(|q| q == to) {
+            return Err(CliError::Usage(format!(
+                "there is no queue {to:?} to replay into; check the name, or add --create \
+                 to create it"
+            )));
+        }
+    }
     let filter = args.sel.filter();
     let groups = selected(
         store,
@@ -176,8 +186,10 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
 }
 
 pub fn delete(args: &DeleteArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
-    delete_on(&store, args, json)
+    match store_access::open_write(&args.dir, Open::Existing, false)? {
+        Writable::Local(store) => delete_on(&store, args, json),
+        Writable::Owner(live) => delete_on(&live, args, json),
+    }
 }
 
 /// `delete` on any source of queues and DLQs (a store, a JetStream namespace).
@@ -232,8 +244,10 @@ pub fn delete_on<S: Source>(store: &S, args: &DeleteArgs, json: bool) -> Result<
 }
 
 pub fn purge(args: &PurgeArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
-    purge_on(&store, args, json)
+    match store_access::open_write(&args.dir, Open::Existing, false)? {
+        Writable::Local(store) => purge_on(&store, args, json),
+        Writable::Owner(live) => purge_on(&live, args, json),
+    }
 }
 
 /// `purge` on any source of queues and DLQs (a store, a JetStream namespace).
@@ -300,11 +314,68 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     print(&text)
 }
 
+pub fn mark(args: &MarkArgs, json: bool) -> Result<(), CliError> {
+    match store_access::open_write(&args.dir, Open::Existing, false)? {
+        Writable::Local(store) => mark_on(&store, args, json),
+        Writable::Owner(live) => mark_on(&live, args, json),
+    }
+}
+
+/// `mark-reprocessed` on any source of queues and DLQs.
+pub fn mark_on<S: Source>(store: &S, args: &MarkArgs, json: bool) -> Result<(), CliError> {
+    let mut marked = Vec::new();
+    let mut failed = Vec::new();
+    for &id in &args.ids {
+        match api::find_entry(store, id).and_then(|(dlq, _)| {
+            dlq.mark_reprocessed(id, args.ok)?;
+            Ok(dlq.name())
+        }) {
+            Ok(dlq) => marked.push((id, dlq)),
+            Err(e) => failed.push((id, e.to_string())),
+        }
+    }
+    let outcome = if args.ok { "ok" } else { "failed" };
+    if json {
+        let list: Vec<Value> = marked
+            .iter()
+            .map(|(id, dlq)| json!({ "id": id, "dlq": dlq }))
+            .collect();
+        let refused: Vec<Value> = failed
+            .iter()
+            .map(|(id, reason)| json!({ "id": id, "reason": reason }))
+            .collect();
+        print_json(&json!({ "outcome": outcome, "marked": list, "failed": refused }))?;
+    } else {
+        let mut text = format!(
+            "marked {} of {} entr{} reprocessed {outcome}\n",
+            marked.len(),
+            args.ids.len(),
+            if args.ids.len() == 1 { "y" } else { "ies" }
+        );
+        for (id, reason) in &failed {
+            text.push_str(&format!("refused {id}: {reason}\n"));
+        }
+        print(&text)?;
+    }
+    if !failed.is_empty() {
+        return Err(CliError::Incomplete(format!(
+            "{} of {} entries could not be marked",
+            failed.len(),
+            args.ids.len()
+        )));
+    }
+    Ok(())
+}
+
 pub fn enqueue(args: &EnqueueArgs, json: bool) -> Result<(), CliError> {
     let (payload, options) = message_of(args)?;
-    let store = store_access::open(&args.dir, Open::Create)?;
-    let queue = store.queue(&args.queue)?;
-    enqueue_on(&queue, &payload, &options, json)
+    match store_access::open_write(&args.dir, Open::Create, false)? {
+        Writable::Local(store) => enqueue_on(&store.queue(&args.queue)?, &payload, &options, json),
+        Writable::Owner(live) => {
+            let id = live.client().enqueue(&args.queue, &payload, &options)?;
+            print_enqueued(id, &args.queue, payload.len(), json)
+        }
+    }
 }
 
 /// The payload (the argument, or stdin) and options of an `enqueue`.
@@ -344,16 +415,14 @@ pub fn enqueue_on<Q: MessageQueue>(
     json: bool,
 ) -> Result<(), CliError> {
     let id = queue.enqueue_with(payload, options)?;
+    print_enqueued(id, queue.name(), payload.len(), json)
+}
+
+fn print_enqueued(id: MessageId, queue: &str, bytes: usize, json: bool) -> Result<(), CliError> {
     if json {
-        return print_json(&json!({
-            "id": id,
-            "queue": queue.name(),
-            "bytes": payload.len(),
-        }));
+        return print_json(&json!({ "id": id, "queue": queue, "bytes": bytes }));
     }
     print(&format!(
-        "enqueued message {id} ({} bytes) to {}\n",
-        payload.len(),
-        queue.name()
+        "enqueued message {id} ({bytes} bytes) to {queue}\n"
     ))
 }

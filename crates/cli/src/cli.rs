@@ -43,6 +43,9 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Delete DLQ entries dead-lettered longer ago than a duration.
     Purge(PurgeArgs),
+    /// Record that DLQ entries were reprocessed outside the queue (--ok or --failed); they
+    /// stay in the DLQ, no longer pending, until deleted or purged.
+    MarkReprocessed(MarkArgs),
     /// Write DLQ entries as newline-delimited JSON (payloads in base64).
     Export(ExportArgs),
     /// Read entries written by `export` into a DLQ.
@@ -110,6 +113,7 @@ impl Command {
             Command::Import(a) => &a.dir,
             Command::Enqueue(a) => &a.dir,
             Command::Verify(a) => &a.dir,
+            Command::MarkReprocessed(a) => &a.dir,
             Command::Serve(a) => &a.dir,
             Command::Forward(a) => &a.dir,
             Command::Fleet(FleetCommand::List(a)) => &a.target,
@@ -236,7 +240,7 @@ pub struct AnalyzeArgs {
         .args(FILTER_ARGS)
 ))]
 #[command(
-    override_usage = "deadletter replay <DIR> <ID | --all | FILTERS> [--queue Q] [--to QUEUE] \
+    override_usage = "deadletter replay <DIR> <ID | --all | FILTERS> [--queue Q] [--to QUEUE [--create]] \
                           [--reset-attempts] [--dry-run] [--force] [--limit N]"
 )]
 pub struct ReplayArgs {
@@ -250,9 +254,13 @@ pub struct ReplayArgs {
     pub all: bool,
     #[command(flatten)]
     pub sel: Selection,
-    /// Replay into this queue instead of the one each entry failed in.
+    /// Replay into this queue instead of the one each entry failed in (an existing queue,
+    /// unless --create).
     #[arg(long, value_name = "QUEUE")]
     pub to: Option<String>,
+    /// Create the --to queue if it does not exist.
+    #[arg(long, requires = "to")]
+    pub create: bool,
     /// Count attempts from zero again.
     #[arg(long)]
     pub reset_attempts: bool,
@@ -292,6 +300,22 @@ pub struct DeleteArgs {
     /// Say what would be deleted, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("outcome").required(true).args(["ok", "failed"])))]
+pub struct MarkArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The entries' ids.
+    #[arg(required = true)]
+    pub ids: Vec<MessageId>,
+    /// They were reprocessed successfully.
+    #[arg(long)]
+    pub ok: bool,
+    /// Reprocessing them failed.
+    #[arg(long)]
+    pub failed: bool,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +391,10 @@ pub struct VerifyArgs {
 pub struct ServeArgs {
     /// The store directory.
     pub dir: PathBuf,
+    /// Serve snapshots of the store without taking it (while another process holds it, or
+    /// on a read-only directory): browsing only, replay and delete are refused.
+    #[arg(long)]
+    pub read_only: bool,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,

@@ -9,8 +9,18 @@ use std::path::PathBuf;
 pub enum CliError {
     /// The arguments make no sense together (exit 2).
     Usage(String),
-    /// Another process (or handle) holds the store: nothing was touched.
-    Locked(PathBuf),
+    /// Another process (or handle) holds the store and cannot be asked to make the change
+    /// (it serves no control socket): nothing was touched.
+    Locked {
+        /// The store.
+        path: PathBuf,
+        /// The holder's process id, if the lock file says.
+        pid: Option<u32>,
+        /// The holder's host, if the lock file says.
+        host: Option<String>,
+        /// Why the holder could not be asked, when that was tried.
+        why: Option<String>,
+    },
     /// The directory is not a store.
     NotAStore(PathBuf, &'static str),
     /// The library failed.
@@ -39,6 +49,42 @@ impl CliError {
         }
     }
 
+    /// A stable name of the error's kind, for `--json` errors.
+    pub fn kind(&self) -> &'static str {
+        use deadletter::Error as E;
+        match self {
+            CliError::Usage(_) => "usage",
+            CliError::Locked { .. } => "locked",
+            CliError::NotAStore(..) => "not_a_store",
+            CliError::Io { .. } => "io",
+            CliError::Input(_) => "input",
+            CliError::Incomplete(_) => "incomplete",
+            CliError::Dashboard(_) => "dashboard",
+            CliError::Store(e) => match e {
+                E::NotFound(_) => "not_found",
+                E::UnknownQueue(_) => "unknown_queue",
+                E::InvalidQueueName(_) => "invalid_queue_name",
+                E::Corruption { .. } => "corruption",
+                E::UnsupportedFormat { .. } => "unsupported_format",
+                E::DiskFull { .. } => "disk_full",
+                E::TooLarge { .. } => "too_large",
+                E::AlreadyReprocessed(_) => "already_reprocessed",
+                E::InvalidState { .. } => "invalid_state",
+                E::ReadOnly { .. } => "read_only",
+                E::NoOwner { .. } => "no_owner",
+                E::Remote { .. } => "remote",
+                E::Io { .. } => "io",
+                E::Backend { .. } => "backend",
+                _ => "store",
+            },
+        }
+    }
+
+    /// The error as the JSON object `--json` prints.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "error": { "kind": self.kind(), "message": self.to_string() } })
+    }
+
     /// An I/O error with what was being done.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         CliError::Io {
@@ -51,7 +97,12 @@ impl CliError {
 impl From<deadletter::Error> for CliError {
     fn from(e: deadletter::Error) -> Self {
         match e {
-            deadletter::Error::Locked { path, .. } => CliError::Locked(path),
+            deadletter::Error::Locked { path, pid, host } => CliError::Locked {
+                path,
+                pid,
+                host,
+                why: None,
+            },
             e => CliError::Store(e),
         }
     }
@@ -61,13 +112,27 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(m) => write!(f, "{m}"),
-            CliError::Locked(path) => write!(
-                f,
-                "store {} is locked by another process (or another open handle); nothing was \
-                 changed. Stop that process first, or use `deadletter verify`, which reads \
-                 without the lock",
-                path.display()
-            ),
+            CliError::Locked {
+                path,
+                pid,
+                host,
+                why,
+            } => {
+                write!(f, "store {} is held by ", path.display())?;
+                match (pid, host) {
+                    (Some(pid), Some(host)) => write!(f, "process {pid} on {host}")?,
+                    (Some(pid), None) => write!(f, "process {pid}")?,
+                    _ => f.write_str("another process (or another open handle)")?,
+                }
+                f.write_str("; nothing was changed")?;
+                if let Some(why) = why {
+                    write!(f, ". It cannot be asked to make the change: {why}")?;
+                }
+                f.write_str(
+                    ". Reads (stats, list, show, analyze, export, verify, serve --read-only) \
+                     work while it runs",
+                )
+            }
             CliError::NotAStore(path, why) => {
                 write!(f, "{} is not a deadletter store: {why}", path.display())
             }

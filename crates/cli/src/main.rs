@@ -12,6 +12,7 @@
 //! [`change`] (replay, delete, purge, enqueue), [`transfer`] (export, import),
 //! [`check`] (verify), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
 //! [`forward`] (the forwarder to JetStream), [`fleet`] (the fleet DLQ on JetStream),
+//! [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
 //! [`progress`], [`timefmt`], [`store_access`].
 
@@ -22,6 +23,7 @@ mod cli;
 mod error;
 mod fleet;
 mod forward;
+mod live;
 mod output;
 mod progress;
 mod remote;
@@ -40,16 +42,34 @@ use crate::error::CliError;
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if wants_json() && e.use_stderr() => {
+            // A usage error, for a script: one JSON object, exit 2.
+            let message = e.kind().to_string();
+            let detail = e.render().to_string();
+            let err = CliError::Usage(format!("{message}: {}", detail.trim()));
+            eprintln!("{}", err.to_json());
+            return ExitCode::from(2);
+        }
         // Help and version print and exit 0; usage errors print and exit 2.
         Err(e) => e.exit(),
     };
+    let json = cli.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            if json {
+                eprintln!("{}", e.to_json());
+            } else {
+                eprintln!("error: {e}");
+            }
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// True when `--json` is among the arguments (for errors found before they are parsed).
+fn wants_json() -> bool {
+    std::env::args_os().skip(1).any(|a| a == "--json")
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -66,6 +86,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Delete(a) => change::delete(&a, json),
         Command::Purge(a) => change::purge(&a, json),
         Command::Enqueue(a) => change::enqueue(&a, json),
+        Command::MarkReprocessed(a) => change::mark(&a, json),
         Command::Export(a) => transfer::export(&a, json),
         Command::Import(a) => transfer::import(&a, json),
         Command::Verify(a) => check::verify(&a, json),

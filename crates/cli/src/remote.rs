@@ -79,6 +79,7 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
         Command::Delete(a) => change::delete_on(&ns, a, json),
         Command::Purge(a) => change::purge_on(&ns, a, json),
         Command::Export(a) => transfer::export_on(&ns, a, json),
+        Command::MarkReprocessed(a) => change::mark_on(&ns, a, json),
         Command::Enqueue(a) => {
             let (payload, options) = change::message_of(a)?;
             change::enqueue_on(&ns.js.queue(&a.queue)?, &payload, &options, json)

@@ -18,10 +18,10 @@ use crate::cli::{ExportArgs, ImportArgs};
 use crate::error::CliError;
 use crate::output::{print, print_json, Table};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, select_dlqs, Open};
+use crate::store_access::{self, select_dlqs, Open, Writable};
 
 pub fn export(args: &ExportArgs, json: bool) -> Result<(), CliError> {
-    let store = store_access::open(&args.dir, Open::Existing)?;
+    let store = store_access::open_read(&args.dir)?;
     export_on(&store, args, json)
 }
 
@@ -128,17 +128,6 @@ fn write_entries<D: DeadLetterQueue>(
     Ok(count)
 }
 
-/// The DLQ an imported entry goes to: `--queue` (a DLQ or queue name, the queue created if
-/// missing) or the entry's own queue.
-fn target_dlq(store: &Store, queue: Option<&str>, entry: &DeadLetter) -> Result<Dlq, CliError> {
-    let name = queue.unwrap_or(&entry.metadata.queue);
-    match store.dlq(name) {
-        Ok(d) => Ok(d),
-        Err(deadletter::Error::UnknownQueue(_)) => Ok(store.queue(name)?.dlq()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 pub fn import(args: &ImportArgs, json: bool) -> Result<(), CliError> {
     let from_stdin = args.file.as_ref().is_none_or(|f| f.as_os_str() == "-");
     let (reader, source): (Box<dyn Read>, String) = if from_stdin {
@@ -160,14 +149,25 @@ pub fn import(args: &ImportArgs, json: bool) -> Result<(), CliError> {
             .map_err(|e| CliError::Input(format!("{source} line {}: {e}", i + 1)))?;
         entries.push(entry);
     }
-    let store = store_access::open(&args.dir, Open::Create)?;
     let mut progress = Progress::new("importing", entries.len() as u64, Unit::Items);
     let mut imported = Vec::new();
-    for entry in &entries {
-        let dlq = target_dlq(&store, args.queue.as_deref(), entry)?;
-        let id = dlq.import(entry)?;
-        imported.push((entry.id(), id, dlq.name()));
-        progress.inc(1);
+    match store_access::open_write(&args.dir, Open::Create, false)? {
+        Writable::Local(store) => {
+            for entry in &entries {
+                let dlq = import_target(&store, args.queue.as_deref(), entry)?;
+                let id = dlq.import(entry)?;
+                imported.push((entry.id(), id, dlq.name()));
+                progress.inc(1);
+            }
+        }
+        Writable::Owner(live) => {
+            for chunk in entries.chunks(IMPORT_BATCH) {
+                for e in live.client().import(args.queue.as_deref(), chunk)? {
+                    imported.push((e.original_id, e.id, e.dlq));
+                }
+                progress.inc(chunk.len() as u64);
+            }
+        }
     }
     progress.finish();
     if json {
@@ -191,4 +191,18 @@ pub fn import(args: &ImportArgs, json: bool) -> Result<(), CliError> {
         imported.len()
     ));
     print(&text)
+}
+
+/// Entries sent to a store's owner per request.
+const IMPORT_BATCH: usize = 1000;
+
+/// The DLQ an imported entry goes to: `--queue` (a DLQ or queue name, the queue created if
+/// missing) or the entry's own queue.
+fn import_target(store: &Store, queue: Option<&str>, entry: &DeadLetter) -> Result<Dlq, CliError> {
+    let name = queue.unwrap_or(&entry.metadata.queue);
+    match store.dlq(name) {
+        Ok(d) => Ok(d),
+        Err(deadletter::Error::UnknownQueue(_)) => Ok(store.queue(name)?.dlq()),
+        Err(e) => Err(e.into()),
+    }
 }

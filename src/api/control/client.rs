@@ -152,6 +152,30 @@ impl Client {
         }
     }
 
+    /// Replays entry `id` of DLQ `dlq` with a corrected payload (`Dlq::replay_corrected`
+    /// in the owner).
+    pub fn replay_corrected(
+        &self,
+        dlq: &str,
+        id: MessageId,
+        payload: &[u8],
+        options: &ReplayOptions,
+    ) -> Result<()> {
+        let request = Request::ReplayCorrected {
+            dlq: dlq.to_string(),
+            id,
+            payload: payload.to_vec(),
+            target: options.target.clone(),
+            reset_attempts: options.reset_attempts,
+            force: options.force,
+            delay_ms: options.delay.as_millis() as u64,
+        };
+        match self.call(&request)? {
+            Reply::Done => Ok(()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     /// Deletes those of entries `ids` still in DLQ `dlq` (one record); returns them.
     pub fn delete(&self, dlq: &str, ids: &[MessageId]) -> Result<Vec<MessageId>> {
         let request = Request::Delete {

@@ -46,6 +46,16 @@ pub(crate) enum Request {
         delay_ms: u64,
         dry_run: bool,
     },
+    /// Replay one entry with a corrected payload (`Dlq::replay_corrected`).
+    ReplayCorrected {
+        dlq: String,
+        id: MessageId,
+        payload: Vec<u8>,
+        target: Option<String>,
+        reset_attempts: bool,
+        force: bool,
+        delay_ms: u64,
+    },
     /// Delete entries of a DLQ (those still there).
     Delete { dlq: String, ids: Vec<MessageId> },
     /// Purge a DLQ (`Dlq::purge`).
@@ -78,6 +88,7 @@ pub(crate) enum Reply {
         id: MessageId,
     },
     Replayed(ReplayReport),
+    Done,
     Deleted {
         deleted: Vec<MessageId>,
     },

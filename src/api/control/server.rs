@@ -177,6 +177,23 @@ pub(crate) fn handle(store: &Store, request: Request) -> Result<Reply> {
             options.dry_run = dry_run;
             Reply::Replayed(dlq.replay_ids(&ids, &options)?)
         }
+        Request::ReplayCorrected {
+            dlq,
+            id,
+            payload,
+            target,
+            reset_attempts,
+            force,
+            delay_ms,
+        } => {
+            let mut options = ReplayOptions::to_origin();
+            options.target = target;
+            options.reset_attempts = reset_attempts;
+            options.force = force;
+            options.delay = Duration::from_millis(delay_ms);
+            store.dlq(&dlq)?.replay_corrected(id, payload, &options)?;
+            Reply::Done
+        }
         Request::Delete { dlq, ids } => Reply::Deleted {
             deleted: store.dlq(&dlq)?.delete_present(&ids)?,
         },

@@ -65,6 +65,7 @@ fn replay_one_filter_all_and_dry_run() {
         "PaymentDeclined",
         "--to",
         "orders-manual",
+        "--create",
         "--json",
     ]);
     assert_eq!(moved["replayed"][0]["to"], "orders-manual");

@@ -1,27 +1,41 @@
-//! Exit codes and refusals: a store another process holds is refused and left untouched
-//! (exit 1), bad usage exits 2, and a directory that holds no store is an error, never a new
+//! Exit codes and refusals: a change to a store another process holds, when that process
+//! serves no control socket, is refused naming it and left untouched (exit 1; reads work),
+//! errors are JSON objects with `--json`, bad usage exits 2, and a directory that holds no store is an error, never a new
 //! store.
 
 use crate::fixture::{dir_snapshot, fixture};
 use crate::run::{fails, json, ok, run, serial, stderr};
 
 #[test]
-fn a_locked_store_is_refused_and_left_untouched() {
+fn a_store_held_without_a_control_socket_is_read_but_not_changed() {
     let _serial = serial();
     let f = fixture();
     let holder = f.open();
     let snapshot = dir_snapshot(f.dir.path());
+    // Reads work on a snapshot.
+    ok(&["stats", f.path()]);
+    json(&["list", f.path(), "--json"]);
+    // Changes need the holder, which serves no control socket: refused, naming it.
+    let held_by = format!("held by process {}", std::process::id());
     for args in [
-        vec!["stats", f.path()],
-        vec!["list", f.path(), "--json"],
         vec!["replay", f.path(), "--all"],
         vec!["purge", f.path(), "--older-than", "1s", "--include-pending"],
         vec!["enqueue", f.path(), "--queue", "orders", "x"],
     ] {
-        let err = fails(&args, 1, "locked by another process");
+        let err = fails(&args, 1, &held_by);
         assert_eq!(err.lines().count(), 1, "one line: {err:?}");
         assert!(err.contains(f.path()), "names the store: {err}");
+        assert!(
+            err.contains("control_socket"),
+            "says what is missing: {err}"
+        );
     }
+    // With --json the error is a JSON object, with the same exit code.
+    let o = run(&["--json", "delete", f.path(), "--all"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err: serde_json::Value = serde_json::from_str(stderr(&o).trim()).unwrap();
+    assert_eq!(err["error"]["kind"], "locked");
+    assert!(err["error"]["message"].as_str().unwrap().contains(&held_by));
     // verify reads without the lock.
     assert_eq!(json(&["verify", f.path(), "--json"])["clean"], true);
     assert_eq!(dir_snapshot(f.dir.path()), snapshot);

@@ -8,6 +8,7 @@
 //! - `transfer`: export and import;
 //! - `verify`: the read-only check;
 //! - `errors`: locked and missing stores, bad usage;
+//! - `live`: a store held by a running owner process, and a read-only copy;
 //! - `serve`: the dashboard;
 //! - `nats`: the commands on a JetStream namespace (the machine's NATS server);
 //! - `forward`: the forwarder, from a store filled offline to its limit.
@@ -27,6 +28,7 @@ mod browse;
 mod change;
 mod errors;
 mod forward;
+mod live;
 mod nats;
 mod serve;
 mod transfer;
