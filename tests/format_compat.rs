@@ -609,7 +609,8 @@ fn entry_35() -> DeadLetter {
     .dlq_name("emails-dlq")
 }
 
-/// Entry 41: entry 40 exported and imported into payments-dlq.
+/// Entry 41: entry 40 exported and imported into payments-dlq (its record keeps 40 as its
+/// original id, read back as `original_id`).
 fn entry_41() -> DeadLetter {
     let at = T0 + 26 * SEC;
     let message = (41, "payments", order(7).into_bytes());
@@ -620,6 +621,7 @@ fn entry_41() -> DeadLetter {
         ("PaymentDeclined", "card expired"),
         (10, "worker-c"),
     )
+    .original_id(40)
 }
 
 fn entries(store: &Store, dlq: &str) -> Vec<DeadLetter> {

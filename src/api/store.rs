@@ -199,8 +199,10 @@ impl Store {
     /// analysing work as on a store opened with [`Store::open`]; every change is
     /// [`Error::ReadOnly`] (a change to a store another process holds goes through that
     /// process: see [`crate::control`]). The snapshot does not follow later writes: open it
-    /// again to see them. Leases stay as the log has them (their holder may be alive), and
-    /// no compaction runs.
+    /// again to see them. It holds what the owner has written to its files: every
+    /// acknowledged change under [`Durability::Always`] (the default), and under
+    /// `Interval` or `Never` what was flushed so far. Leases stay as the log has them (their
+    /// holder may be alive), and no compaction runs.
     ///
     /// ```
     /// use deadletter::{Config, Error, Store};
@@ -210,6 +212,7 @@ impl Store {
     /// # let _ = std::fs::remove_dir_all(&dir);
     /// let owner = Store::open(&dir, Config::fast())?;
     /// owner.queue("orders")?.enqueue(b"ORD-1")?;
+    /// owner.sync()?; // without fsync (`fast`), records reach the file at a flush
     ///
     /// // While `owner` holds the store, a snapshot reads it...
     /// let snapshot = Store::open_read_only(&dir, Config::fast())?;

@@ -291,6 +291,11 @@ pub struct DeadLetter {
     pub status: EntryStatus,
     /// The DLQ's name.
     pub dlq_name: String,
+    /// For an entry imported from an export: its id in the store it was first
+    /// dead-lettered in (kept through any number of exports and imports). `None` for an
+    /// entry dead-lettered in this store.
+    #[serde(default)]
+    pub original_id: Option<MessageId>,
 }
 
 impl OriginalMetadata {
@@ -345,7 +350,14 @@ impl DeadLetter {
             generation: 0,
             status: EntryStatus::Pending,
             dlq_name: String::new(),
+            original_id: None,
         }
+    }
+
+    /// Sets the id it had in the store it was first dead-lettered in.
+    pub fn original_id(mut self, id: MessageId) -> Self {
+        self.original_id = Some(id);
+        self
     }
 
     /// Sets the payload a corrected replay replaced.
@@ -375,5 +387,42 @@ impl DeadLetter {
     /// The message id.
     pub fn id(&self) -> MessageId {
         self.metadata.id
+    }
+
+    /// The entry's identity: the same for an entry and for every copy of it exported and
+    /// imported into other stores, and different for different failures. It is a 128-bit
+    /// FNV-1a hash of the id the entry had where it was first dead-lettered
+    /// ([`DeadLetter::original_id`], or its id), its enqueue and dead-letter times, and its
+    /// payload: fields every store keeps for an entry, so a store needs nothing more on
+    /// disk to know which identities it holds. An import skips entries whose identity the
+    /// store already holds (see [`crate::Importer`]).
+    pub fn identity(&self) -> u128 {
+        let mut h = Fnv128::new();
+        h.write(&self.original_id.unwrap_or(self.metadata.id).to_le_bytes());
+        h.write(&self.metadata.enqueued_at_ms.to_le_bytes());
+        h.write(&self.dlq.dead_lettered_at_ms.to_le_bytes());
+        h.write(&(self.payload.len() as u64).to_le_bytes());
+        h.write(&self.payload);
+        h.0
+    }
+}
+
+/// FNV-1a with 128-bit state: written out (a dozen lines) because an entry's identity must
+/// be the same in every build and on every machine, which std's hashers do not promise.
+struct Fnv128(u128);
+
+impl Fnv128 {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+
+    fn new() -> Self {
+        Fnv128(Self::OFFSET)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u128;
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
     }
 }

@@ -154,7 +154,10 @@ fn changes_go_through_the_owners_control_socket() {
     let left: Vec<DeadLetter> = dlq.list(&Filter::all(), Page::first(10)).unwrap();
     assert_eq!(left.iter().map(|e| e.id()).collect::<Vec<_>>(), [ids[3]]);
     let imported = client.import(Some("archive"), &left).unwrap();
-    assert_eq!(imported.len(), 1);
+    assert_eq!(imported.imported.len(), 1);
+    // The same again adds nothing: the owner holds that entry now.
+    let again = client.import(Some("archive"), &left).unwrap();
+    assert_eq!((again.imported.len(), again.skipped.len()), (0, 1));
     assert_eq!(owner.dlq("archive-dlq").unwrap().len(), 1);
     let _ = id;
 

@@ -16,7 +16,7 @@
 //! - `dlq_browse`: stats from counters, list pages and filters;
 //! - `dlq_alert`: the DLQ size alert hook;
 //! - `replay`: replay rules;
-//! - `dlq_import`: exported entries imported into another store.
+//! - `dlq_import`: exported entries imported into another store, once each.
 //!
 //! `helpers` holds the configuration and the steps they share.
 

@@ -356,6 +356,9 @@ pub struct ImportArgs {
     /// Import into this queue's DLQ (created if missing) instead of each entry's own queue.
     #[arg(long, short = 'q')]
     pub queue: Option<String>,
+    /// Print each imported entry's original and new id (by default a summary).
+    #[arg(long)]
+    pub ids: bool,
 }
 
 #[derive(Debug, Args)]

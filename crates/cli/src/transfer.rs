@@ -2,20 +2,23 @@
 //! payloads in base64 so every byte round-trips (see `deadletter_dashboard::export` for the format).
 //!
 //! An export to a file is written under a temporary name and renamed into place once
-//! complete, so a failed export never leaves a partial file behind. An import parses and
-//! checks every line before it writes anything.
+//! complete, so a failed export never leaves a partial file behind. An import streams the
+//! file: it parses a line at a time and writes batches (one commit and one fsync each),
+//! skipping the entries the store already holds, so memory stays bounded and importing an
+//! export twice adds nothing. A bad line stops it; what came before is imported.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use deadletter::{DeadLetter, DeadLetterQueue, Dlq, Store};
+use deadletter::{DeadLetter, DeadLetterQueue, ImportedEntry, Importer};
 use deadletter_dashboard::export::{envelope_to_line, parse_line};
 use deadletter_dashboard::Source;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::cli::{ExportArgs, ImportArgs};
 use crate::error::CliError;
+use crate::live::Live;
 use crate::output::{print, print_json, Table};
 use crate::progress::{Progress, Unit};
 use crate::store_access::{self, select_dlqs, Open, Writable};
@@ -130,79 +133,139 @@ fn write_entries<D: DeadLetterQueue>(
 
 pub fn import(args: &ImportArgs, json: bool) -> Result<(), CliError> {
     let from_stdin = args.file.as_ref().is_none_or(|f| f.as_os_str() == "-");
-    let (reader, source): (Box<dyn Read>, String) = if from_stdin {
-        (Box::new(std::io::stdin()), "stdin".into())
+    let (reader, source, size): (Box<dyn Read>, String, Option<u64>) = if from_stdin {
+        (Box::new(std::io::stdin()), "stdin".into(), None)
     } else {
         let path = args.file.clone().unwrap_or_default();
         let file =
             File::open(&path).map_err(|e| CliError::io(format!("open {}", path.display()), e))?;
-        (Box::new(file), path.display().to_string())
+        let size = file.metadata().ok().map(|m| m.len());
+        (Box::new(file), path.display().to_string(), size)
     };
-    // Parse everything first: a bad line imports nothing.
-    let mut entries = Vec::new();
-    for (i, line) in BufReader::new(reader).lines().enumerate() {
-        let line = line.map_err(|e| CliError::io(format!("read {source}"), e))?;
+    let mut sink = match store_access::open_write(&args.dir, Open::Create, false)? {
+        Writable::Local(store) => Sink::Local(store.importer(args.queue.as_deref())?),
+        Writable::Owner(live) => Sink::Owner(live, args.queue.clone()),
+    };
+    let mut progress = Progress::new("importing", size.unwrap_or(0), Unit::Bytes);
+    let mut summary = ImportSummary::default();
+    let mut batch: Vec<DeadLetter> = Vec::with_capacity(IMPORT_BATCH);
+    let mut batch_bytes = 0usize;
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let mut line = String::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| CliError::io(format!("read {source}"), e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        progress.inc(n as u64);
         if line.trim().is_empty() {
             continue;
         }
-        let entry = parse_line(&line)
-            .map_err(|e| CliError::Input(format!("{source} line {}: {e}", i + 1)))?;
-        entries.push(entry);
-    }
-    let mut progress = Progress::new("importing", entries.len() as u64, Unit::Items);
-    let mut imported = Vec::new();
-    match store_access::open_write(&args.dir, Open::Create, false)? {
-        Writable::Local(store) => {
-            for entry in &entries {
-                let dlq = import_target(&store, args.queue.as_deref(), entry)?;
-                let id = dlq.import(entry)?;
-                imported.push((entry.id(), id, dlq.name()));
-                progress.inc(1);
+        let entry = match parse_line(line.trim_end()) {
+            Ok(entry) => entry,
+            Err(e) => {
+                // What came before is imported; importing the file again after fixing the
+                // line adds only the rest (an import skips entries the store holds).
+                sink.import(&batch, &mut summary)?;
+                progress.finish();
+                return Err(CliError::Input(format!(
+                    "{source} line {number}: {e}; the {} entries before it were imported \
+                     ({} already held), importing the file again adds only the rest",
+                    summary.imported.len(),
+                    summary.skipped
+                )));
             }
-        }
-        Writable::Owner(live) => {
-            for chunk in entries.chunks(IMPORT_BATCH) {
-                for e in live.client().import(args.queue.as_deref(), chunk)? {
-                    imported.push((e.original_id, e.id, e.dlq));
-                }
-                progress.inc(chunk.len() as u64);
-            }
+        };
+        batch_bytes += entry.payload.len();
+        batch.push(entry);
+        if batch.len() >= IMPORT_BATCH || batch_bytes >= IMPORT_BATCH_BYTES {
+            sink.import(&batch, &mut summary)?;
+            batch.clear();
+            batch_bytes = 0;
         }
     }
+    sink.import(&batch, &mut summary)?;
     progress.finish();
+    let ImportSummary { imported, skipped } = summary;
     if json {
-        let list: Vec<Value> = imported
-            .iter()
-            .map(|(old, new, dlq)| json!({ "original_id": old, "id": new, "dlq": dlq }))
-            .collect();
-        return print_json(&json!({ "imported": imported.len(), "entries": list }));
+        let mut doc = json!({ "imported": imported.len(), "skipped": skipped, "source": source });
+        if args.ids {
+            doc["entries"] = imported
+                .iter()
+                .map(|e| json!({ "original_id": e.original_id, "id": e.id, "dlq": e.dlq }))
+                .collect();
+        }
+        return print_json(&doc);
     }
     let mut text = String::new();
-    if !imported.is_empty() {
+    if args.ids && !imported.is_empty() {
         let mut t = Table::new(&[">ORIGINAL ID", ">NEW ID", "DLQ"]);
-        for (old, new, dlq) in &imported {
-            t.row(vec![old.to_string(), new.to_string(), dlq.clone()]);
+        for e in &imported {
+            t.row(vec![
+                e.original_id.to_string(),
+                e.id.to_string(),
+                e.dlq.clone(),
+            ]);
         }
         text.push_str(&t.render());
         text.push('\n');
     }
+    let mut by_dlq: Vec<(&str, usize)> = Vec::new();
+    for e in &imported {
+        match by_dlq.iter_mut().find(|(d, _)| *d == e.dlq) {
+            Some((_, n)) => *n += 1,
+            None => by_dlq.push((&e.dlq, 1)),
+        }
+    }
     text.push_str(&format!(
-        "imported {} entries from {source}\n",
+        "imported {} entries from {source}",
         imported.len()
     ));
+    if !by_dlq.is_empty() {
+        let parts: Vec<String> = by_dlq.iter().map(|(d, n)| format!("{n} to {d}")).collect();
+        text.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    text.push_str(&format!("; skipped {skipped} the store already held\n"));
+    if !args.ids && !imported.is_empty() {
+        text.push_str("(--ids prints each entry's original and new id)\n");
+    }
     print(&text)
 }
 
-/// Entries sent to a store's owner per request.
-const IMPORT_BATCH: usize = 1000;
+/// Entries per import batch (one commit, one fsync each), and the payload bytes at which a
+/// batch is written sooner: memory stays bounded whatever the file's size.
+const IMPORT_BATCH: usize = 2000;
+const IMPORT_BATCH_BYTES: usize = 8 << 20;
 
-/// The DLQ an imported entry goes to: `--queue` (a DLQ or queue name, the queue created if
-/// missing) or the entry's own queue.
-fn import_target(store: &Store, queue: Option<&str>, entry: &DeadLetter) -> Result<Dlq, CliError> {
-    let name = queue.unwrap_or(&entry.metadata.queue);
-    match store.dlq(name) {
-        Ok(d) => Ok(d),
-        Err(deadletter::Error::UnknownQueue(_)) => Ok(store.queue(name)?.dlq()),
-        Err(e) => Err(e.into()),
+/// Where an import's batches go: an importer on a store this process holds, or the owner
+/// of a store another process holds.
+enum Sink {
+    Local(Importer),
+    Owner(Live, Option<String>),
+}
+
+#[derive(Default)]
+struct ImportSummary {
+    imported: Vec<ImportedEntry>,
+    skipped: usize,
+}
+
+impl Sink {
+    fn import(&mut self, batch: &[DeadLetter], into: &mut ImportSummary) -> Result<(), CliError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let report = match self {
+            Sink::Local(importer) => importer.import_batch(batch)?,
+            Sink::Owner(live, queue) => live.client().import(queue.as_deref(), batch)?,
+        };
+        into.skipped += report.skipped.len();
+        into.imported.extend(report.imported);
+        Ok(())
     }
 }

@@ -105,6 +105,11 @@ pub fn envelope_to_json(entry: &DeadLetter, encoding: PayloadEncoding, with_text
         Err(e) => return serde_json::json!({ "id": entry.id(), "error": e.to_string() }),
     };
     if let Value::Object(map) = &mut value {
+        // Only an imported entry has one (its id where it was first dead-lettered): an
+        // export of entries dead-lettered here reads as it did before the field existed.
+        if entry.original_id.is_none() {
+            map.remove("original_id");
+        }
         map.insert("id".into(), Value::from(entry.id()));
         map.insert(
             "payload".into(),

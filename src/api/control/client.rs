@@ -8,7 +8,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::protocol::{self, Reply, Request, PROTOCOL_VERSION};
-use crate::api::dlq::{ReplayOptions, ReplayReport};
+use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
 use crate::api::queue::EnqueueOptions;
 use crate::api::types::{DeadLetter, MessageId};
 use crate::error::{Error, Result};
@@ -35,18 +35,6 @@ pub struct MarkReport {
     pub marked: Vec<MessageId>,
     /// Entries refused (gone, or not entries of that DLQ), with the reason.
     pub failed: Vec<(MessageId, String)>,
-}
-
-/// One entry imported through [`Client::import`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ImportedEntry {
-    /// Its id in the export (in the store it came from).
-    pub original_id: MessageId,
-    /// Its new id in this store.
-    pub id: MessageId,
-    /// The DLQ it went to.
-    pub dlq: String,
 }
 
 impl Client {
@@ -221,25 +209,18 @@ impl Client {
     }
 
     /// Imports exported entries into `queue`'s DLQ (created if missing) or, without one,
-    /// each into the DLQ of the queue it failed in.
-    pub fn import(
-        &self,
-        queue: Option<&str>,
-        entries: &[DeadLetter],
-    ) -> Result<Vec<ImportedEntry>> {
+    /// each into the DLQ of the queue it failed in; entries the store already holds are
+    /// skipped (the owner imports with a [`crate::Importer`], kept for the connection).
+    pub fn import(&self, queue: Option<&str>, entries: &[DeadLetter]) -> Result<ImportReport> {
         let request = Request::Import {
             queue: queue.map(str::to_string),
             entries: entries.to_vec(),
         };
         match self.call(&request)? {
-            Reply::Imported { entries } => Ok(entries
-                .into_iter()
-                .map(|(original_id, id, dlq)| ImportedEntry {
-                    original_id,
-                    id,
-                    dlq,
-                })
-                .collect()),
+            Reply::Imported(wire) => Ok(ImportReport {
+                imported: wire.imported,
+                skipped: wire.skipped,
+            }),
             other => Err(self.unexpected(other)),
         }
     }

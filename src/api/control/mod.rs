@@ -46,7 +46,7 @@ mod client;
 mod protocol;
 pub(crate) mod server;
 
-pub use client::{Client, ImportedEntry, MarkReport};
+pub use client::{Client, MarkReport};
 pub use protocol::PROTOCOL_VERSION;
 
 /// The socket's file name in the store directory.

@@ -99,10 +99,15 @@ pub(crate) enum Reply {
         marked: Vec<MessageId>,
         failed: Vec<(MessageId, String)>,
     },
-    Imported {
-        entries: Vec<(MessageId, MessageId, String)>,
-    },
+    Imported(ImportReportWire),
     Failed(RemoteError),
+}
+
+/// An [`crate::ImportReport`] on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ImportReportWire {
+    pub imported: Vec<crate::ImportedEntry>,
+    pub skipped: Vec<MessageId>,
 }
 
 /// An error the owner met, in a form that crosses the socket; the client turns it back

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::{self, RemoteError, Reply, Request, PROTOCOL_VERSION};
-use crate::api::dlq::{Dlq, ReplayOptions};
+use super::protocol::{self, ImportReportWire, RemoteError, Reply, Request, PROTOCOL_VERSION};
+use crate::api::dlq::{Importer, ReplayOptions};
 use crate::api::queue::EnqueueOptions;
 use crate::api::store::{Store, WeakStore};
 use crate::error::{Error, Result};
@@ -101,6 +101,7 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
         return;
     };
     let mut input = BufReader::new(conn);
+    let mut importer = None;
     while let Ok(Some((version, body))) = protocol::read_frame(&mut input) {
         let reply = if version != PROTOCOL_VERSION {
             Reply::Failed(RemoteError::Unsupported {
@@ -112,7 +113,7 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
                 Err(e) => Reply::Failed(RemoteError::BadRequest(e)),
                 Ok(request) => match store.upgrade() {
                     None => Reply::Failed(RemoteError::from(&Error::Closed)),
-                    Some(store) => handle(&store, request)
+                    Some(store) => handle(&store, request, &mut importer)
                         .unwrap_or_else(|e| Reply::Failed(RemoteError::from(&e))),
                 },
             }
@@ -123,8 +124,13 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
     }
 }
 
-/// Carries out one request through the store's API.
-pub(crate) fn handle(store: &Store, request: Request) -> Result<Reply> {
+/// Carries out one request through the store's API. `importer` is the connection's
+/// importer, kept between import requests.
+fn handle(
+    store: &Store,
+    request: Request,
+    importer: &mut Option<(Option<String>, Importer)>,
+) -> Result<Reply> {
     Ok(match request {
         Request::Hello => Reply::Hello {
             protocol: PROTOCOL_VERSION,
@@ -221,28 +227,21 @@ pub(crate) fn handle(store: &Store, request: Request) -> Result<Reply> {
             Reply::Marked { marked, failed }
         }
         Request::Import { queue, entries } => {
-            let mut out = Vec::with_capacity(entries.len());
-            for entry in &entries {
-                let dlq = import_target(store, queue.as_deref(), entry)?;
-                let id = dlq.import(entry)?;
-                out.push((entry.id(), id, dlq.name()));
-            }
-            Reply::Imported { entries: out }
+            // One importer per connection and target: the identities the store holds are
+            // collected once, however many batches follow.
+            let importer = match importer {
+                Some((q, imp)) if *q == queue => imp,
+                slot => {
+                    &mut slot
+                        .insert((queue.clone(), store.importer(queue.as_deref())?))
+                        .1
+                }
+            };
+            let report = importer.import_batch(&entries)?;
+            Reply::Imported(ImportReportWire {
+                imported: report.imported,
+                skipped: report.skipped,
+            })
         }
     })
-}
-
-/// The DLQ an imported entry goes to: `queue`'s (a DLQ or queue name, the queue created if
-/// missing), or the DLQ of the queue the entry failed in.
-pub(crate) fn import_target(
-    store: &Store,
-    queue: Option<&str>,
-    entry: &crate::DeadLetter,
-) -> Result<Dlq> {
-    let name = queue.unwrap_or(&entry.metadata.queue);
-    match store.dlq(name) {
-        Ok(d) => Ok(d),
-        Err(Error::UnknownQueue(_)) => Ok(store.queue(name)?.dlq()),
-        Err(e) => Err(e),
-    }
 }

@@ -191,6 +191,10 @@ impl Dlq {
     /// Loads a whole envelope from the log.
     fn load(&self, r: EntryRef) -> Result<DeadLetter> {
         let (meta, payload, replaced) = self.load_put(r.msg.payload_pos)?;
+        let original_id = match &meta.cause {
+            PutCause::Imported(entry) => Some(entry.original_id),
+            _ => None,
+        };
         let (failure, dlq, first_received_at) = match meta.cause {
             PutCause::Imported(entry) if r.info.envelope_pos == r.msg.payload_pos => {
                 (entry.failure, entry.dlq, entry.first_received_at)
@@ -226,6 +230,7 @@ impl Dlq {
                 }
             },
             dlq_name: self.name(),
+            original_id,
         })
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Dlq, Filter};
 use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
-use crate::engine::record::{Decoded, ImportedEntry, Op, Put, PutCause, PutMeta};
+use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
 use crate::engine::state::DeadStatus;
 use crate::engine::wire;
 use crate::error::{Error, Result};
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 impl Dlq {
     /// Imports an exported entry into this DLQ (one record): payload, history and metadata
     /// are kept; the entry gets a new id in this store, which is returned. Its status is
-    /// pending again.
+    /// pending again. (To import many, once each, see [`crate::Importer`].)
     pub fn import(&self, entry: &DeadLetter) -> Result<MessageId> {
         let max = self.store.config().max_message_size;
         if entry.payload.len() > max {
@@ -33,15 +33,7 @@ impl Dlq {
                 expires_at: None,
                 attributes: entry.metadata.attributes.clone(),
                 idempotency_key: None,
-                cause: PutCause::Imported(Box::new(ImportedEntry {
-                    failure: entry.failure.clone(),
-                    dlq: entry.dlq.clone(),
-                    first_received_at: entry.metadata.first_received_at_ms,
-                    attempts: entry.metadata.delivery_count,
-                    generation: entry.generation,
-                    replaced_payload: entry.replaced_payload.clone(),
-                    original_id: entry.metadata.id,
-                })),
+                cause: PutCause::Imported(Box::new(super::import::record_of(entry))),
             };
             let mut body = Vec::with_capacity(entry.payload.len() + 256);
             wire::encode_put(&mut body, &meta, &entry.payload)?;

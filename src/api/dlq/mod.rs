@@ -8,11 +8,12 @@
 //!
 //! The handle is split by job: `filter` (what an operation applies to), `browse`
 //! (listing and loading envelopes), `stats` (counters and analysis), `replay`, and
-//! `change` (import, mark, delete, purge, retention).
+//! `change` (import, mark, delete, purge, retention), `import` (batches, once each).
 
 mod browse;
 mod change;
 mod filter;
+mod import;
 mod replay;
 mod stats;
 
@@ -26,6 +27,7 @@ use crate::engine::state::{DeadInfo, Msg};
 use crate::error::Result;
 
 pub use filter::{Cursor, Filter, Page};
+pub use import::{ImportReport, ImportedEntry, Importer};
 pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
 

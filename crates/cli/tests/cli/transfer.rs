@@ -85,13 +85,25 @@ fn export_then_import_round_trips_bytes() {
 
     // From stdin into a named queue.
     let data = std::fs::read(&out).unwrap();
-    let o = run_stdin(&["import", t, "--queue", "quarantine", "--json"], &data);
+    let o = run_stdin(
+        &["import", t, "--queue", "quarantine", "--json", "--ids"],
+        &data,
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["imported"], 2);
     assert_eq!(v["entries"][0]["dlq"], "quarantine-dlq");
 
-    // A bad line imports nothing and names the line.
+    // The same again adds nothing: quarantine-dlq holds both.
+    let o = run_stdin(&["import", t, "--queue", "quarantine", "--json"], &data);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["imported"].as_u64(), v["skipped"].as_u64()),
+        (Some(0), Some(2))
+    );
+
+    // A bad line stops the import and names the line; the line before it is one the store
+    // holds already, so nothing is added.
     let bad = f.dir.path().join("bad.ndjson");
     std::fs::write(&bad, format!("{}\n{{\"payload\":\"%%%\"}}\n", lines[0])).unwrap();
     let dlq_entries = || {
