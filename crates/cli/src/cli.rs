@@ -69,7 +69,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
     /// List forwarded DLQ entries in the order they arrived, with their origin.
-    List(FleetListArgs),
+    List(Box<FleetListArgs>),
     /// Send one forwarded entry back to the queue it failed in on its device (its
     /// forwarder enqueues it there); it leaves the fleet DLQ.
     Replay(FleetReplayArgs),
@@ -153,6 +153,23 @@ pub struct Selection {
     /// Only entries whose final failure was reported by this worker.
     #[arg(long, value_name = "NAME")]
     pub worker: Option<String>,
+    /// Only entries whose payload contains this text (such as an order number).
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
+    /// Only entries whose payload (as text) or error message matches this regular
+    /// expression (Rust regex syntax, such as 'ORD-12[0-9]').
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub regex: Option<regex::Regex>,
+    /// Only entries with this attribute (repeatable: all must match).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub attrs: Vec<(String, String)>,
+    /// Only entries with this tag (repeatable: all must match).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub tags: Vec<(String, String)>,
+}
+
+fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(s).map_err(|e| e.to_string())
 }
 
 /// Entry status for --status.
@@ -176,12 +193,21 @@ impl Selection {
         f.max_attempts = self.max_attempts;
         f.worker = self.worker.clone();
         f.pending = self.status.map(|s| s == StatusArg::Pending);
+        f.payload_contains = self.grep.clone();
+        f.attributes = self.attrs.iter().cloned().collect();
+        f.tags = self.tags.iter().cloned().collect();
+        if let Some(re) = self.regex.clone() {
+            f = f.matching(move |e| {
+                re.is_match(&String::from_utf8_lossy(&e.payload))
+                    || re.is_match(&e.failure.error_message)
+            });
+        }
         f
     }
 }
 
 /// The filter arguments, for groups that need "an id, a filter or --all".
-const FILTER_ARGS: [&str; 8] = [
+const FILTER_ARGS: [&str; 12] = [
     "error_kind",
     "message",
     "since",
@@ -190,6 +216,10 @@ const FILTER_ARGS: [&str; 8] = [
     "max_attempts",
     "status",
     "worker",
+    "grep",
+    "regex",
+    "attrs",
+    "tags",
 ];
 
 #[derive(Debug, Args)]

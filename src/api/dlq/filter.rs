@@ -4,6 +4,7 @@
 //! text, tags, attributes).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +45,8 @@ use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
 /// assert_eq!(count(Filter::error_kind("Invalid").worker("w2"))?, 1);
 /// assert_eq!(count(Filter::all().attribute("region", "eu"))?, 2);
 /// assert_eq!(count(Filter::all().message_contains("in us"))?, 1);
+/// assert_eq!(count(Filter::all().payload_contains("e"))?, 2); // the two "eu" payloads
+/// assert_eq!(count(Filter::all().matching(|e| e.payload.ends_with(b"s")))?, 1);
 /// assert_eq!(count(Filter::all().tag("team", "billing").pending_only())?, 3);
 /// // Dead-lettered in the first two minutes: [since, until).
 /// assert_eq!(count(Filter::all().between(Some(t0), Some(t0 + 120_000)))?, 2);
@@ -80,7 +83,45 @@ pub struct Filter {
     pub attributes: BTreeMap<String, String>,
     /// Only pending entries (true) or only reprocessed ones (false).
     pub pending: Option<bool>,
+    /// A substring of the payload (its bytes, wherever they are in the payload).
+    #[serde(default)]
+    pub payload_contains: Option<String>,
+    /// A check of the caller's own on the whole envelope (such as a regular expression the
+    /// command-line tool compiles). Not part of the filter's serde form.
+    #[serde(skip)]
+    pub predicate: Option<EntryPredicate>,
 }
+
+/// A caller's check of an entry ([`Filter::matching`]): compared by identity (two filters
+/// are equal when they hold the same check).
+#[derive(Clone)]
+pub struct EntryPredicate(Arc<dyn Fn(&DeadLetter) -> bool + Send + Sync>);
+
+impl EntryPredicate {
+    /// Wraps a check.
+    pub fn new(check: impl Fn(&DeadLetter) -> bool + Send + Sync + 'static) -> Self {
+        EntryPredicate(Arc::new(check))
+    }
+
+    /// Runs the check.
+    pub fn check(&self, entry: &DeadLetter) -> bool {
+        (self.0)(entry)
+    }
+}
+
+impl std::fmt::Debug for EntryPredicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EntryPredicate(..)")
+    }
+}
+
+impl PartialEq for EntryPredicate {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for EntryPredicate {}
 
 impl Filter {
     /// Matches every entry.
@@ -131,9 +172,25 @@ impl Filter {
         self.pending = Some(true);
         self
     }
+    /// Also requires the payload to contain `text` (its UTF-8 bytes).
+    pub fn payload_contains(mut self, text: impl Into<String>) -> Self {
+        self.payload_contains = Some(text.into());
+        self
+    }
+    /// Also requires `check` to accept the entry: a search the filter has no field for,
+    /// such as a regular expression (the library has no regex engine; the command-line
+    /// tool and the dashboard bring one). Checked last, on the whole envelope.
+    pub fn matching(mut self, check: impl Fn(&DeadLetter) -> bool + Send + Sync + 'static) -> Self {
+        self.predicate = Some(EntryPredicate::new(check));
+        self
+    }
 
     pub(super) fn needs_envelope(&self) -> bool {
-        self.message_contains.is_some() || !self.tags.is_empty() || !self.attributes.is_empty()
+        self.message_contains.is_some()
+            || self.payload_contains.is_some()
+            || self.predicate.is_some()
+            || !self.tags.is_empty()
+            || !self.attributes.is_empty()
     }
 
     /// The checks answered by the index alone.
@@ -193,12 +250,23 @@ impl Filter {
                 return false;
             }
         }
+        if let Some(needle) = &self.payload_contains {
+            if !contains(&e.payload, needle.as_bytes()) {
+                return false;
+            }
+        }
         self.tags.iter().all(|(k, v)| e.dlq.tags.get(k) == Some(v))
             && self
                 .attributes
                 .iter()
                 .all(|(k, v)| e.metadata.attributes.get(k) == Some(v))
+            && self.predicate.as_ref().is_none_or(|p| p.check(e))
     }
+}
+
+/// True when `needle` occurs in `haystack` (an empty needle occurs everywhere).
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// A place in a DLQ's browse order (oldest first: by dead-lettering time, then id). It

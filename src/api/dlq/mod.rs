@@ -26,7 +26,7 @@ use crate::engine::record::QueueId;
 use crate::engine::state::{DeadInfo, Msg};
 use crate::error::Result;
 
-pub use filter::{Cursor, Filter, Page};
+pub use filter::{Cursor, EntryPredicate, Filter, Page};
 pub use import::{ImportReport, ImportedEntry, Importer};
 pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};

@@ -217,3 +217,42 @@ fn analyze_reports_patterns() {
     assert!(text.contains("orders-dlq: 4 entries"), "{text}");
     assert!(text.contains("InvalidPayload"));
 }
+
+#[test]
+fn search_by_payload_regex_and_attribute() {
+    let _serial = serial();
+    let f = fixture();
+    let names = |args: &[&str]| -> Vec<String> {
+        let mut full = vec!["list", f.path(), "--json"];
+        full.extend_from_slice(args);
+        let v = json(&full);
+        let mut out: Vec<String> = v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                e["metadata"]["attributes"]["orderId"]
+                    .as_str()
+                    .unwrap_or("mail")
+                    .to_string()
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    // The entry of order ORD-4, by a substring of its payload.
+    assert_eq!(names(&["--grep", "ORD-4"]), ["ORD-4"]);
+    assert_eq!(names(&["--grep", "declined"]), ["ORD-4"]);
+    // A regular expression on the payload text or the error message.
+    assert_eq!(names(&["--regex", r"ORD-[45]"]), ["ORD-4", "ORD-5"]);
+    assert_eq!(names(&["--regex", "^550 "]), ["mail"]);
+    // Attributes, with other filters.
+    assert_eq!(names(&["--attr", "orderId=ORD-2"]), ["ORD-2"]);
+    assert!(names(&["--attr", "orderId=ORD-2", "--error-kind", "Timeout"]).is_empty());
+    // A bad expression is bad usage.
+    fails(&["list", f.path(), "--regex", "("], 2, "regex");
+    // The same filters select what to delete.
+    let v = json(&["delete", f.path(), "--grep", "ORD-5", "--json"]);
+    assert_eq!(v["deleted"], 1);
+    assert!(names(&["--grep", "ORD-5"]).is_empty());
+}

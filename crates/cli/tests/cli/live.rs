@@ -10,10 +10,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
-use serde_json::Value;
 
 use crate::fixture::{dir_snapshot, fixture};
-use crate::run::{fails, json, ok, run, serial, stdout};
+use crate::run::{fails, ids_of, json, ok, run, serial, stdout};
 
 /// The owner's configuration: durable, small unpreallocated segments, the control socket.
 fn owner_config() -> Config {
@@ -129,15 +128,6 @@ impl Owner {
         assert!(self.child.wait().unwrap().success(), "the owner failed");
         line["enqueued ".len()..].parse().unwrap()
     }
-}
-
-fn ids_of(list: &Value) -> Vec<u64> {
-    list["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["id"].as_u64().unwrap())
-        .collect()
 }
 
 #[test]
