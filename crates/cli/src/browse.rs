@@ -13,15 +13,6 @@ use crate::output::{clip, hex_dump, payload_preview, print, print_json, Table};
 use crate::store_access::{self, select_dlqs};
 use crate::timefmt::{fmt_age, fmt_opt_time};
 
-/// `pending`, `reprocessed ok` or `reprocessed failed`.
-pub fn status_text(s: &EntryStatus) -> &'static str {
-    match s {
-        EntryStatus::Pending => "pending",
-        EntryStatus::Reprocessed { success: true, .. } => "reprocessed ok",
-        EntryStatus::Reprocessed { success: false, .. } => "reprocessed failed",
-    }
-}
-
 pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open_read(&args.dir)?;
     stats_on(&store, json)
@@ -154,7 +145,7 @@ pub fn render_list(entries: &[DeadLetter], next: Option<MessageId>) -> String {
             format_utc(e.dlq.dead_lettered_at_ms),
             clip(&e.failure.error_kind, 24),
             e.metadata.delivery_count.to_string(),
-            status_text(&e.status).into(),
+            api::status_name(&e.status).into(),
             clip(&e.failure.error_message, 40),
             payload_preview(&e.payload, 32),
         ]);
@@ -195,7 +186,7 @@ pub fn render_entry(e: &DeadLetter, force_hex: bool) -> String {
         "Entry {} in {} ({})\n\n",
         e.id(),
         e.dlq_name,
-        status_text(&e.status)
+        api::status_name(&e.status)
     );
     let mut fields = Table::new(&["FIELD", "VALUE"]);
     let mut add = |k: &str, v: String| fields.row(vec![k.to_string(), v]);

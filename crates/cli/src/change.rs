@@ -197,6 +197,16 @@ pub fn delete_on<S: Source>(store: &S, args: &DeleteArgs, json: bool) -> Result<
     let filter = args.sel.filter();
     let groups = selected(store, args.id, args.sel.queue.as_deref(), &filter, None)?;
     let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
+    if args.all && !args.dry_run && total > 0 {
+        let which = match &args.sel.queue {
+            Some(q) => format!("of {q}'s DLQ"),
+            None => "of every DLQ".to_string(),
+        };
+        confirm(
+            &format!("delete all {total} entries {which} for good"),
+            args.yes,
+        )?;
+    }
     let mut progress = Progress::new("deleting", total as u64, Unit::Items);
     let mut deleted: Vec<(MessageId, String)> = Vec::new();
     for (dlq, ids) in &groups {
@@ -256,6 +266,20 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     let now = store.now_ms();
     let cutoff = now.saturating_sub(args.older_than.as_millis() as u64);
     let old = Filter::all().between(None, Some(cutoff));
+    if !args.dry_run {
+        let what = if args.include_pending {
+            "every entry"
+        } else {
+            "every reprocessed entry"
+        };
+        confirm(
+            &format!(
+                "delete {what} dead-lettered before {} for good",
+                format_utc(cutoff)
+            ),
+            args.yes,
+        )?;
+    }
     let mut progress = Progress::new("purging", dlqs.len() as u64, Unit::Items);
     let mut rows = Vec::new();
     let (mut total_deleted, mut total_kept) = (0u64, 0u64);
@@ -312,6 +336,31 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     }
     text.push('\n');
     print(&text)
+}
+
+/// Asks on the terminal before a change that deletes in bulk, unless `--yes`; refuses
+/// when standard input is not a terminal and `--yes` was not given.
+fn confirm(what: &str, yes: bool) -> Result<(), CliError> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Usage(format!(
+            "this would {what}; add --yes to confirm (standard input is not a terminal, so \
+             there is no one to ask)"
+        )));
+    }
+    eprint!("This will {what}. Continue? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| CliError::io("read the answer", e))?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(CliError::Incomplete(
+            "cancelled: nothing was changed".into(),
+        )),
+    }
 }
 
 pub fn mark(args: &MarkArgs, json: bool) -> Result<(), CliError> {

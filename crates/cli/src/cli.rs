@@ -314,7 +314,7 @@ pub struct ReplayArgs {
         .args(FILTER_ARGS)
 ))]
 #[command(
-    override_usage = "deadletter delete <DIR> <ID | --all | FILTERS> [--queue Q] [--dry-run]"
+    override_usage = "deadletter delete <DIR> <ID | --all | FILTERS> [--queue Q] [--dry-run] [--yes]"
 )]
 pub struct DeleteArgs {
     /// The store directory.
@@ -330,6 +330,9 @@ pub struct DeleteArgs {
     /// Say what would be deleted, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Do not ask before deleting every entry (--all); needed when not on a terminal.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -364,6 +367,9 @@ pub struct PurgeArgs {
     /// Say what would be deleted, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Do not ask first; needed when not on a terminal.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -133,8 +133,9 @@ fn summary(e: &DeadLetter) -> Value {
     })
 }
 
-/// `pending`, `reprocessed_ok` or `reprocessed_failed`.
-pub(crate) fn status_name(s: &EntryStatus) -> &'static str {
+/// `pending`, `reprocessed_ok` or `reprocessed_failed`: the one spelling of an entry's
+/// status in every output (the API, `--json`, exports, the command's tables).
+pub fn status_name(s: &EntryStatus) -> &'static str {
     match s {
         EntryStatus::Pending => "pending",
         EntryStatus::Reprocessed { success: true, .. } => "reprocessed_ok",

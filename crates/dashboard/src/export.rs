@@ -14,7 +14,7 @@
 use std::fmt;
 
 use data_encoding::{BASE64, HEXLOWER, HEXLOWER_PERMISSIVE};
-use deadletter::DeadLetter;
+use deadletter::{DeadLetter, EntryStatus};
 use serde_json::Value;
 
 /// How payload bytes are written as a JSON string.
@@ -122,6 +122,15 @@ pub fn envelope_to_json(entry: &DeadLetter, encoding: PayloadEncoding, with_text
                 None => Value::Null,
             },
         );
+        // The status in the one spelling every output uses (the API's): `pending`,
+        // `reprocessed_ok`, `reprocessed_failed`, and when it was marked.
+        map.insert(
+            "status".into(),
+            Value::from(crate::api::status_name(&entry.status)),
+        );
+        if let EntryStatus::Reprocessed { at_ms, .. } = entry.status {
+            map.insert("reprocessed_at_ms".into(), Value::from(at_ms));
+        }
         map.insert("payload_encoding".into(), Value::from(encoding.name()));
         map.insert("payload_size".into(), Value::from(entry.payload.len()));
         if with_text {
@@ -168,6 +177,28 @@ pub fn envelope_from_json(value: &Value) -> Result<DeadLetter, ExportError> {
             Some(_) => return Err(ExportError::Shape(format!("{field} is not a string"))),
         };
         map.insert(field.into(), decoded);
+    }
+    // The status as written since 0.2 (a name, and when it was marked); 0.1 wrote the
+    // serde form, which reads as it is.
+    let at_ms = map
+        .remove("reprocessed_at_ms")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    let status = match map.get("status").and_then(Value::as_str) {
+        Some("pending") => Some(EntryStatus::Pending),
+        Some("reprocessed_ok") => Some(EntryStatus::Reprocessed {
+            success: true,
+            at_ms,
+        }),
+        Some("reprocessed_failed") => Some(EntryStatus::Reprocessed {
+            success: false,
+            at_ms,
+        }),
+        _ => None,
+    };
+    if let Some(status) = status {
+        let value = serde_json::to_value(status).map_err(|e| ExportError::Shape(e.to_string()))?;
+        map.insert("status".into(), value);
     }
     for extra in ["id", "payload_encoding", "payload_text", "payload_size"] {
         map.remove(extra);

@@ -240,6 +240,9 @@ fn search_by_payload_regex_and_attribute() {
         out.sort();
         out
     };
+    // Statuses are spelled as the dashboard's API spells them.
+    let all = json(&["list", f.path(), "--json"]);
+    assert_eq!(all["entries"][0]["status"], "pending");
     // The entry of order ORD-4, by a substring of its payload.
     assert_eq!(names(&["--grep", "ORD-4"]), ["ORD-4"]);
     assert_eq!(names(&["--grep", "declined"]), ["ORD-4"]);

@@ -120,12 +120,26 @@ fn delete_and_purge() {
     ]);
     assert_eq!(dry["deleted"], 0);
     assert_eq!(dry["kept_pending"], 2);
+    // Without a terminal to ask on, deleting everything or purging needs --yes.
+    fails(&["delete", f.path(), "--all"], 2, "--yes");
+    fails(
+        &[
+            "purge",
+            f.path(),
+            "--older-than",
+            "30d",
+            "--include-pending",
+        ],
+        2,
+        "--yes",
+    );
     let none = json(&[
         "purge",
         f.path(),
         "--older-than",
         "30d",
         "--include-pending",
+        "--yes",
         "--json",
     ]);
     assert_eq!(none["deleted"], 0, "nothing is 30 days old");
@@ -135,6 +149,7 @@ fn delete_and_purge() {
         "--older-than",
         "90m",
         "--include-pending",
+        "-y",
     ]);
     assert!(text.contains("deleted 2 entries"), "{text}");
     let store = f.open();

@@ -19,7 +19,14 @@ fn a_store_held_without_a_control_socket_is_read_but_not_changed() {
     let held_by = format!("held by process {}", std::process::id());
     for args in [
         vec!["replay", f.path(), "--all"],
-        vec!["purge", f.path(), "--older-than", "1s", "--include-pending"],
+        vec![
+            "purge",
+            f.path(),
+            "--older-than",
+            "1s",
+            "--include-pending",
+            "--yes",
+        ],
         vec!["enqueue", f.path(), "--queue", "orders", "x"],
     ] {
         let err = fails(&args, 1, &held_by);
@@ -31,7 +38,7 @@ fn a_store_held_without_a_control_socket_is_read_but_not_changed() {
         );
     }
     // With --json the error is a JSON object, with the same exit code.
-    let o = run(&["--json", "delete", f.path(), "--all"]);
+    let o = run(&["--json", "delete", f.path(), "--all", "--yes"]);
     assert_eq!(o.status.code(), Some(1));
     let err: serde_json::Value = serde_json::from_str(stderr(&o).trim()).unwrap();
     assert_eq!(err["error"]["kind"], "locked");

@@ -195,6 +195,7 @@ fn a_running_owner_serves_every_command() {
         "0s",
         "--queue",
         "orders",
+        "--yes",
     ]);
     assert_eq!(
         purged["deleted"], 2,

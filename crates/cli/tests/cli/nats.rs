@@ -117,7 +117,7 @@ fn changes_on_a_namespace() {
     assert!(back.iter().any(|m| deadletter::Delivery::id(m) == timeout));
     orders.ack_all(&back).unwrap();
 
-    let purge = ok_json(&["--json", "purge", &target, "--older-than", "0s"]);
+    let purge = ok_json(&["--json", "purge", &target, "--older-than", "0s", "--yes"]);
     assert_eq!(purge["deleted"], 0, "pending entries are kept");
     let deleted = ok_json(&["--json", "delete", &target, "--error-kind", "Invalid"]);
     assert_eq!(deleted["deleted"], 1);
