@@ -176,3 +176,27 @@ fn changes_go_through_the_owners_control_socket() {
         Err(Error::NoOwner { .. })
     ));
 }
+
+#[test]
+fn the_age_of_a_message_whose_lease_was_lost_counts_from_the_loss() {
+    let clock = ManualClock::new(T0);
+    let (dir, store) = common::temp_store(crate::helpers::config(&clock));
+    let q = store.queue("orders").unwrap();
+    q.enqueue(b"ORD-1").unwrap();
+    clock.advance(60_000);
+    let _leased = q.lease(1).unwrap();
+    drop(q);
+    // The holder dies with the lease.
+    drop(store);
+    clock.advance(3_600_000);
+    let store = Store::open(dir.path(), crate::helpers::config(&clock)).unwrap();
+    let stats = store.existing_queue("orders").unwrap().stats();
+    assert_eq!(stats.ready, 1);
+    assert_eq!(
+        stats.oldest_ready_at_ms,
+        Some(T0 + 60_000),
+        "when the lease was taken"
+    );
+    let age = store.metrics_snapshot().queues[0].oldest_message_age_ms;
+    assert_eq!(age, Some(3_600_000));
+}

@@ -58,7 +58,9 @@ pub struct QueueStats {
     pub deleted: u64,
     /// Entries in the DLQ.
     pub dlq_size: u64,
-    /// Enqueue time of the oldest waiting message.
+    /// Since when the oldest waiting message has been visible: its enqueue time (or the end
+    /// of its delay or backoff), or, for a message whose lease a restart cut, when the
+    /// lease was lost.
     pub oldest_ready_at_ms: Option<u64>,
     /// Messages refused by the queue's `max_pending` since the store opened (not kept
     /// across a reopen: a refused enqueue writes nothing).
@@ -290,7 +292,13 @@ impl Queue {
             expired: c.expired,
             deleted: c.deleted,
             dlq_size: qs.dlq_order.len() as u64,
-            oldest_ready_at_ms: st.next_visible_at(self.id).filter(|_| c.ready > 0),
+            // A message released by a restart is ready from time 0: it has waited since its
+            // lease was lost, not since 1970.
+            oldest_ready_at_ms: st
+                .next_visible_at(self.id)
+                .filter(|_| c.ready > 0)
+                .map(|t| if t == 0 { st.leases_lost_at } else { t })
+                .filter(|&t| t > 0),
             refused: self.store.refused(self.id),
         }
     }

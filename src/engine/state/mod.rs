@@ -216,6 +216,10 @@ pub struct State {
     /// Messages whose lease was cut by a restart and that have no outcome since: one of them
     /// may be what killed the process, so they are delivered one at a time.
     pub suspects: BTreeSet<MessageId>,
+    /// When the leases released at open were lost: the latest time the log recorded, when
+    /// their holder was last seen alive. Those messages are ready from time 0 (at once,
+    /// before anything else); the age of the oldest waiting message counts from this.
+    pub leases_lost_at: u64,
 }
 
 impl State {

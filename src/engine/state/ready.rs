@@ -23,6 +23,7 @@ impl State {
             .filter(|(_, m)| m.place == Place::Leased)
             .map(|(id, m)| (id, *m))
             .collect();
+        self.leases_lost_at = self.latest_time;
         for (id, m) in leased {
             self.make_ready(id, m, 0, Place::ReadyAfterLostLease);
             self.extras.entry(id).or_default().lease_cut_by_restart = true;
