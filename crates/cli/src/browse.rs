@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
 use crate::error::CliError;
-use crate::output::{clip, hex_dump, payload_preview, print, print_json, Table};
+use crate::output::{clip, hex_dump, payload_preview, print, print_json, terminal_width, Table};
 use crate::store_access::{self, select_dlqs};
 use crate::timefmt::{fmt_age, fmt_opt_time};
 
@@ -44,8 +44,39 @@ pub fn stats_on<S: Source>(store: &S, json: bool) -> Result<(), CliError> {
         ">OLDEST ENTRY",
     ]);
     let mut kinds = Table::new(&["DLQ", "ERROR KIND", ">ENTRIES"]);
+    // On a narrow terminal, the queues and their DLQs in two tables.
+    let mut queues = Table::new(&[
+        "QUEUE",
+        ">READY",
+        ">IN FLIGHT",
+        ">ENQUEUED",
+        ">ACKED",
+        ">RETRIED",
+        ">DEAD-LETTERED",
+        ">EXPIRED",
+        ">OLDEST WAITING",
+    ]);
+    let mut dlqs = Table::new(&["DLQ", "QUEUE", ">SIZE", ">PENDING", ">OLDEST ENTRY"]);
     for q in &metrics.queues {
         let d = store.dlq(&q.dlq)?.stats()?;
+        queues.row(vec![
+            q.queue.clone(),
+            q.depth.to_string(),
+            q.in_flight.to_string(),
+            q.enqueued.to_string(),
+            q.acked.to_string(),
+            q.retried.to_string(),
+            q.dead_lettered.to_string(),
+            q.expired.to_string(),
+            fmt_age(q.oldest_message_age_ms),
+        ]);
+        dlqs.row(vec![
+            q.dlq.clone(),
+            q.queue.clone(),
+            q.dlq_size.to_string(),
+            d.pending.to_string(),
+            fmt_age(q.dlq_oldest_age_ms),
+        ]);
         t.row(vec![
             q.queue.clone(),
             q.depth.to_string(),
@@ -65,7 +96,16 @@ pub fn stats_on<S: Source>(store: &S, json: bool) -> Result<(), CliError> {
             kinds.row(vec![q.dlq.clone(), kind.clone(), n.to_string()]);
         }
     }
-    let mut text = t.render();
+    let width = terminal_width();
+    let mut text = if width.is_none_or(|w| t.natural_width() <= w) {
+        t.render_width(width)
+    } else {
+        format!(
+            "{}\n{}",
+            queues.render_width(width),
+            dlqs.render_width(width)
+        )
+    };
     if !kinds.is_empty() {
         text.push('\n');
         text.push_str(&kinds.render());

@@ -17,7 +17,13 @@ use crate::timefmt;
 /// export, enqueue).
 #[derive(Debug, Parser)]
 #[command(name = "deadletter", version, propagate_version = true)]
-#[command(after_help = "Exit codes: 0 success, 1 the operation failed, 2 bad usage.")]
+#[command(after_help = "Examples:\n  deadletter stats ./data\n  \
+    deadletter list ./data --queue orders --grep ORD-123\n  \
+    deadletter replay ./data --error-kind Timeout --reset-attempts --dry-run\n  \
+    deadletter serve ./data\n\n\
+    The commands work while an application holds the store: reads on a snapshot, changes \
+    through its control socket (Config::control_socket).\n\n\
+    Exit codes: 0 success, 1 the operation failed, 2 bad usage.")]
 pub struct Cli {
     /// Print JSON for scripts instead of tables.
     #[arg(long, global = true)]
@@ -30,32 +36,71 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Counts of every queue and its DLQ.
+    #[command(after_help = "Examples:\n  deadletter stats ./data\n  \
+        deadletter stats ./data --json | jq '.queues[] | {queue, dlq_size}'")]
     Stats(StatsArgs),
     /// List DLQ entries (oldest first), with filters and paging.
+    #[command(after_help = "Examples:\n  deadletter list ./data --queue orders\n  \
+        deadletter list ./data --grep ORD-123            # the entry of order ORD-123\n  \
+        deadletter list ./data --error-kind Timeout --since 2h\n  \
+        deadletter list ./data --regex 'ORD-12[0-9]' --attr region=eu\n  \
+        deadletter list ./data --after 4711              # the next page")]
     List(ListArgs),
     /// Show one DLQ entry: its whole envelope and payload.
+    #[command(
+        after_help = "Examples:\n  deadletter show ./data 42\n  deadletter show ./data 42 --hex"
+    )]
     Show(ShowArgs),
     /// Failure patterns: distributions by error kind, worker and hour, common context.
+    #[command(after_help = "Examples:\n  deadletter analyze ./data\n  \
+        deadletter analyze ./data --queue orders --since 24h")]
     Analyze(AnalyzeArgs),
     /// Put DLQ entries back into a queue (one id, a filter, or --all).
+    #[command(after_help = "Examples:\n  deadletter replay ./data 42\n  \
+        deadletter replay ./data --error-kind Timeout --reset-attempts --dry-run\n  \
+        deadletter replay ./data --all --queue orders --limit 100\n  \
+        deadletter replay ./data --grep ORD-123 --to orders-manual --create")]
     Replay(ReplayArgs),
     /// Delete DLQ entries for good (one id, a filter, or --all).
+    #[command(after_help = "Examples:\n  deadletter delete ./data 42\n  \
+        deadletter delete ./data --error-kind Duplicate --dry-run\n  \
+        deadletter delete ./data --all --queue orders --yes")]
     Delete(DeleteArgs),
     /// Delete DLQ entries dead-lettered longer ago than a duration.
+    #[command(
+        after_help = "Examples:\n  deadletter purge ./data --older-than 30d --dry-run\n  \
+        deadletter purge ./data --older-than 7d --include-pending --yes"
+    )]
     Purge(PurgeArgs),
     /// Record that DLQ entries were reprocessed outside the queue (--ok or --failed); they
     /// stay in the DLQ, no longer pending, until deleted or purged.
+    #[command(
+        after_help = "Examples:\n  deadletter mark-reprocessed ./data 42 43 --ok\n  \
+        deadletter mark-reprocessed ./data 44 --failed"
+    )]
     MarkReprocessed(MarkArgs),
     /// Write DLQ entries as newline-delimited JSON (payloads in base64).
+    #[command(
+        after_help = "Examples:\n  deadletter export ./data --queue orders --out orders.ndjson\n  \
+        deadletter export ./data --error-kind Timeout | gzip > timeouts.ndjson.gz"
+    )]
     Export(ExportArgs),
-    /// Read entries written by `export` into a DLQ.
+    /// Read entries written by `export` into a DLQ (each entry once).
+    #[command(after_help = "Examples:\n  deadletter import ./data orders.ndjson\n  \
+        gunzip -c timeouts.ndjson.gz | deadletter import ./data --queue archive --ids")]
     Import(ImportArgs),
     /// Enqueue one message (the payload argument, or stdin).
+    #[command(
+        after_help = "Examples:\n  deadletter enqueue ./data --queue orders '{\"orderId\":\"ORD-1\"}'\n  \
+        cat order.json | deadletter enqueue ./data --queue orders --attr source=cli"
+    )]
     Enqueue(EnqueueArgs),
     /// Check every record's checksum and report what recovery would find; changes nothing
     /// and takes no lock.
     Verify(VerifyArgs),
     /// Serve the web dashboard and /metrics.
+    #[command(after_help = "Examples:\n  deadletter serve ./data\n  \
+        deadletter serve ./data --read-only --bind 127.0.0.1:9090   # beside a running app")]
     Serve(ServeArgs),
     /// Forward queues and DLQs to a NATS JetStream server while the link is up, until
     /// stopped (or drained, with --until-drained). Safe to kill at any moment.
@@ -64,6 +109,12 @@ pub enum Command {
     /// listed by origin, and replayed back to their device.
     #[command(subcommand)]
     Fleet(FleetCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Examples:\n  \
+        deadletter completions bash > /etc/bash_completion.d/deadletter\n  \
+        deadletter completions zsh > \"${fpath[1]}/_deadletter\"\n  \
+        deadletter completions fish > ~/.config/fish/completions/deadletter.fish")]
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -97,6 +148,12 @@ pub struct FleetReplayArgs {
     pub sequence: u64,
 }
 
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
+}
+
 impl Command {
     /// The store directory the command works on, or a `nats://host:port/namespace` URL
     /// given in its place.
@@ -118,6 +175,7 @@ impl Command {
             Command::Forward(a) => &a.dir,
             Command::Fleet(FleetCommand::List(a)) => &a.target,
             Command::Fleet(FleetCommand::Replay(a)) => &a.target,
+            Command::Completions(_) => std::path::Path::new(""),
         }
     }
 }

@@ -74,6 +74,11 @@ fn wants_json() -> bool {
 
 fn run(cli: Cli) -> Result<(), CliError> {
     let json = cli.json;
+    if let Command::Completions(a) = &cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(a.shell, &mut command, "deadletter", &mut std::io::stdout());
+        return Ok(());
+    }
     if let Some((url, namespace)) = remote::parse_target(cli.command.target()) {
         return remote::run(&url, &namespace, &cli.command, json);
     }
@@ -96,5 +101,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             "fleet works on a JetStream namespace (nats://HOST:PORT/NAMESPACE), not on {}",
             cli.command.target().display()
         ))),
+        Command::Completions(_) => Ok(()),
     }
 }

@@ -37,8 +37,20 @@ impl Table {
         self.rows.is_empty()
     }
 
-    /// The table as text, one line per row, with a trailing newline.
+    /// The table as text, one line per row, with a trailing newline, fitted to the
+    /// terminal's width (see [`terminal_width`]).
     pub fn render(&self) -> String {
+        self.render_width(terminal_width())
+    }
+
+    /// The width of the table's widest line, uncut.
+    pub fn natural_width(&self) -> usize {
+        let widths = self.widths();
+        widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)
+    }
+
+    /// Each column's width: its widest cell or header.
+    fn widths(&self) -> Vec<usize> {
         let cols = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
@@ -46,12 +58,30 @@ impl Table {
                 widths[i] = widths[i].max(cell.chars().count());
             }
         }
+        widths
+    }
+
+    /// The table as text, at most `max` characters wide when given: the widest text
+    /// (left-aligned) columns are narrowed, their cells cut with `…`; numbers are never cut.
+    pub fn render_width(&self, max: Option<usize>) -> String {
+        let cols = self.headers.len();
+        let mut widths = self.widths();
+        if let Some(max) = max {
+            self.fit(&mut widths, max);
+        }
         let mut out = String::new();
         let headers: Vec<String> = self.headers.iter().map(|h| h.to_string()).collect();
         for row in std::iter::once(&headers).chain(self.rows.iter()) {
             let mut line = String::new();
             for (i, width) in widths.iter().enumerate() {
-                let cell = row.get(i).map(String::as_str).unwrap_or("");
+                let full = row.get(i).map(String::as_str).unwrap_or("");
+                let clipped;
+                let cell = if full.chars().count() > *width {
+                    clipped = clip(full, *width);
+                    clipped.as_str()
+                } else {
+                    full
+                };
                 let pad = width.saturating_sub(cell.chars().count());
                 if i > 0 {
                     line.push_str("  ");
@@ -71,6 +101,58 @@ impl Table {
         }
         out
     }
+}
+
+impl Table {
+    /// Narrows columns, one character at a time, until the table fits in `max` or none
+    /// can be narrowed further: the widest text (left-aligned) column first, down to
+    /// [`MIN_COLUMN`] characters; then the headers of number columns, down to their widest
+    /// number (numbers are never cut; a header is cut like a cell).
+    fn fit(&self, widths: &mut [usize], max: usize) {
+        let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+        let data_width = |i: usize| {
+            self.rows
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(MIN_NUMBER)
+        };
+        while total(widths) > max {
+            let text = (0..widths.len())
+                .filter(|&i| !self.right[i] && widths[i] > MIN_COLUMN)
+                .max_by_key(|&i| widths[i]);
+            let number = || {
+                (0..widths.len())
+                    .filter(|&i| self.right[i] && widths[i] > data_width(i))
+                    .max_by_key(|&i| widths[i] - data_width(i))
+            };
+            match text.or_else(number) {
+                Some(i) => widths[i] -= 1,
+                None => return,
+            }
+        }
+    }
+}
+
+/// The narrowest a text column is cut to.
+const MIN_COLUMN: usize = 6;
+
+/// The narrowest a number column's header is cut to.
+const MIN_NUMBER: usize = 4;
+
+/// The width tables are fitted to: `COLUMNS` when set, else the terminal's width when
+/// standard output is a terminal; none (full width) in a pipe.
+pub fn terminal_width() -> Option<usize> {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return Some(n);
+    }
+    terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0 as usize)
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error worth a message.
@@ -144,7 +226,27 @@ mod tests {
         let mut t = Table::new(&["NAME", ">COUNT"]);
         t.row(vec!["orders".into(), "3".into()]);
         t.row(vec!["x".into(), "1200".into()]);
-        assert_eq!(t.render(), "NAME    COUNT\norders      3\nx        1200\n");
+        assert_eq!(
+            t.render_width(None),
+            "NAME    COUNT\norders      3\nx        1200\n"
+        );
+    }
+
+    #[test]
+    fn tables_fit_a_width() {
+        let mut t = Table::new(&["NAME", ">COUNT", "MESSAGE"]);
+        t.row(vec![
+            "orders".into(),
+            "3".into(),
+            "a long message that goes on".into(),
+        ]);
+        let text = t.render_width(Some(30));
+        assert!(text.lines().all(|l| l.chars().count() <= 30), "{text}");
+        assert!(text.contains("a long me"), "{text}");
+        assert!(text.contains('…'), "{text}");
+        assert!(text.contains("orders") && text.contains(" 3 "), "{text}");
+        // Unlimited: as wide as it needs.
+        assert!(t.render_width(None).contains("goes on"));
     }
 
     #[test]

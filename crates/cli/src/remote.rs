@@ -96,6 +96,7 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              JetStream namespace",
             ns.describe()
         ))),
+        Command::Completions(_) => Ok(()),
         Command::Verify(_) => Err(CliError::Usage(format!(
             "verify checks a store directory's files; {} is a JetStream namespace, whose \
              files are the server's",

@@ -259,3 +259,40 @@ fn search_by_payload_regex_and_attribute() {
     assert_eq!(v["deleted"], 1);
     assert!(names(&["--grep", "ORD-5"]).is_empty());
 }
+
+#[test]
+fn tables_fit_the_terminal_width() {
+    let _serial = serial();
+    let f = fixture();
+    for args in [vec!["list", f.path()], vec!["stats", f.path()]] {
+        let o = std::process::Command::new(crate::run::BIN)
+            .args(&args)
+            .env("COLUMNS", "72")
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let text = String::from_utf8(o.stdout).unwrap();
+        for line in text.lines() {
+            assert!(line.chars().count() <= 72, "{args:?}: {line:?}");
+        }
+        assert!(text.contains('…'), "{args:?} cut something: {text}");
+    }
+}
+
+#[test]
+fn shell_completions() {
+    let _serial = serial();
+    for (shell, needle) in [
+        ("bash", "_deadletter()"),
+        ("zsh", "#compdef deadletter"),
+        ("fish", "complete -c deadletter"),
+    ] {
+        let text = ok(&["completions", shell]);
+        assert!(
+            text.contains(needle),
+            "{shell}: {}",
+            &text[..200.min(text.len())]
+        );
+        assert!(text.contains("mark-reprocessed"), "{shell}");
+    }
+}

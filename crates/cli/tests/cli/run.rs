@@ -22,6 +22,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 pub fn run(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
+        .env_remove("COLUMNS")
         .stdin(Stdio::null())
         .output()
         .expect("run deadletter")
@@ -31,6 +32,7 @@ pub fn run(args: &[&str]) -> Output {
 pub fn run_stdin(args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(BIN)
         .args(args)
+        .env_remove("COLUMNS")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
