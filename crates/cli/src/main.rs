@@ -3,13 +3,17 @@
 //!
 //! Every command takes the store directory as its first argument (or, in its place,
 //! `nats://host:port/namespace`: see [`remote`]), prints aligned tables for
-//! people and, with `--json`, stable JSON for scripts. Exit codes: 0 success, 1 the operation
-//! failed (including a store locked by another process, which is left untouched), 2 bad
-//! usage. Errors go to stderr as one line. Long operations draw a progress bar on stderr
-//! when it is a terminal, never in a pipe.
+//! people (fitted to the terminal) and, with `--json`, stable JSON for scripts. Reads work
+//! on a snapshot whoever holds the store; changes to a store another process holds go
+//! through its control socket ([`live`], [`store_access`]). Exit codes: 0 success, 1 the
+//! operation failed (including a change to a store held by a process that serves no
+//! control socket, which is left untouched), 2 bad usage. Errors go to stderr as one line,
+//! a JSON object with `--json`. Long operations draw a progress bar on stderr when it is a
+//! terminal, never in a pipe.
 //!
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
-//! [`change`] (replay, delete, purge, enqueue), [`transfer`] (export, import),
+//! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transfer`] (export,
+//! import),
 //! [`check`] (verify), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
 //! [`forward`] (the forwarder to JetStream), [`fleet`] (the fleet DLQ on JetStream),
 //! [`live`] (a store another process holds),
