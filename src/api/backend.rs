@@ -195,6 +195,14 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
         let more = if max > 0 { self.lease(1)? } else { Vec::new() };
         Ok((more, lost))
     }
+    /// True when the pool must call [`MessageQueue::start`] before each handler; when
+    /// false, it does not, and `done` waits for the next
+    /// [`MessageQueue::ack_and_reserve`]. The embedded store wants starts under
+    /// `Durability::Always` only: under the other settings a start would stay in the
+    /// process's buffer and die with it. The default: false.
+    fn wants_starts(&self) -> bool {
+        false
+    }
     /// Starts the handler of the reserved message `next` and acknowledges `done`, in one
     /// step where the backend can. Returns the acks refused because their lease was lost,
     /// and whether `next` may run (false: its reservation ended meanwhile). The default
@@ -385,6 +393,10 @@ impl MessageQueue for Queue {
     #[inline]
     fn ack_and_reserve(&self, done: &[Message], max: usize) -> Result<(Vec<Message>, u64)> {
         Queue::ack_and_reserve(self, done, max)
+    }
+    #[inline]
+    fn wants_starts(&self) -> bool {
+        self.store().engine().waits_for_sync()
     }
     #[inline]
     fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {

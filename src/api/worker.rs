@@ -21,7 +21,10 @@
 //! fsync. The acks left at the end of a batch go with the next reservation, in one write
 //! and one fsync (group commit). If the process dies, the reopen takes back every
 //! reserved message without a start record: only a message whose handler ran can be what
-//! killed the process, so only those are counted and become suspects.
+//! killed the process, so only those are counted and become suspects. Under
+//! `Durability::Interval` and `Never` a start would stay in the process's buffer and die
+//! with it, so the pool writes none ([`MessageQueue::wants_starts`]) and acks whole
+//! batches: a crash there takes back every reservation of the batches in progress.
 //!
 //! Batches grow while handlers are quick (doubling up to [`MAX_BATCH`] while a batch is
 //! handled in under [`QUICK_BATCH`]) and shrink when they are slow, so that slow handlers
@@ -538,6 +541,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             deadline: Instant::now() + shared.lease,
         };
         let mut all_ok = true;
+        let starts = shared.queue.wants_starts();
         for (i, msg) in batch.iter().enumerate() {
             // The first message always runs: a stop between the reservation and here must
             // not turn a one-message batch into a release.
@@ -547,10 +551,15 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 break;
             }
             shared.held[self.index].lock().from = i;
-            let (lost, runs) = shared.queue.start(msg, &self.done)?;
-            if !self.done.is_empty() {
-                self.acked(lost);
-            }
+            let runs = if starts {
+                let (lost, runs) = shared.queue.start(msg, &self.done)?;
+                if !self.done.is_empty() {
+                    self.acked(lost);
+                }
+                runs
+            } else {
+                true
+            };
             if !runs {
                 // Its reservation ended meanwhile (the lease ran out): another delivery
                 // decides.
