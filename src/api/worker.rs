@@ -26,8 +26,9 @@
 //! with it, so the pool writes none ([`MessageQueue::wants_starts`]) and acks whole
 //! batches: a crash there takes back every reservation of the batches in progress.
 //!
-//! Batches grow while handlers are quick (doubling up to [`MAX_BATCH`] while a batch is
-//! handled in under [`QUICK_BATCH`]) and shrink when they are slow, so that slow handlers
+//! Batches grow while handlers are quick (doubling up to [`MAX_BATCH`] while a batch's
+//! handlers took under [`QUICK_BATCH`] together, none failing) and shrink otherwise, so
+//! that slow handlers
 //! are spread over the workers one message at a time.
 //!
 //! A heartbeat thread extends the leases of a worker's batch when half of its lease has
@@ -143,8 +144,29 @@ pub struct WorkerPool<Q: MessageQueue = Queue> {
 
 /// The largest batch a worker reserves.
 pub const MAX_BATCH: usize = 256;
-/// A batch handled faster than this lets the next one double.
+/// A batch whose handlers took less than this together lets the next one double. Handler
+/// time, not the batch's wall time: a worker preempted on a busy machine still grows.
 pub const QUICK_BATCH: Duration = Duration::from_millis(2);
+
+/// One worker's part of the shared state, on cache lines of its own: the worker writes
+/// it for every message, and a line shared with another worker's would bounce between
+/// their cores.
+#[repr(align(128))]
+struct Slot<M> {
+    /// The batch it holds.
+    held: Mutex<Held<M>>,
+    /// True while its handler runs.
+    running: AtomicBool,
+}
+
+impl<M> Default for Slot<M> {
+    fn default() -> Self {
+        Slot {
+            held: Mutex::new(Held::default()),
+            running: AtomicBool::new(false),
+        }
+    }
+}
 
 /// The batch a worker holds, as the heartbeat sees it.
 struct Held<M> {
@@ -171,7 +193,6 @@ struct Counters {
     processed: AtomicU64,
     retried: AtomicU64,
     dead_lettered: AtomicU64,
-    in_flight: AtomicU64,
     panics: AtomicU64,
     lost_leases: AtomicU64,
     /// Messages held by workers: reserved, running, or handled with the ack not written.
@@ -185,8 +206,8 @@ struct Shared<Q: MessageQueue> {
     classifier: Classifier,
     stop: AtomicBool,
     counters: Counters,
-    /// Per worker, the batch it holds (for the heartbeat).
-    held: Vec<Mutex<Held<Q::Message>>>,
+    /// Per worker, the batch it holds (for the heartbeat) and whether a handler runs.
+    slots: Vec<Slot<Q::Message>>,
     /// Signalled when a handler finishes (for shutdown and `run_until_idle`).
     done: Condvar,
     done_lock: Mutex<()>,
@@ -303,9 +324,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
             classifier: self.classifier,
             stop: AtomicBool::new(false),
             counters: Counters::default(),
-            held: (0..self.workers)
-                .map(|_| Mutex::new(Held::default()))
-                .collect(),
+            slots: (0..self.workers).map(|_| Slot::default()).collect(),
             done: Condvar::new(),
             done_lock: Mutex::new(()),
             fatal: Mutex::new(None),
@@ -368,7 +387,7 @@ impl<Q: MessageQueue> RunningPool<Q> {
             processed: c.processed.load(Ordering::Relaxed),
             retried: c.retried.load(Ordering::Relaxed),
             dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
-            in_flight: c.in_flight.load(Ordering::Relaxed),
+            in_flight: self.shared.in_flight(),
             panics: c.panics.load(Ordering::Relaxed),
             lost_leases: c.lost_leases.load(Ordering::Relaxed),
         }
@@ -413,7 +432,7 @@ impl<Q: MessageQueue> RunningPool<Q> {
         self.shared.signal_stop();
         let give_up = Instant::now() + deadline;
         let mut drained = true;
-        while self.shared.counters.in_flight.load(Ordering::Acquire) > 0 {
+        while self.shared.in_flight() > 0 {
             if Instant::now() >= give_up {
                 drained = false;
                 break;
@@ -452,6 +471,15 @@ fn stop_with<Q: MessageQueue>(shared: &Shared<Q>, e: Error) {
 }
 
 impl<Q: MessageQueue> Shared<Q> {
+    /// Handlers running now.
+    fn in_flight(&self) -> u64 {
+        let running = self
+            .slots
+            .iter()
+            .filter(|s| s.running.load(Ordering::Acquire));
+        running.count() as u64
+    }
+
     /// Wakes `run_until_idle`, `shutdown` and the heartbeat after a change of counters.
     fn notify_done(&self) {
         self.done.notify_all();
@@ -494,9 +522,8 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             if batch.is_empty() {
                 continue;
             }
-            let started = Instant::now();
             let quick = self.handle_batch(batch)?;
-            size = if quick && started.elapsed() < QUICK_BATCH {
+            size = if quick {
                 (size * 2).min(MAX_BATCH)
             } else {
                 (size / 2).max(1)
@@ -528,19 +555,22 @@ impl<Q: MessageQueue> Worker<'_, Q> {
     }
 
     /// Handles a reserved batch in order; when the pool stops, gives back what has not
-    /// started. Returns true when the whole batch was handled without a failure.
+    /// started. Returns true when every handler succeeded and they took less than
+    /// [`QUICK_BATCH`] together.
     fn handle_batch(&mut self, batch: Vec<Q::Message>) -> Result<bool> {
         let shared = self.shared;
         let c = &shared.counters;
         let total = batch.len() as u64;
         c.held.fetch_add(total, Ordering::AcqRel);
         let batch = Arc::new(batch);
-        *shared.held[self.index].lock() = Held {
+        let slot = &shared.slots[self.index];
+        *slot.held.lock() = Held {
             msgs: Arc::clone(&batch),
             from: 0,
             deadline: Instant::now() + shared.lease,
         };
         let mut all_ok = true;
+        let mut handling = Duration::ZERO;
         let starts = shared.queue.wants_starts();
         for (i, msg) in batch.iter().enumerate() {
             // The first message always runs: a stop between the reservation and here must
@@ -550,7 +580,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 self.release_held((batch.len() - i) as u64);
                 break;
             }
-            shared.held[self.index].lock().from = i;
+            slot.held.lock().from = i;
             let runs = if starts {
                 let (lost, runs) = shared.queue.start(msg, &self.done)?;
                 if !self.done.is_empty() {
@@ -567,26 +597,29 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 self.release_held(1);
                 continue;
             }
-            all_ok &= self.handle_one(msg)?;
+            let (ok, took) = self.handle_one(msg)?;
+            all_ok &= ok;
+            handling += took;
         }
-        shared.held[self.index].lock().from = batch.len();
-        Ok(all_ok)
+        slot.held.lock().from = batch.len();
+        Ok(all_ok && handling < QUICK_BATCH)
     }
 
     /// Runs the handler on a started message and reports its outcome (an ack waits in
-    /// `done`). Returns true on success.
-    fn handle_one(&mut self, msg: &Q::Message) -> Result<bool> {
+    /// `done`). Returns true on success, and the handler's time.
+    fn handle_one(&mut self, msg: &Q::Message) -> Result<(bool, Duration)> {
         let shared = self.shared;
         let c = &shared.counters;
-        c.in_flight.fetch_add(1, Ordering::AcqRel);
+        let running = &shared.slots[self.index].running;
+        running.store(true, Ordering::Release);
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| self.handler.handle(msg)));
         let duration = started.elapsed();
         let outcome = match result {
             Ok(Ok(())) => {
                 self.done.push(msg.clone());
-                c.in_flight.fetch_sub(1, Ordering::AcqRel);
-                return Ok(true);
+                running.store(false, Ordering::Release);
+                return Ok((true, duration));
             }
             Ok(Err(failure)) => {
                 let failure = shared.classifier.apply(failure);
@@ -598,16 +631,16 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 report_failure(shared, msg, &failure, duration, self.name, &mut self.rng)
             }
         };
-        c.in_flight.fetch_sub(1, Ordering::AcqRel);
+        running.store(false, Ordering::Release);
         self.release_held(1);
         shared.notify_done();
         match outcome {
-            Ok(_) => Ok(false),
+            Ok(_) => Ok((false, duration)),
             // The lease was lost meanwhile (expired and redelivered): the other delivery
             // decides.
             Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
                 c.lost_leases.fetch_add(1, Ordering::Relaxed);
-                Ok(false)
+                Ok((false, duration))
             }
             Err(e) => Err(e),
         }
@@ -651,22 +684,18 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// Extends the leases of handlers that have used half of theirs.
 fn heartbeat_loop<Q: MessageQueue>(shared: &Shared<Q>) {
     let tick = (shared.lease / 4).max(Duration::from_millis(5));
-    while !shared.stop.load(Ordering::Acquire)
-        || shared.counters.in_flight.load(Ordering::Acquire) > 0
-    {
+    while !shared.stop.load(Ordering::Acquire) || shared.in_flight() > 0 {
         {
             let mut g = shared.done_lock.lock();
-            if shared.stop.load(Ordering::Acquire)
-                && shared.counters.in_flight.load(Ordering::Acquire) == 0
-            {
+            if shared.stop.load(Ordering::Acquire) && shared.in_flight() == 0 {
                 return;
             }
             shared.done.wait_for(&mut g, tick);
         }
         let now = Instant::now();
-        for slot in &shared.held {
+        for slot in &shared.slots {
             let (msgs, from) = {
-                let held = slot.lock();
+                let held = slot.held.lock();
                 if held.from >= held.msgs.len()
                     || held.deadline.saturating_duration_since(now) >= shared.lease / 2
                 {
@@ -678,7 +707,7 @@ fn heartbeat_loop<Q: MessageQueue>(shared: &Shared<Q>) {
                 // A message finished meanwhile is refused: nothing to extend.
                 let _ = shared.queue.extend(msg, shared.lease);
             }
-            slot.lock().deadline = Instant::now() + shared.lease;
+            slot.held.lock().deadline = Instant::now() + shared.lease;
         }
     }
 }
