@@ -173,6 +173,50 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
         self.ack(done)?;
         self.lease(max)
     }
+    /// Reserves up to `max` messages for a consumer that handles them one after the other,
+    /// waiting up to `timeout` for the first (the worker pool's batches). Each is a
+    /// delivery counted before this returns; one whose handler has not started
+    /// ([`MessageQueue::start`]) when the consumer dies is given back uncounted where the
+    /// backend can tell (the embedded store: see [`Queue::reserve_wait`]). The default
+    /// leases one message, so a backend without reservations delivers one at a time.
+    fn reserve_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Self::Message>> {
+        let _ = max;
+        self.lease_wait(1, timeout)
+    }
+    /// Acknowledges `done` and reserves up to `max` more, in one step where the backend
+    /// can. Acks refused because their lease was lost are skipped and counted (the second
+    /// value). The default acks one by one and leases one message.
+    fn ack_and_reserve(
+        &self,
+        done: &[Self::Message],
+        max: usize,
+    ) -> Result<(Vec<Self::Message>, u64)> {
+        let lost = ack_each(self, done)?;
+        let more = if max > 0 { self.lease(1)? } else { Vec::new() };
+        Ok((more, lost))
+    }
+    /// True when the pool must call [`MessageQueue::start`] before each handler; when
+    /// false, it does not, and `done` waits for the next
+    /// [`MessageQueue::ack_and_reserve`]. The embedded store wants starts under
+    /// `Durability::Always` only: under the other settings a start would stay in the
+    /// process's buffer and die with it. The default: false.
+    fn wants_starts(&self) -> bool {
+        false
+    }
+    /// Starts the handler of the reserved message `next` and acknowledges `done`, in one
+    /// step where the backend can. Returns the acks refused because their lease was lost,
+    /// and whether `next` may run (false: its reservation ended meanwhile). The default
+    /// acks one by one; a lease needs no start.
+    fn start(&self, next: &Self::Message, done: &[Self::Message]) -> Result<(u64, bool)> {
+        let _ = next;
+        Ok((ack_each(self, done)?, true))
+    }
+    /// Gives reserved messages whose handler has not started back, uncounted. The
+    /// default does nothing: its reservations are single leases, always started.
+    fn release_unstarted(&self, msgs: &[Self::Message]) -> Result<()> {
+        let _ = msgs;
+        Ok(())
+    }
     /// Extends a lease (heartbeat) to `visibility` from now, where the backend allows
     /// the length to be chosen, or by its configured lease length otherwise.
     fn extend(&self, msg: &Self::Message, visibility: Duration) -> Result<()>;
@@ -192,6 +236,19 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
     /// stopping pool does not wait out their timeout. A backend whose waits cannot be
     /// interrupted leaves them to end at their timeout, which is what this default does.
     fn wake_consumers(&self) {}
+}
+
+/// Acks `done` one by one; returns how many were refused because their lease was lost.
+fn ack_each<Q: MessageQueue>(queue: &Q, done: &[Q::Message]) -> Result<u64> {
+    let mut lost = 0;
+    for m in done {
+        match queue.ack(m) {
+            Ok(()) => {}
+            Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => lost += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(lost)
 }
 
 /// A DLQ on some backend: browse, count, analyse, replay, delete, purge, alert.
@@ -328,6 +385,26 @@ impl MessageQueue for Queue {
     #[inline]
     fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
         Queue::ack_and_lease(self, done, max)
+    }
+    #[inline]
+    fn reserve_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
+        Queue::reserve_wait(self, max, timeout)
+    }
+    #[inline]
+    fn ack_and_reserve(&self, done: &[Message], max: usize) -> Result<(Vec<Message>, u64)> {
+        Queue::ack_and_reserve(self, done, max)
+    }
+    #[inline]
+    fn wants_starts(&self) -> bool {
+        self.store().engine().waits_for_sync()
+    }
+    #[inline]
+    fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {
+        Queue::start(self, next, done)
+    }
+    #[inline]
+    fn release_unstarted(&self, msgs: &[Message]) -> Result<()> {
+        Queue::release_unstarted(self, msgs)
     }
     #[inline]
     fn extend(&self, msg: &Message, visibility: Duration) -> Result<()> {

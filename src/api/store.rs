@@ -529,6 +529,12 @@ impl Store {
         self.inner.engine.settle(effects, |e| self.react(e))
     }
 
+    /// Like [`Store::finish`], but a durable store only hands the write to the operating
+    /// system (no fsync): for a worker pool's start records.
+    pub(crate) fn finish_written(&self, effects: Effects) -> Result<()> {
+        self.inner.engine.settle_written(effects, |e| self.react(e))
+    }
+
     fn react(&self, effects: Effects) {
         if effects.dlq_changed {
             self.check_alerts();

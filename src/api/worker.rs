@@ -4,8 +4,8 @@
 //! over the backend, so each call into the queue is statically dispatched, and the handler
 //! sees the backend's own message type.
 //!
-//! Each worker leases one message at a time (so a graceful shutdown leaves nothing leased and
-//! unstarted), runs the handler under `catch_unwind`, and reports the outcome:
+//! Each worker takes a batch of messages at a time and handles them one after the other,
+//! under `catch_unwind`, reporting each outcome:
 //! - `Ok(())` acks;
 //! - a permanent [`Failure`] dead-letters at once, spending no retries (the pool's
 //!   [`Classifier`] decides the class of failures converted from errors with `?`);
@@ -13,12 +13,31 @@
 //!   policy is written to the log as the message's visible-at, so no thread sleeps out a
 //!   backoff and the queue keeps flowing; on the last attempt it is dead-lettered.
 //!
-//! A heartbeat thread extends the lease of any handler still running when half of its lease
-//! has passed, so a slow success is not redelivered. Invariants:
-//! - a delivery is counted in the log before the handler runs (the store's lease does it);
-//! - `in_flight` counts handlers running; shutdown waits for it to reach zero (or a deadline).
+//! The batch is a reservation ([`MessageQueue::reserve_wait`]): every delivery in it is
+//! counted in the log (durably, under `Durability::Always`) before any of its handlers
+//! runs. Before each handler the worker writes a start record
+//! ([`MessageQueue::start`]), which carries the acks of the messages handled since the
+//! last one; it reaches the operating system, not the disk, so it costs a write and no
+//! fsync. The acks left at the end of a batch go with the next reservation, in one write
+//! and one fsync (group commit). If the process dies, the reopen takes back every
+//! reserved message without a start record: only a message whose handler ran can be what
+//! killed the process, so only those are counted and become suspects. Under
+//! `Durability::Interval` and `Never` a start would stay in the process's buffer and die
+//! with it, so the pool writes none ([`MessageQueue::wants_starts`]) and acks whole
+//! batches: a crash there takes back every reservation of the batches in progress.
+//!
+//! Batches grow while handlers are quick (doubling up to [`MAX_BATCH`] while a batch's
+//! handlers took under [`QUICK_BATCH`] together, none failing) and shrink otherwise, so
+//! that slow handlers
+//! are spread over the workers one message at a time.
+//!
+//! A heartbeat thread extends the leases of a worker's batch when half of its lease has
+//! passed, so a slow success is not redelivered. Invariants:
+//! - a delivery is counted in the log before the handler runs;
+//! - `in_flight` counts handlers running; `held` the messages workers hold (reserved,
+//!   running, or handled with their ack not written yet); shutdown waits for `in_flight`,
+//!   then each worker gives back what it has not started and writes its acks.
 
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,7 +52,7 @@ use crate::api::backend::{DeadLetterQueue, Delivery, MessageQueue};
 use crate::api::classify::Classifier;
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
-use crate::api::types::{Failure, MessageId, DECODE_ERROR_KIND};
+use crate::api::types::{Failure, DECODE_ERROR_KIND};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
@@ -123,9 +142,50 @@ pub struct WorkerPool<Q: MessageQueue = Queue> {
     classifier: Classifier,
 }
 
-struct InFlight<M> {
-    msg: M,
+/// The largest batch a worker reserves.
+pub const MAX_BATCH: usize = 256;
+/// A batch whose handlers took less than this together lets the next one double. Handler
+/// time, not the batch's wall time: a worker preempted on a busy machine still grows.
+pub const QUICK_BATCH: Duration = Duration::from_millis(2);
+
+/// One worker's part of the shared state, on cache lines of its own: the worker writes
+/// it for every message, and a line shared with another worker's would bounce between
+/// their cores.
+#[repr(align(128))]
+struct Slot<M> {
+    /// The batch it holds.
+    held: Mutex<Held<M>>,
+    /// True while its handler runs.
+    running: AtomicBool,
+}
+
+impl<M> Default for Slot<M> {
+    fn default() -> Self {
+        Slot {
+            held: Mutex::new(Held::default()),
+            running: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The batch a worker holds, as the heartbeat sees it.
+struct Held<M> {
+    /// The batch.
+    msgs: Arc<Vec<M>>,
+    /// Messages before this index are finished.
+    from: usize,
+    /// When the batch's leases end.
     deadline: Instant,
+}
+
+impl<M> Default for Held<M> {
+    fn default() -> Self {
+        Held {
+            msgs: Arc::new(Vec::new()),
+            from: 0,
+            deadline: Instant::now(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -133,9 +193,10 @@ struct Counters {
     processed: AtomicU64,
     retried: AtomicU64,
     dead_lettered: AtomicU64,
-    in_flight: AtomicU64,
     panics: AtomicU64,
     lost_leases: AtomicU64,
+    /// Messages held by workers: reserved, running, or handled with the ack not written.
+    held: AtomicU64,
 }
 
 struct Shared<Q: MessageQueue> {
@@ -145,7 +206,8 @@ struct Shared<Q: MessageQueue> {
     classifier: Classifier,
     stop: AtomicBool,
     counters: Counters,
-    running: Mutex<HashMap<MessageId, InFlight<Q::Message>>>,
+    /// Per worker, the batch it holds (for the heartbeat) and whether a handler runs.
+    slots: Vec<Slot<Q::Message>>,
     /// Signalled when a handler finishes (for shutdown and `run_until_idle`).
     done: Condvar,
     done_lock: Mutex<()>,
@@ -262,7 +324,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
             classifier: self.classifier,
             stop: AtomicBool::new(false),
             counters: Counters::default(),
-            running: Mutex::new(HashMap::new()),
+            slots: (0..self.workers).map(|_| Slot::default()).collect(),
             done: Condvar::new(),
             done_lock: Mutex::new(()),
             fatal: Mutex::new(None),
@@ -277,7 +339,19 @@ impl<Q: MessageQueue> WorkerPool<Q> {
             let rng = self.retry.worker_rng(i);
             let t = std::thread::Builder::new()
                 .name(name.clone())
-                .spawn(move || worker_loop(&shared, handler.as_ref(), &name, poll, rng))
+                .spawn(move || {
+                    let mut worker = Worker {
+                        shared: &shared,
+                        handler: handler.as_ref(),
+                        index: i,
+                        name: &name,
+                        rng,
+                        done: Vec::new(),
+                    };
+                    if let Err(e) = worker.run(poll) {
+                        stop_with(&shared, e);
+                    }
+                })
                 .map_err(|e| Error::io("spawn worker", "", e))?;
             threads.push(t);
         }
@@ -313,7 +387,7 @@ impl<Q: MessageQueue> RunningPool<Q> {
             processed: c.processed.load(Ordering::Relaxed),
             retried: c.retried.load(Ordering::Relaxed),
             dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
-            in_flight: c.in_flight.load(Ordering::Relaxed),
+            in_flight: self.shared.in_flight(),
             panics: c.panics.load(Ordering::Relaxed),
             lost_leases: c.lost_leases.load(Ordering::Relaxed),
         }
@@ -343,7 +417,7 @@ impl<Q: MessageQueue> RunningPool<Q> {
             let stats = self.shared.queue.stats()?;
             if stats.ready == 0
                 && stats.in_flight == 0
-                && self.shared.counters.in_flight.load(Ordering::Acquire) == 0
+                && self.shared.counters.held.load(Ordering::Acquire) == 0
             {
                 return Ok(());
             }
@@ -358,7 +432,7 @@ impl<Q: MessageQueue> RunningPool<Q> {
         self.shared.signal_stop();
         let give_up = Instant::now() + deadline;
         let mut drained = true;
-        while self.shared.counters.in_flight.load(Ordering::Acquire) > 0 {
+        while self.shared.in_flight() > 0 {
             if Instant::now() >= give_up {
                 drained = false;
                 break;
@@ -391,45 +465,26 @@ impl<Q: MessageQueue> Drop for RunningPool<Q> {
     }
 }
 
-fn worker_loop<Q: MessageQueue>(
-    shared: &Shared<Q>,
-    handler: &dyn Handler<Q::Message>,
-    name: &str,
-    poll: Duration,
-    mut rng: SplitMix64,
-) {
-    // The message leased together with the last ack, if any.
-    let mut next: Option<Q::Message> = None;
-    while !shared.stop.load(Ordering::Acquire) || next.is_some() {
-        let msg = match next.take() {
-            Some(m) => m,
-            None => match shared.queue.lease_wait(1, poll) {
-                Ok(mut b) => match b.pop() {
-                    Some(m) => m,
-                    None => continue,
-                },
-                Err(e) => {
-                    stop_with(shared, e);
-                    return;
-                }
-            },
-        };
-        match handle_one(shared, handler, name, msg, &mut rng) {
-            Ok(n) => next = n,
-            Err(e) => {
-                stop_with(shared, e);
-                return;
-            }
-        }
-    }
-}
-
 fn stop_with<Q: MessageQueue>(shared: &Shared<Q>, e: Error) {
     shared.fatal.lock().get_or_insert(e);
     shared.signal_stop();
 }
 
 impl<Q: MessageQueue> Shared<Q> {
+    /// Handlers running now.
+    fn in_flight(&self) -> u64 {
+        let running = self
+            .slots
+            .iter()
+            .filter(|s| s.running.load(Ordering::Acquire));
+        running.count() as u64
+    }
+
+    /// Wakes `run_until_idle`, `shutdown` and the heartbeat after a change of counters.
+    fn notify_done(&self) {
+        self.done.notify_all();
+    }
+
     /// Sets the stop flag and wakes every thread that waits (consumers, the heartbeat).
     fn signal_stop(&self) {
         self.stop.store(true, Ordering::Release);
@@ -440,59 +495,155 @@ impl<Q: MessageQueue> Shared<Q> {
     }
 }
 
-/// Handles one message and reports its outcome. After a success, while the pool runs, the
-/// ack also leases the next message (one write, one fsync); it is returned.
-fn handle_one<Q: MessageQueue>(
-    shared: &Shared<Q>,
-    handler: &dyn Handler<Q::Message>,
-    name: &str,
-    msg: Q::Message,
-    rng: &mut SplitMix64,
-) -> Result<Option<Q::Message>> {
-    let c = &shared.counters;
-    c.in_flight.fetch_add(1, Ordering::AcqRel);
-    shared.running.lock().insert(
-        msg.id(),
-        InFlight {
-            msg: msg.clone(),
-            deadline: Instant::now() + shared.lease,
-        },
-    );
-    let started = Instant::now();
-    let result = catch_unwind(AssertUnwindSafe(|| handler.handle(&msg)));
-    let duration = started.elapsed();
-    shared.running.lock().remove(&msg.id());
-    let mut next = None;
-    let outcome = match result {
-        Ok(Ok(())) => {
-            let acked = if shared.stop.load(Ordering::Acquire) {
-                shared.queue.ack(&msg)
+/// One worker thread's state.
+struct Worker<'a, Q: MessageQueue> {
+    shared: &'a Shared<Q>,
+    handler: &'a dyn Handler<Q::Message>,
+    index: usize,
+    name: &'a str,
+    rng: SplitMix64,
+    /// Messages handled successfully whose ack is not written yet.
+    done: Vec<Q::Message>,
+}
+
+impl<Q: MessageQueue> Worker<'_, Q> {
+    /// Reserves and handles batches until the pool stops; then writes the acks it holds.
+    fn run(&mut self, poll: Duration) -> Result<()> {
+        let shared = self.shared;
+        let mut size = 1usize;
+        while !shared.stop.load(Ordering::Acquire) {
+            let batch = if self.done.is_empty() {
+                shared.queue.reserve_wait(size, poll)?
             } else {
-                let more = shared.queue.ack_and_lease(&msg, 1);
-                more.map(|mut more| next = more.pop())
+                let (batch, lost) = shared.queue.ack_and_reserve(&self.done, size)?;
+                self.acked(lost);
+                batch
             };
-            acked.map(|()| c.processed.fetch_add(1, Ordering::Relaxed))
+            if batch.is_empty() {
+                continue;
+            }
+            let quick = self.handle_batch(batch)?;
+            size = if quick {
+                (size * 2).min(MAX_BATCH)
+            } else {
+                (size / 2).max(1)
+            };
         }
-        Ok(Err(failure)) => {
-            let failure = shared.classifier.apply(failure);
-            report_failure(shared, &msg, &failure, duration, name, rng)
+        if !self.done.is_empty() {
+            let (_, lost) = shared.queue.ack_and_reserve(&self.done, 0)?;
+            self.acked(lost);
         }
-        Err(panic) => {
-            c.panics.fetch_add(1, Ordering::Relaxed);
-            let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
-            report_failure(shared, &msg, &failure, duration, name, rng)
+        Ok(())
+    }
+
+    /// Counts the acks just written (`lost` of them refused) and forgets them.
+    fn acked(&mut self, lost: u64) {
+        let c = &self.shared.counters;
+        let n = self.done.len() as u64;
+        c.processed.fetch_add(n - lost, Ordering::Relaxed);
+        c.lost_leases.fetch_add(lost, Ordering::Relaxed);
+        self.done.clear();
+        self.release_held(n);
+    }
+
+    /// Counts `n` messages the worker no longer holds; wakes the waiters of
+    /// `run_until_idle` when the workers hold none (they poll otherwise).
+    fn release_held(&self, n: u64) {
+        if self.shared.counters.held.fetch_sub(n, Ordering::AcqRel) == n {
+            self.shared.notify_done();
         }
-    };
-    c.in_flight.fetch_sub(1, Ordering::AcqRel);
-    shared.done.notify_all();
-    match outcome {
-        Ok(_) => Ok(next),
-        // The lease was lost meanwhile (expired and redelivered): the other delivery decides.
-        Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
-            c.lost_leases.fetch_add(1, Ordering::Relaxed);
-            Ok(None)
+    }
+
+    /// Handles a reserved batch in order; when the pool stops, gives back what has not
+    /// started. Returns true when every handler succeeded and they took less than
+    /// [`QUICK_BATCH`] together.
+    fn handle_batch(&mut self, batch: Vec<Q::Message>) -> Result<bool> {
+        let shared = self.shared;
+        let c = &shared.counters;
+        let total = batch.len() as u64;
+        c.held.fetch_add(total, Ordering::AcqRel);
+        let batch = Arc::new(batch);
+        let slot = &shared.slots[self.index];
+        *slot.held.lock() = Held {
+            msgs: Arc::clone(&batch),
+            from: 0,
+            deadline: Instant::now() + shared.lease,
+        };
+        let mut all_ok = true;
+        let mut handling = Duration::ZERO;
+        let starts = shared.queue.wants_starts();
+        for (i, msg) in batch.iter().enumerate() {
+            // The first message always runs: a stop between the reservation and here must
+            // not turn a one-message batch into a release.
+            if i > 0 && shared.stop.load(Ordering::Acquire) {
+                shared.queue.release_unstarted(&batch[i..])?;
+                self.release_held((batch.len() - i) as u64);
+                break;
+            }
+            slot.held.lock().from = i;
+            let runs = if starts {
+                let (lost, runs) = shared.queue.start(msg, &self.done)?;
+                if !self.done.is_empty() {
+                    self.acked(lost);
+                }
+                runs
+            } else {
+                true
+            };
+            if !runs {
+                // Its reservation ended meanwhile (the lease ran out): another delivery
+                // decides.
+                c.lost_leases.fetch_add(1, Ordering::Relaxed);
+                self.release_held(1);
+                continue;
+            }
+            let (ok, took) = self.handle_one(msg)?;
+            all_ok &= ok;
+            handling += took;
         }
-        Err(e) => Err(e),
+        slot.held.lock().from = batch.len();
+        Ok(all_ok && handling < QUICK_BATCH)
+    }
+
+    /// Runs the handler on a started message and reports its outcome (an ack waits in
+    /// `done`). Returns true on success, and the handler's time.
+    fn handle_one(&mut self, msg: &Q::Message) -> Result<(bool, Duration)> {
+        let shared = self.shared;
+        let c = &shared.counters;
+        let running = &shared.slots[self.index].running;
+        running.store(true, Ordering::Release);
+        let started = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| self.handler.handle(msg)));
+        let duration = started.elapsed();
+        let outcome = match result {
+            Ok(Ok(())) => {
+                self.done.push(msg.clone());
+                running.store(false, Ordering::Release);
+                return Ok((true, duration));
+            }
+            Ok(Err(failure)) => {
+                let failure = shared.classifier.apply(failure);
+                report_failure(shared, msg, &failure, duration, self.name, &mut self.rng)
+            }
+            Err(panic) => {
+                c.panics.fetch_add(1, Ordering::Relaxed);
+                let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
+                report_failure(shared, msg, &failure, duration, self.name, &mut self.rng)
+            }
+        };
+        running.store(false, Ordering::Release);
+        self.release_held(1);
+        shared.notify_done();
+        match outcome {
+            Ok(_) => Ok((false, duration)),
+            // The lease was lost meanwhile (expired and redelivered): the other delivery
+            // decides.
+            Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
+                c.lost_leases.fetch_add(1, Ordering::Relaxed);
+                Ok((false, duration))
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -533,32 +684,30 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// Extends the leases of handlers that have used half of theirs.
 fn heartbeat_loop<Q: MessageQueue>(shared: &Shared<Q>) {
     let tick = (shared.lease / 4).max(Duration::from_millis(5));
-    while !shared.stop.load(Ordering::Acquire)
-        || shared.counters.in_flight.load(Ordering::Acquire) > 0
-    {
+    while !shared.stop.load(Ordering::Acquire) || shared.in_flight() > 0 {
         {
             let mut g = shared.done_lock.lock();
-            if shared.stop.load(Ordering::Acquire)
-                && shared.counters.in_flight.load(Ordering::Acquire) == 0
-            {
+            if shared.stop.load(Ordering::Acquire) && shared.in_flight() == 0 {
                 return;
             }
             shared.done.wait_for(&mut g, tick);
         }
         let now = Instant::now();
-        let due: Vec<Q::Message> = shared
-            .running
-            .lock()
-            .values()
-            .filter(|f| f.deadline.saturating_duration_since(now) < shared.lease / 2)
-            .map(|f| f.msg.clone())
-            .collect();
-        for msg in due {
-            if shared.queue.extend(&msg, shared.lease).is_ok() {
-                if let Some(f) = shared.running.lock().get_mut(&msg.id()) {
-                    f.deadline = Instant::now() + shared.lease;
+        for slot in &shared.slots {
+            let (msgs, from) = {
+                let held = slot.held.lock();
+                if held.from >= held.msgs.len()
+                    || held.deadline.saturating_duration_since(now) >= shared.lease / 2
+                {
+                    continue;
                 }
+                (Arc::clone(&held.msgs), held.from)
+            };
+            for msg in &msgs[from..] {
+                // A message finished meanwhile is refused: nothing to extend.
+                let _ = shared.queue.extend(msg, shared.lease);
             }
+            slot.held.lock().deadline = Instant::now() + shared.lease;
         }
     }
 }

@@ -74,6 +74,26 @@ impl Engine {
         durable
     }
 
+    /// Like [`Engine::settle`], but when the engine waits for durability the write is only
+    /// handed to the operating system (written, not fsynced): it survives the process
+    /// dying, not a power cut. The worker pool's start records take this path.
+    pub(crate) fn settle_written(
+        &self,
+        effects: Effects,
+        react: impl FnOnce(Effects),
+    ) -> Result<()> {
+        let written = if self.wait_for_sync {
+            self.log.flush()
+        } else {
+            Ok(())
+        };
+        if effects.ready {
+            self.ready.notify_all();
+        }
+        react(effects);
+        written
+    }
+
     /// Returns once everything appended so far is durable, when the engine waits for
     /// durability; at once otherwise.
     pub(crate) fn wait_durable(&self) -> Result<()> {

@@ -218,6 +218,11 @@ impl Engine {
         &self.log
     }
 
+    /// True when every write waits for its fsync (`Durability::Always`).
+    pub(crate) fn waits_for_sync(&self) -> bool {
+        self.wait_for_sync
+    }
+
     /// Locks the index. Writes go through [`Engine::commit_with`] or
     /// [`Engine::write_locked`] while it is held.
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

@@ -132,6 +132,26 @@ pub enum Op {
         /// The messages.
         ids: Vec<MessageId>,
     },
+    /// Messages reserved for a worker pool (format version 3): delivered and counted like
+    /// [`Op::Lease`], but each one's handler has not started yet. A reservation that ends
+    /// before its [`Op::Start`] (a restart, an expiry, a release) was no delivery: its
+    /// count is taken back and it is not a suspect.
+    Reserve {
+        /// When.
+        at: u64,
+        /// Lease deadline.
+        deadline: u64,
+        /// The messages.
+        ids: Vec<MessageId>,
+    },
+    /// The handlers of reserved messages start (format version 3): from here the delivery
+    /// stands, as one made by [`Op::Lease`].
+    Start {
+        /// When.
+        at: u64,
+        /// The messages.
+        ids: Vec<MessageId>,
+    },
     /// Leases extended (heartbeat).
     Extend {
         /// New deadline.

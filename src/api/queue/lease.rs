@@ -19,6 +19,13 @@ use crate::engine::wire;
 use crate::engine::{op_entry, Batch};
 use crate::error::{Error, Result};
 
+/// What a delivery records: a lease, or a reservation (see [`Queue::reserve_wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Lease,
+    Reserve,
+}
+
 impl Queue {
     /// Leases up to `max` visible messages for the queue's visibility timeout.
     pub fn lease(&self, max: usize) -> Result<Vec<Message>> {
@@ -30,7 +37,9 @@ impl Queue {
     /// log before this returns. A message whose earlier delivery ended without an outcome
     /// and that has used all its attempts goes to the DLQ instead of being delivered.
     pub fn lease_for(&self, max: usize, visibility: Duration) -> Result<Vec<Message>> {
-        self.lease_inner(max, visibility, None, false)
+        Ok(self
+            .lease_inner(max, visibility, &[], Mode::Lease, false)?
+            .0)
     }
 
     /// Leases up to `max` visible messages for `visibility`, strictly in the order leases
@@ -40,7 +49,7 @@ impl Queue {
     /// queue's next ones. For consumers that must keep the queue's order, such as a
     /// forwarder to another system; after a restart they get the suspects one at a time.
     pub fn lease_in_order(&self, max: usize, visibility: Duration) -> Result<Vec<Message>> {
-        self.lease_inner(max, visibility, None, true)
+        Ok(self.lease_inner(max, visibility, &[], Mode::Lease, true)?.0)
     }
 
     /// Acknowledges `done` and leases up to `max` more messages in one write sharing one
@@ -48,40 +57,156 @@ impl Queue {
     /// [`Queue::lease`]. If the ack is refused (the lease was lost), nothing is leased.
     pub fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
         let vis = self.store.queue_options(self.id).visibility_timeout;
-        self.lease_inner(max, vis, Some(done), false)
+        Ok(self
+            .lease_inner(max, vis, std::slice::from_ref(done), Mode::Lease, false)?
+            .0)
     }
 
+    /// Reserves up to `max` visible messages for a consumer that handles them one after
+    /// the other, waiting up to `timeout` for the first. Like a lease, each reservation is
+    /// a delivery counted in the log before this returns (durable under
+    /// `Durability::Always`); unlike a lease, one whose handler has not started
+    /// ([`Queue::start`]) when the process dies, or when its lease ends or it is released,
+    /// is taken back: ready again, its delivery uncounted, not a suspect. So a batch
+    /// reserved together with a message that kills the process does not share its blame.
+    pub fn reserve_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
+        let vis = self.store.queue_options(self.id).visibility_timeout;
+        let give_up = Instant::now() + timeout;
+        loop {
+            let (got, _) = self.lease_inner(max, vis, &[], Mode::Reserve, false)?;
+            if !got.is_empty() || !self.wait_visible(give_up) {
+                return Ok(got);
+            }
+        }
+    }
+
+    /// Acknowledges `done` and reserves up to `max` more messages (see
+    /// [`Queue::reserve_wait`]) in one write sharing one fsync. An ack refused because its
+    /// lease was lost (the message was redelivered meanwhile) is skipped and counted in
+    /// the second value; the others stand.
+    pub fn ack_and_reserve(&self, done: &[Message], max: usize) -> Result<(Vec<Message>, u64)> {
+        let vis = self.store.queue_options(self.id).visibility_timeout;
+        self.lease_inner(max, vis, done, Mode::Reserve, false)
+    }
+
+    /// Starts the handler of `next`, a reserved message, and acknowledges `done` in the
+    /// same write. From here `next`'s delivery stands, as a lease's does. The write
+    /// reaches the operating system before this returns (under `Durability::Always`; it
+    /// is not fsynced: the reservation was, and what the start guards against is the
+    /// process dying, which leaves what the operating system holds), so a handler that
+    /// kills the process is counted. Returns the acks refused because their lease was
+    /// lost, and whether `next` could start (false: its reservation ended meanwhile).
+    pub fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {
+        let now = self.store.now();
+        let mut st = self.store.engine().lock();
+        let (mut batch, lost) = self.ack_entries(&st, done, now)?;
+        let started = self.check_lease(&st, next).is_ok()
+            && st.extras.get(&next.id).is_some_and(|e| e.awaiting_start);
+        if started {
+            batch.push(op_entry(Op::Start {
+                at: now,
+                ids: vec![next.id],
+            })?);
+        }
+        if batch.is_empty() {
+            return Ok((lost, started));
+        }
+        let effects = self.store.engine().write_locked(&mut st, batch)?;
+        drop(st);
+        self.store.finish_written(effects)?;
+        Ok((lost, started))
+    }
+
+    /// Gives reserved messages whose handler has not started back: ready again at once,
+    /// their delivery uncounted. Messages whose reservation already ended are skipped.
+    pub fn release_unstarted(&self, msgs: &[Message]) -> Result<()> {
+        let now = self.store.now();
+        self.store.commit_with(|st| {
+            let mut batch: Batch<'static> = Vec::new();
+            for m in msgs {
+                if self.check_lease(st, m).is_ok()
+                    && st.extras.get(&m.id).is_some_and(|e| e.awaiting_start)
+                {
+                    batch.push(op_entry(Op::Release {
+                        id: m.id,
+                        visible_at: now,
+                    })?);
+                }
+            }
+            Ok((batch, ()))
+        })
+    }
+
+    /// The ack record of `done` (none when empty), skipping the messages whose lease was
+    /// lost, and their number.
+    fn ack_entries(&self, st: &State, done: &[Message], now: u64) -> Result<(Batch<'static>, u64)> {
+        let ids: Vec<MessageId> = done
+            .iter()
+            .filter(|m| self.check_lease(st, m).is_ok())
+            .map(|m| m.id)
+            .collect();
+        let lost = (done.len() - ids.len()) as u64;
+        let batch = if ids.is_empty() {
+            Vec::new()
+        } else {
+            vec![op_entry(Op::Ack { at: now, ids })?]
+        };
+        Ok((batch, lost))
+    }
+
+    /// Waits until a message of this queue may be visible or `give_up`; false once
+    /// `give_up` has passed.
+    fn wait_visible(&self, give_up: Instant) -> bool {
+        let now_instant = Instant::now();
+        if now_instant >= give_up {
+            return false;
+        }
+        let mut st = self.store.engine().lock();
+        let now = self.store.now();
+        let wait_ms = st
+            .next_visible_at(self.id)
+            .map(|t| t.saturating_sub(now))
+            .unwrap_or(u64::MAX);
+        let until = give_up.min(now_instant + Duration::from_millis(wait_ms.clamp(1, 60_000)));
+        if wait_ms > 0 {
+            self.store.engine().wait_ready(&mut st, until);
+        }
+        true
+    }
+
+    /// Leases (or reserves) up to `max` messages after acknowledging `acks`, in one write.
+    /// Under [`Mode::Lease`] an ack whose lease was lost refuses the whole call; under
+    /// [`Mode::Reserve`] it is skipped and counted (the second value).
     fn lease_inner(
         &self,
         max: usize,
         visibility: Duration,
-        ack: Option<&Message>,
+        acks: &[Message],
+        mode: Mode,
         in_order: bool,
-    ) -> Result<Vec<Message>> {
-        if max == 0 && ack.is_none() {
-            return Ok(Vec::new());
+    ) -> Result<(Vec<Message>, u64)> {
+        if max == 0 && acks.is_empty() {
+            return Ok((Vec::new(), 0));
         }
         let now = self.store.now();
         let options = self.store.queue_options(self.id);
         let deadline = now + visibility.as_millis().max(1) as u64;
         let mut st = self.store.engine().lock();
-        let mut batch: Batch<'static> = Vec::new();
-        if let Some(done) = ack {
-            self.check_lease(&st, done)?;
-            batch.push(op_entry(Op::Ack {
-                at: now,
-                ids: vec![done.id],
-            })?);
+        if mode == Mode::Lease {
+            for done in acks {
+                self.check_lease(&st, done)?;
+            }
         }
+        let (mut batch, lost) = self.ack_entries(&st, acks, now)?;
         st.expire_leases(self.id, now);
         let mut ids = Vec::new();
         // The message acked in this write is taken already: if its lease just expired (it
         // was acked late but before anyone else took it), it is ready now in the index, and
         // leasing it again here would spend a slot on a message the ack removes.
-        let mut popped: Vec<MessageId> = ack.map(|m| m.id).into_iter().collect();
+        let mut popped: Vec<MessageId> = acks.iter().map(|m| m.id).collect();
         let mut held_back = Vec::new();
-        // The message acked in this write is no longer in flight.
-        let mut suspect_busy = st.suspect_in_flight(self.id, ack.map(|m| m.id));
+        // The messages acked in this write are no longer in flight.
+        let mut suspect_busy = st.suspect_in_flight(self.id, &popped);
         while ids.len() < max {
             let Some(id) = st.pop_visible(self.id, now) else {
                 break;
@@ -147,14 +272,22 @@ impl Queue {
             st.push_back_ready(id);
         }
         if !ids.is_empty() {
-            batch.push(op_entry(Op::Lease {
-                at: now,
-                deadline,
-                ids: ids.clone(),
+            let ids = ids.clone();
+            batch.push(op_entry(match mode {
+                Mode::Lease => Op::Lease {
+                    at: now,
+                    deadline,
+                    ids,
+                },
+                Mode::Reserve => Op::Reserve {
+                    at: now,
+                    deadline,
+                    ids,
+                },
             })?);
         }
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), lost));
         }
         let effects = match self.store.engine().write_locked(&mut st, batch) {
             Ok(e) => e,
@@ -171,10 +304,11 @@ impl Queue {
             .collect();
         drop(st);
         self.store.finish(effects)?;
-        leased
+        let msgs = leased
             .into_iter()
             .map(|(id, m, generation)| self.load_message(id, m, generation, now))
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok((msgs, lost))
     }
 
     /// Like [`Queue::lease`], but waits up to `timeout` for a message to become visible.
@@ -183,22 +317,8 @@ impl Queue {
         let give_up = Instant::now() + timeout;
         loop {
             let got = self.lease_for(max, vis)?;
-            if !got.is_empty() {
+            if !got.is_empty() || !self.wait_visible(give_up) {
                 return Ok(got);
-            }
-            let now_instant = Instant::now();
-            if now_instant >= give_up {
-                return Ok(got);
-            }
-            let mut st = self.store.engine().lock();
-            let now = self.store.now();
-            let wait_ms = st
-                .next_visible_at(self.id)
-                .map(|t| t.saturating_sub(now))
-                .unwrap_or(u64::MAX);
-            let until = give_up.min(now_instant + Duration::from_millis(wait_ms.clamp(1, 60_000)));
-            if wait_ms > 0 {
-                self.store.engine().wait_ready(&mut st, until);
             }
         }
     }

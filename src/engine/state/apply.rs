@@ -202,6 +202,21 @@ impl State {
                 }
                 Effects::default()
             }
+            Op::Reserve { at, deadline, ids } => {
+                for id in ids {
+                    self.lease_one(*id, *at, *deadline);
+                    if self.msgs.get(id).is_some_and(|m| m.place == Place::Leased) {
+                        self.extras.entry(*id).or_default().awaiting_start = true;
+                    }
+                }
+                Effects::default()
+            }
+            Op::Start { at, ids } => {
+                for id in ids {
+                    self.start_one(*id, *at);
+                }
+                Effects::default()
+            }
             Op::Extend { deadline, ids } => {
                 for id in ids {
                     if let Some(m) = self.msgs.get_mut(id) {
@@ -243,6 +258,12 @@ impl State {
                 };
                 if m.place != Place::Leased {
                     return Effects::default();
+                }
+                if self.end_reservation(*id, *visible_at) {
+                    return Effects {
+                        ready: true,
+                        dlq_changed: false,
+                    };
                 }
                 self.make_ready(*id, m, *visible_at, Place::Ready);
                 Effects {
@@ -345,6 +366,15 @@ impl State {
             Place::Leased => true,
             Place::Dead => return,
         };
+        if was_leased && self.extras.get(&id).is_some_and(|e| e.awaiting_start) {
+            // A reservation that expired before its start (not logged): it was no delivery,
+            // as the live process decided when it expired it.
+            self.end_reservation(id, deadline);
+            return self.lease_one(id, at, deadline);
+        }
+        let Some(m) = self.msgs.get_mut(&id) else {
+            return;
+        };
         m.place = Place::Leased;
         m.attempts += 1;
         m.visible_at = deadline;
@@ -352,12 +382,50 @@ impl State {
         let extra = self.extras.entry(id).or_default();
         extra.first_received_at.get_or_insert(at);
         extra.lease_cut_by_restart = false;
+        extra.awaiting_start = false;
         let qs = self.queue_mut(q);
         if !was_leased {
             qs.counters.ready -= 1;
             qs.counters.in_flight += 1;
         }
         qs.leases.push(Reverse((deadline, id)));
+    }
+
+    /// The handler of `id` starts. A reserved message's delivery stands from now. A message
+    /// found ready is one a checkpoint wrote back as ready while it was reserved (the
+    /// checkpoint took its delivery back): the start delivers it again.
+    fn start_one(&mut self, id: MessageId, at: u64) {
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return;
+        };
+        if m.place.is_ready() {
+            self.lease_one(id, at, at);
+        }
+        if let Some(e) = self.extras.get_mut(&id) {
+            e.awaiting_start = false;
+        }
+    }
+
+    /// If `id` is reserved and its handler has not started, ends the reservation as if it
+    /// had not been made: the delivery is taken back and the message is ready at
+    /// `visible_at`, not a suspect. Returns false (and changes nothing) otherwise.
+    pub(super) fn end_reservation(&mut self, id: MessageId, visible_at: u64) -> bool {
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return false;
+        };
+        let Some(e) = self.extras.get_mut(&id) else {
+            return false;
+        };
+        if m.place != Place::Leased || !e.awaiting_start {
+            return false;
+        }
+        e.awaiting_start = false;
+        self.suspects.remove(&id);
+        self.make_ready(id, m, visible_at, Place::Ready);
+        if let Some(x) = self.msgs.get_mut(&id) {
+            x.attempts = x.attempts.saturating_sub(1);
+        }
+        true
     }
 
     pub(super) fn make_ready(&mut self, id: MessageId, m: Msg, visible_at: u64, place: Place) {
@@ -582,6 +650,8 @@ fn record_time(rec: &Decoded<'_>) -> Option<u64> {
         Decoded::Put(p) => Some(p.meta.enqueued_at),
         Decoded::Op(op) => match op {
             Op::Lease { at, .. }
+            | Op::Reserve { at, .. }
+            | Op::Start { at, .. }
             | Op::Ack { at, .. }
             | Op::Replay { at, .. }
             | Op::Delete { at, .. }

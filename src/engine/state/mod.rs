@@ -85,6 +85,9 @@ pub struct Extra {
     pub from_dlq: Option<QueueId>,
     /// True when its last lease was cut by a reopen (the consumer died with the process).
     pub lease_cut_by_restart: bool,
+    /// True while it is reserved for a worker pool and its handler has not started: if the
+    /// reservation ends now, its delivery is taken back (see [`State::end_reservation`]).
+    pub awaiting_start: bool,
     /// Expiry time (TTL).
     pub expires_at: Option<u64>,
 }

@@ -1,5 +1,9 @@
 //! The ready lists, leases and suspects: which message a lease takes next.
 //!
+//! A reservation (a worker pool's batch) whose handler has not started when its lease ends,
+//! by expiry or by a restart, is taken back (`State::end_reservation`): ready, its delivery
+//! uncounted, not a suspect. Only a started delivery can have killed the process.
+//!
 //! Per queue, `fresh` holds messages visible at enqueue in enqueue order and `delayed` a
 //! heap of the others by (visible-at, id); `leases` is a heap of lease deadlines. Entries
 //! are hints: one is valid only while its message is still ready (or leased) in that queue
@@ -25,6 +29,10 @@ impl State {
             .collect();
         self.leases_lost_at = self.latest_time;
         for (id, m) in leased {
+            if self.end_reservation(id, 0) {
+                // Reserved but not started: not what killed the process.
+                continue;
+            }
             self.make_ready(id, m, 0, Place::ReadyAfterLostLease);
             self.extras.entry(id).or_default().lease_cut_by_restart = true;
             self.suspects.insert(id);
@@ -83,7 +91,11 @@ impl State {
             }
             self.queues[q as usize].leases.pop();
             if let Some(m) = self.msgs.get(&id).copied() {
-                if m.place == Place::Leased && m.visible_at == deadline && m.queue == q {
+                if m.place == Place::Leased
+                    && m.visible_at == deadline
+                    && m.queue == q
+                    && !self.end_reservation(id, deadline)
+                {
                     self.make_ready(id, m, deadline, Place::ReadyAfterLostLease);
                 }
             }
@@ -162,11 +174,11 @@ impl State {
         [fresh, delayed, lease].into_iter().flatten().min()
     }
 
-    /// True when a suspect message of queue `q` other than `except` (one being acked in the
-    /// same write) is leased now.
-    pub fn suspect_in_flight(&self, q: QueueId, except: Option<MessageId>) -> bool {
+    /// True when a suspect message of queue `q` other than those in `except` (being acked
+    /// in the same write) is leased now.
+    pub fn suspect_in_flight(&self, q: QueueId, except: &[MessageId]) -> bool {
         self.suspects.iter().any(|id| {
-            Some(*id) != except
+            !except.contains(id)
                 && self
                     .msgs
                     .get(id)

@@ -40,20 +40,43 @@ pub struct Snapshot {
 
 impl State {
     /// The persistent part of the index, for a checkpoint.
+    ///
+    /// A message reserved for a worker pool whose handler has not started is written as
+    /// ready, its delivery taken back, as a reopen would find it (a checkpoint has no
+    /// reservations): the start record, if one follows in the log, delivers it again.
     pub fn snapshot(&self) -> Snapshot {
+        let mut queues: Vec<QueueSnapshot> = self
+            .queues
+            .iter()
+            .map(|q| QueueSnapshot {
+                name: q.name.clone(),
+                counters: q.counters,
+                dlq: q.dlq.clone(),
+            })
+            .collect();
+        let awaiting = |id: MessageId| self.extras.get(&id).is_some_and(|e| e.awaiting_start);
+        let msgs = self
+            .msgs
+            .iter()
+            .map(|(id, m)| {
+                let mut m = *m;
+                if m.place == Place::Leased && awaiting(id) {
+                    if let Some(c) = queues.get_mut(m.queue as usize).map(|q| &mut q.counters) {
+                        c.in_flight -= 1;
+                        c.ready += 1;
+                    }
+                    m.place = Place::Ready;
+                    m.visible_at = 0;
+                    m.attempts = m.attempts.saturating_sub(1);
+                }
+                (id, m)
+            })
+            .collect();
         Snapshot {
             next_id: self.next_id,
             latest_time: self.latest_time,
-            queues: self
-                .queues
-                .iter()
-                .map(|q| QueueSnapshot {
-                    name: q.name.clone(),
-                    counters: q.counters,
-                    dlq: q.dlq.clone(),
-                })
-                .collect(),
-            msgs: self.msgs.iter().map(|(id, m)| (id, *m)).collect(),
+            queues,
+            msgs,
             extras: self.extras.iter().map(|(&id, e)| (id, e.clone())).collect(),
             dead: self.dead.iter().map(|(&id, d)| (id, *d)).collect(),
             idempotency: self

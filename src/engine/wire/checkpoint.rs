@@ -80,14 +80,15 @@ pub(crate) fn decode_checkpoint(
         return Err(CheckpointError::Damaged(CRC_AT as u64));
     }
     match u16::from_le_bytes([bytes[8], bytes[9]]) {
-        // Version 2 changed the segment header only: its checkpoints are version 1's.
-        v @ (1 | 2) => decode_v1(bytes, v),
+        // Version 2 changed the segment header only, version 3 added records: their
+        // checkpoints are version 1's.
+        v @ (1..=3) => decode_v1(bytes, v),
         v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
         _ => Err(CheckpointError::Damaged(8)),
     }
 }
 
-/// Version 1 (and 2): position and body length, then the body.
+/// Version 1 (and 2 and 3): position and body length, then the body.
 fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, CheckpointError> {
     let u64_at = |at: usize| {
         bytes

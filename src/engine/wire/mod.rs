@@ -23,7 +23,8 @@
 //! Version 2 changed the segment header only (it declares the segment's size): its record
 //! bodies and checkpoint bodies are version 1's, byte for byte, so `v1` encodes and decodes
 //! both versions' (the dispatches below send 2 to `v1`). A version that changes a body gets
-//! its own module.
+//! its own module: version 3 added two records (`v3`, which hands every older record
+//! to `v1`).
 //!
 //! `docs/FORMAT.md` describes every version's bytes; `tests/format_compat.rs` opens a store
 //! written by every version (`tests/fixtures/v*`) and checks its exact contents.
@@ -33,6 +34,7 @@ mod checkpoint;
 #[cfg(test)]
 mod fixture_bytes;
 mod v1;
+mod v3;
 
 use std::ops::Range;
 
@@ -46,7 +48,7 @@ use crate::error::Result;
 
 /// The wire structs records and checkpoints are written with. A version that changes
 /// them moves this alias to its new module; the old module keeps its decoders.
-use v1 as current;
+use v3 as current;
 
 /// A record body that does not decode. Its reader reports it as
 /// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
@@ -81,6 +83,7 @@ pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
 pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
         1 | 2 => v1::decode_for_apply(body),
+        3 => v3::decode_for_apply(body),
         _ => Err(BadContent),
     }
 }
@@ -91,6 +94,7 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
 pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
         1 | 2 => v1::decode(body),
+        3 => v3::decode(body),
         _ => Err(BadContent),
     }
 }
@@ -101,6 +105,7 @@ pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadConten
 pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, BadContent> {
     match version {
         1 | 2 => v1::put_payload(body),
+        3 => v3::put_payload(body),
         _ => Err(BadContent),
     }
 }

@@ -60,16 +60,20 @@ fn append_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
 }
 
 /// Encodes any other record.
+#[cfg(test)]
 pub(super) fn encode_op(op: &Op) -> Result<Vec<u8>> {
     let mut out = vec![TAG_OP];
     append_op(&mut out, op)?;
     Ok(out)
 }
 
+/// Appends the bincode form of `op` (no tag); a record version 1 does not have is
+/// [`Error::Codec`].
 #[inline]
-fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
-    bincode::serde::encode_into_std_write(records::Op::from(op), out, config())
-        .map_err(codec_error)?;
+pub(super) fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
+    let wire = records::Op::of(op)
+        .ok_or_else(|| Error::Codec(format!("{op:?} is not a record of format version 1")))?;
+    bincode::serde::encode_into_std_write(wire, out, config()).map_err(codec_error)?;
     Ok(())
 }
 

@@ -356,10 +356,13 @@ impl From<DlqMetadata<'_>> for envelope::DlqMetadata {
     }
 }
 
-impl<'a> From<&'a engine::Op> for Op<'a> {
+impl<'a> Op<'a> {
+    /// The version-1 form of `op`; `None` for a record version 1 does not have (a
+    /// reservation and a start, added by version 3).
     #[inline]
-    fn from(op: &'a engine::Op) -> Self {
-        match op {
+    pub(in crate::engine::wire) fn of(op: &'a engine::Op) -> Option<Self> {
+        Some(match op {
+            engine::Op::Reserve { .. } | engine::Op::Start { .. } => return None,
             engine::Op::DeclareQueue { queue, name } => Op::DeclareQueue {
                 queue: *queue,
                 name: text(name),
@@ -430,7 +433,7 @@ impl<'a> From<&'a engine::Op> for Op<'a> {
                 success: *success,
                 at: *at,
             },
-        }
+        })
     }
 }
 

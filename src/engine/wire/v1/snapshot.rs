@@ -302,6 +302,8 @@ impl From<Extra> for engine::Extra {
             from_dlq: e.from_dlq,
             lease_cut_by_restart: e.lease_cut_by_restart,
             expires_at: e.expires_at,
+            // A snapshot holds no reservation (`State::snapshot` turns them back).
+            awaiting_start: false,
         }
     }
 }
