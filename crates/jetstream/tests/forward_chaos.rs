@@ -1,8 +1,9 @@
 //! The forwarder through chaos: 100,000 messages of two local queues forwarded by a
 //! forwarder process to the test's own NATS server, while the server is killed (SIGKILL)
-//! and restarted and the forwarder process is killed (SIGKILL) and started again, several
-//! times each, once both at the same time. Afterwards the edge stream holds every message
-//! exactly once, in order per queue, and the local queues are empty.
+//! and restarted and the forwarder process is killed (SIGKILL) and started again, seven
+//! times in all, once both at the same time, each when one more tenth of the messages is
+//! in the stream. Afterwards the edge stream holds every message exactly once, in order
+//! per queue, and the local queues are empty.
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
@@ -47,8 +48,17 @@ fn child_forwarder_process() {
         .expect("forwarding ends only when drained");
 }
 
-fn spawn_child(url: &str, dir: &std::path::Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
+/// A forwarder process, killed when dropped (so a failed assertion leaves none behind).
+struct ChildProcess(Child);
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        kill(&mut self.0);
+    }
+}
+
+fn spawn_child(url: &str, dir: &std::path::Path) -> ChildProcess {
+    let child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "child_forwarder_process",
@@ -59,11 +69,12 @@ fn spawn_child(url: &str, dir: &std::path::Path) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("spawn the forwarder process")
+        .expect("spawn the forwarder process");
+    ChildProcess(child)
 }
 
-fn still_running(child: &mut Child) -> bool {
-    child.try_wait().expect("child status").is_none()
+fn still_running(child: &mut ChildProcess) -> bool {
+    child.0.try_wait().expect("child status").is_none()
 }
 
 fn kill(child: &mut Child) {
@@ -100,13 +111,24 @@ fn forwards_100k_messages_once_in_order_through_server_restarts_and_forwarder_ki
     }
     let filled = started.elapsed();
 
-    // Chaos while it forwards: each step waits, then breaks something. The forwarder must
-    // still be at work when each step begins, or the step tests nothing.
+    // Chaos while it forwards: step k waits until the stream holds (k + 1) tenths of the
+    // messages (so the steps are spread over the forwarding whatever the machine's
+    // speed), then breaks something. The forwarder must still be at work when each step
+    // begins, or the step tests nothing.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     let mut child = spawn_child(&url, dir.path());
     let mut steps_while_running = 0;
-    let pause = Duration::from_millis(600);
-    for step in 0..7 {
-        std::thread::sleep(pause);
+    let total = (PER_QUEUE * QUEUES.len()) as u64;
+    for step in 0..7u64 {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while stored(&runtime, &url) < (step + 1) * total / 10 && still_running(&mut child) {
+            assert!(Instant::now() < give_up, "no progress before step {step}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         steps_while_running += usize::from(still_running(&mut child));
         match step % 3 {
             0 => {
@@ -115,13 +137,13 @@ fn forwards_100k_messages_once_in_order_through_server_restarts_and_forwarder_ki
                 server.restart();
             }
             1 => {
-                kill(&mut child);
+                kill(&mut child.0);
                 child = spawn_child(&url, dir.path());
             }
             _ => {
                 // Both down; the forwarder comes back first and waits for the server.
                 server.kill();
-                kill(&mut child);
+                kill(&mut child.0);
                 child = spawn_child(&url, dir.path());
                 std::thread::sleep(Duration::from_millis(400));
                 server.restart();
@@ -131,7 +153,7 @@ fn forwards_100k_messages_once_in_order_through_server_restarts_and_forwarder_ki
     let chaos = started.elapsed();
     let give_up = Instant::now() + Duration::from_secs(150);
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             break status;
         }
         assert!(Instant::now() < give_up, "the forwarder did not finish");
@@ -168,9 +190,31 @@ fn forwards_100k_messages_once_in_order_through_server_restarts_and_forwarder_ki
         started.elapsed()
     );
     assert!(
-        steps_while_running >= 5,
+        steps_while_running == 7,
         "the forwarder finished before the chaos did (only {steps_while_running} steps hit it)"
     );
+}
+
+/// Messages in the edge stream now (0 while the server or the stream is not there).
+fn stored(runtime: &tokio::runtime::Runtime, url: &str) -> u64 {
+    runtime.block_on(async {
+        let connect = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_millis(500))
+            .connect(url);
+        let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(1), connect).await else {
+            return 0;
+        };
+        let js = jetstream::new(client);
+        let info = async {
+            let mut stream = js.get_stream(format!("{NAMESPACE}-edge")).await.ok()?;
+            Some(stream.info().await.ok()?.state.messages)
+        };
+        tokio::time::timeout(Duration::from_secs(1), info)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    })
 }
 
 /// Every message of the edge stream, in stream order: (queue, local id).

@@ -67,6 +67,7 @@ impl FleetDlq {
             crate::names::validate_origin(o)?;
         }
         let names = &self.js.inner.names;
+        let timeout = self.js.inner.options.request_timeout;
         let mut out = Vec::new();
         self.js.inner.conn.run(async {
             let stream = match self.js.inner.conn.js.get_stream(names.edge_stream()).await {
@@ -107,7 +108,20 @@ impl FleetDlq {
                         .await
                         .map_err(|e| backend("browse the fleet DLQ", e))?;
                     let (mut got, mut more) = (0, false);
-                    while let Some(m) = batch.next().await {
+                    // Each answer is bounded like a request: a server that dies after the
+                    // fetch was sent must not leave the listing waiting forever.
+                    loop {
+                        let next =
+                            tokio::time::timeout(timeout, batch.next())
+                                .await
+                                .map_err(|_| {
+                                    Error::backend(
+                                        "jetstream",
+                                        "browse the fleet DLQ",
+                                        "no answer from the server in time",
+                                    )
+                                })?;
+                        let Some(m) = next else { break };
                         let m = m.map_err(|e| backend("browse the fleet DLQ", e))?;
                         got += 1;
                         let info = m.info().map_err(|e| backend("browse the fleet DLQ", e))?;

@@ -512,20 +512,33 @@ impl Forwarder {
         let Some(consumer) = &link.returns else {
             return Ok(0);
         };
+        let read = async {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(64)
+                .messages()
+                .await
+                .map_err(|e| backend("read returns", e))?;
+            let mut out = Vec::new();
+            while let Some(m) = batch.next().await {
+                out.push(m.map_err(|e| backend("read returns", e))?);
+            }
+            Ok(out)
+        };
+        // A fetch whose answer never comes (the server died after the request, and this
+        // connection never comes back) would wait forever: bounded like any request.
         let fetched = link
             .conn
             .run(async {
-                let mut batch = consumer
-                    .fetch()
-                    .max_messages(64)
-                    .messages()
+                tokio::time::timeout(self.options.request_timeout, read)
                     .await
-                    .map_err(|e| backend("read returns", e))?;
-                let mut out = Vec::new();
-                while let Some(m) = batch.next().await {
-                    out.push(m.map_err(|e| backend("read returns", e))?);
-                }
-                Ok(out)
+                    .unwrap_or_else(|_| {
+                        Err(Error::backend(
+                            "jetstream",
+                            "read returns",
+                            "no answer from the server in time",
+                        ))
+                    })
             })
             .map_err(Stop::Link)?;
         let mut taken = 0;
