@@ -145,8 +145,8 @@ pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};
 pub use api::control;
 pub use api::dlq::{
-    Analysis, Cursor, Dlq, DlqStats, EntryPredicate, FailurePattern, Filter, ImportReport,
-    ImportedEntry, Importer, Page, ReplayOptions, ReplayReport,
+    Analysis, Cursor, Dlq, DlqStats, EntryPredicate, FailurePattern, FailureTimeline, Filter,
+    ImportReport, ImportedEntry, Importer, Page, ReplayOptions, ReplayReport, HISTORY_HOURS,
 };
 pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};

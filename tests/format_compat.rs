@@ -708,6 +708,27 @@ fn check_scenario(store: &Store, ctx: &str, version: u16) {
     check_entries(store, &[entry_22(), entry_38(), entry_21()], ctx);
 }
 
+/// The failure history: from format version 4 on, the store keeps every dead-lettering
+/// (so each DLQ's history adds up to its queue's dead-lettered count, whatever left the DLQ
+/// since); an older store has none before its checkpoint, so the history starts with the
+/// entries the checkpoint held, and counts at least every entry held now.
+fn check_history(store: &Store, version: u16, ctx: &str) {
+    for name in store.queue_names() {
+        let dlq = store.dlq(&name).unwrap();
+        let t = dlq.failure_timeline(T1, deadletter::HISTORY_HOURS).unwrap();
+        let total = t.buckets.iter().sum::<u64>() + t.earlier;
+        let dead_lettered = store.existing_queue(&name).unwrap().stats().dead_lettered;
+        if version >= 4 {
+            assert_eq!(total, dead_lettered, "{ctx}: history of {name}");
+        } else {
+            assert!(
+                total >= dlq.len() && total <= dead_lettered,
+                "{ctx}: history of {name}"
+            );
+        }
+    }
+}
+
 /// Checks every DLQ's entries, field by field: orders-dlq holds `orders`; the others hold
 /// what the scenario left (nothing changes them afterwards).
 fn check_entries(store: &Store, orders: &[DeadLetter], ctx: &str) {
@@ -891,6 +912,7 @@ fn every_fixture_opens_with_its_exact_contents() {
         let store = Store::open(dir.path(), config(&clock)).unwrap();
         assert!(store.recovery_report().torn_tail.is_none(), "{ctx}");
         check_scenario(&store, &ctx, version);
+        check_history(&store, version, &ctx);
         // Reading changed nothing: a second open finds the same.
         store.close().unwrap();
         let store = Store::open(dir.path(), config(&clock)).unwrap();

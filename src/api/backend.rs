@@ -44,7 +44,9 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
-use crate::api::dlq::{Analysis, Dlq, DlqStats, Filter, Page, ReplayOptions, ReplayReport};
+use crate::api::dlq::{
+    Analysis, Cursor, Dlq, DlqStats, FailureTimeline, Filter, Page, ReplayOptions, ReplayReport,
+};
 use crate::api::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
 };
@@ -277,6 +279,27 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
     fn stats(&self) -> Result<DlqStats>;
     /// Failure distributions and patterns of the entries matching `filter`.
     fn analyze(&self, filter: &Filter) -> Result<Analysis>;
+    /// Dead-letterings per hour in the `hours` hours (1 to
+    /// [`HISTORY_HOURS`](crate::HISTORY_HOURS)) up to and
+    /// including the hour holding `until_ms`. The embedded store reads the history it
+    /// keeps (replays and deletes do not change it). This default, for a backend that
+    /// keeps none, counts the entries the DLQ still holds, reading them once, a page at a
+    /// time ([`FailureTimeline::persisted`] is false).
+    fn failure_timeline(&self, until_ms: u64, hours: u32) -> Result<FailureTimeline> {
+        FailureTimeline::check_hours(hours)?;
+        let mut t = FailureTimeline::empty(until_ms, hours, false);
+        let mut page = Page::first(1000);
+        loop {
+            let entries = self.list(&Filter::all(), page)?;
+            let Some(last) = entries.last() else {
+                return Ok(t);
+            };
+            page = Page::after_cursor(Cursor::of(last), 1000);
+            for e in &entries {
+                t.count(e.dlq.dead_lettered_at_ms, &e.failure.error_kind, 1);
+            }
+        }
+    }
     /// Replays the entries matching `filter` (up to `options.limit`).
     fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport>;
     /// Replays the given entries.
@@ -455,6 +478,9 @@ impl DeadLetterQueue for Dlq {
     }
     fn analyze(&self, filter: &Filter) -> Result<Analysis> {
         Dlq::analyze(self, filter)
+    }
+    fn failure_timeline(&self, until_ms: u64, hours: u32) -> Result<FailureTimeline> {
+        Dlq::failure_timeline(self, until_ms, hours)
     }
     fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
         Dlq::replay(self, filter, options)

@@ -19,7 +19,7 @@
 /// record bodies and checkpoints (`engine::wire`). Any change to what is written on disk
 /// bumps it (see "Changing the format" in `docs/FORMAT.md`); versions 1 to this one are
 /// read, and a newer one is refused with [`crate::Error::UnsupportedFormat`].
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";
@@ -120,9 +120,9 @@ pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHe
         }
         return Err(HeaderError::Newer(version));
     }
-    // Versions 1 and 2 share the first 12 bytes, the length (32) and the CRC's place;
-    // between them, version 1 has flags, the base and a reserved field, version 2 the
-    // declared size and the base.
+    // Versions 1 to 4 share the first 12 bytes, the length (32) and the CRC's place;
+    // between them, version 1 has flags, the base and a reserved field, versions 2 to 4
+    // the declared size and the base.
     if bytes.len() < SEGMENT_HEADER_LEN {
         return Err(HeaderError::Short);
     }

@@ -5,7 +5,8 @@
 //! - `reclaim`: disk reclaim keeps every live message, judged from the checkpoint;
 //! - `expiry`: TTL expiry, DLQ retention, clock jumps;
 //! - `checkpoints`: the two slots, damaged and missing checkpoints, reopen from one;
-//! - `relocation`: relocated records keep their envelopes and TTLs.
+//! - `relocation`: relocated records keep their envelopes and TTLs;
+//! - `history`: the failure history outlives replays, deletes, compaction and reopens.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -15,5 +16,6 @@ mod helpers;
 
 mod checkpoints;
 mod expiry;
+mod history;
 mod reclaim;
 mod relocation;

@@ -16,6 +16,7 @@ mod filter;
 mod import;
 mod replay;
 mod stats;
+mod timeline;
 
 use std::sync::Arc;
 
@@ -30,6 +31,7 @@ pub use filter::{Cursor, EntryPredicate, Filter, Page};
 pub use import::{ImportReport, ImportedEntry, Importer};
 pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
+pub use timeline::{FailureTimeline, HISTORY_HOURS};
 
 /// A handle on the DLQ of one queue.
 ///

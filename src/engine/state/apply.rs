@@ -535,6 +535,7 @@ impl State {
             qs.counters.expired += 1;
         }
         qs.dlq_order.insert((dead_at, id));
+        qs.history.record(dead_at, kind);
         qs.dlq.pending += 1;
         *qs.dlq.by_kind.entry(kind).or_default() += 1;
         *qs.dlq.by_worker.entry(worker).or_default() += 1;

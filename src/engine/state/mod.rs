@@ -14,6 +14,7 @@
 //!   metadata stay in the log.
 
 mod apply;
+mod history;
 mod index;
 mod intern;
 mod live;
@@ -26,6 +27,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
+pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdMap, Interner};
 pub use live::LiveRef;
@@ -179,6 +181,8 @@ pub struct QueueState {
     pub dlq_order: BTreeSet<(u64, MessageId)>,
     /// DLQ counters.
     pub dlq: DlqCounters,
+    /// Dead-letterings per hour and error kind.
+    pub history: FailureHistory,
 }
 
 /// What an applied record changed that the store must react to (alerts, wake-ups).

@@ -2,7 +2,9 @@
 //! of a whole index from one. How a snapshot is written on disk is
 //! [`crate::engine::wire`]'s business.
 
-use super::{DeadInfo, DlqCounters, Extra, Interner, Msg, Place, QueueCounters, State};
+use super::{
+    DeadInfo, DlqCounters, Extra, FailureHistory, Interner, Msg, Place, QueueCounters, State,
+};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
@@ -15,6 +17,8 @@ pub struct QueueSnapshot {
     pub counters: QueueCounters,
     /// Its DLQ's counters.
     pub dlq: DlqCounters,
+    /// Its DLQ's dead-letterings per hour and error kind.
+    pub history: FailureHistory,
 }
 
 /// The persistent part of the index; everything else is rebuilt from it.
@@ -52,6 +56,7 @@ impl State {
                 name: q.name.clone(),
                 counters: q.counters,
                 dlq: q.dlq.clone(),
+                history: q.history.clone(),
             })
             .collect();
         let awaiting = |id: MessageId| self.extras.get(&id).is_some_and(|e| e.awaiting_start);
@@ -106,6 +111,7 @@ impl State {
             qs.name = q.name;
             qs.counters = q.counters;
             qs.dlq = q.dlq;
+            qs.history = q.history;
         }
         let mut lost = Vec::new();
         for (id, mut m) in snap.msgs {

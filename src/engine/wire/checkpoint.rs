@@ -13,7 +13,7 @@
 //! knowing its layout ([`CheckpointError::Newer`] when intact, [`CheckpointError::Damaged`]
 //! otherwise). The rest of the header and the body are the version's own.
 
-use super::{current, v1, FORMAT_VERSION};
+use super::{current, v1, v4, FORMAT_VERSION};
 use crate::engine::state::Snapshot;
 use crate::error::Result;
 
@@ -82,13 +82,14 @@ pub(crate) fn decode_checkpoint(
     match u16::from_le_bytes([bytes[8], bytes[9]]) {
         // Version 2 changed the segment header only, version 3 added records: their
         // checkpoints are version 1's.
-        v @ (1..=3) => decode_v1(bytes, v),
+        v @ (1..=4) => decode_v1(bytes, v),
         v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
         _ => Err(CheckpointError::Damaged(8)),
     }
 }
 
-/// Version 1 (and 2 and 3): position and body length, then the body.
+/// Version 1 (and 2 to 4, the same header): position and body length, then the body in
+/// that version's layout (version 1's up to version 3; version 4 adds the failure history).
 fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, CheckpointError> {
     let u64_at = |at: usize| {
         bytes
@@ -102,7 +103,11 @@ fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, 
     if body_len != (bytes.len() - V1_HEADER_LEN) as u64 {
         return Err(CheckpointError::Damaged(24));
     }
-    let snapshot = v1::snapshot::decode(&bytes[V1_HEADER_LEN..], V1_HEADER_LEN as u64)?;
+    let body = &bytes[V1_HEADER_LEN..];
+    let snapshot = match version {
+        1..=3 => v1::snapshot::decode(body, V1_HEADER_LEN as u64)?,
+        _ => v4::snapshot::decode(body, V1_HEADER_LEN as u64)?,
+    };
     Ok(CheckpointFile {
         version,
         position,

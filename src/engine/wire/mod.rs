@@ -35,6 +35,7 @@ mod checkpoint;
 mod fixture_bytes;
 mod v1;
 mod v3;
+mod v4;
 
 use std::ops::Range;
 
@@ -48,7 +49,7 @@ use crate::error::Result;
 
 /// The wire structs records and checkpoints are written with. A version that changes
 /// them moves this alias to its new module; the old module keeps its decoders.
-use v3 as current;
+use v4 as current;
 
 /// A record body that does not decode. Its reader reports it as
 /// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
@@ -83,7 +84,8 @@ pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
 pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
         1 | 2 => v1::decode_for_apply(body),
-        3 => v3::decode_for_apply(body),
+        // Version 4 changed only the checkpoint body: its records are version 3's.
+        3 | 4 => v3::decode_for_apply(body),
         _ => Err(BadContent),
     }
 }
@@ -94,7 +96,8 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
 pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
         1 | 2 => v1::decode(body),
-        3 => v3::decode(body),
+        // Version 4 changed only the checkpoint body: its records are version 3's.
+        3 | 4 => v3::decode(body),
         _ => Err(BadContent),
     }
 }
@@ -105,7 +108,8 @@ pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadConten
 pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, BadContent> {
     match version {
         1 | 2 => v1::put_payload(body),
-        3 => v3::put_payload(body),
+        // Version 4 changed only the checkpoint body: its records are version 3's.
+        3 | 4 => v3::put_payload(body),
         _ => Err(BadContent),
     }
 }

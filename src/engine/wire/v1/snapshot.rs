@@ -1,5 +1,7 @@
 //! Version-1 wire structs of a checkpoint's body (the index snapshot), and their
-//! conversions to and from [`crate::engine::state::Snapshot`].
+//! conversion to [`crate::engine::state::Snapshot`] (versions 1 to 3 wrote these; no
+//! longer written: the encoder went with version 4). Such a snapshot has no failure
+//! history: each DLQ's starts from the entries it holds (see `history_of_entries`).
 //!
 //! As for the records, the order of fields and variants is the format: nothing here is
 //! ever reordered, added to or removed. The structs own their strings (a checkpoint is
@@ -12,10 +14,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::config;
-use crate::engine::state::{self as engine, IdMap};
+use std::collections::HashMap;
+
+use crate::engine::state::{self as engine, FailureHistory};
 use crate::engine::wire::borrow;
 use crate::engine::wire::checkpoint::CheckpointError;
-use crate::error::{Error, Result};
 
 /// The whole body.
 #[derive(Serialize, Deserialize)]
@@ -113,13 +116,6 @@ enum DeadStatus {
     Reprocessed(bool, u64),
 }
 
-/// Encodes a snapshot as a version-1 checkpoint body (appended to `out`).
-pub(in crate::engine::wire) fn encode(snapshot: engine::Snapshot, out: &mut Vec<u8>) -> Result<()> {
-    bincode::serde::encode_into_std_write(Snapshot::from(snapshot), out, config())
-        .map_err(|e| Error::Codec(e.to_string()))?;
-    Ok(())
-}
-
 /// Decodes a version-1 checkpoint body that starts at file offset `at`.
 pub(in crate::engine::wire) fn decode(
     body: &[u8],
@@ -134,45 +130,42 @@ pub(in crate::engine::wire) fn decode(
     Ok(snapshot.into())
 }
 
-fn pairs(map: IdMap<u32, u64>) -> Vec<(u32, u64)> {
-    map.into_iter().collect()
-}
-
-impl From<engine::Snapshot> for Snapshot {
-    fn from(s: engine::Snapshot) -> Self {
-        Snapshot {
-            next_id: s.next_id,
-            latest_time: s.latest_time,
-            queues: s
-                .queues
-                .into_iter()
-                .map(|q| QueueSnapshot {
-                    name: q.name,
-                    counters: q.counters.into(),
-                    dlq: q.dlq.into(),
-                })
-                .collect(),
-            msgs: s.msgs.into_iter().map(|(id, m)| (id, m.into())).collect(),
-            extras: s.extras.into_iter().map(|(id, e)| (id, e.into())).collect(),
-            dead: s.dead.into_iter().map(|(id, d)| (id, d.into())).collect(),
-            idempotency: s.idempotency,
-            strings: s.strings,
+/// The failure history a checkpoint of version 1 to 3 implies: it has none, so each DLQ's history
+/// starts with the entries it still holds, counted at the hour they were dead-lettered
+/// (what left the DLQ before the checkpoint is not known any more). Records after the
+/// checkpoint are counted as they are applied.
+fn history_of_entries(s: &Snapshot) -> Vec<FailureHistory> {
+    let mut history = vec![FailureHistory::default(); s.queues.len()];
+    let queue_of: HashMap<u64, u32> = s
+        .msgs
+        .iter()
+        .filter(|(_, m)| matches!(m.place, Place::Dead))
+        .map(|(id, m)| (*id, m.queue))
+        .collect();
+    for (id, d) in &s.dead {
+        let h = queue_of.get(id).and_then(|&q| history.get_mut(q as usize));
+        if let Some(h) = h {
+            h.record(d.dead_at, d.kind);
         }
     }
+    history
 }
 
 impl From<Snapshot> for engine::Snapshot {
     fn from(s: Snapshot) -> Self {
+        let history = history_of_entries(&s);
         engine::Snapshot {
             next_id: s.next_id,
             latest_time: s.latest_time,
             queues: s
                 .queues
                 .into_iter()
-                .map(|q| engine::QueueSnapshot {
+                .zip(history)
+                .map(|(q, history)| engine::QueueSnapshot {
                     name: q.name,
                     counters: q.counters.into(),
                     dlq: q.dlq.into(),
+                    history,
                 })
                 .collect(),
             msgs: s.msgs.into_iter().map(|(id, m)| (id, m.into())).collect(),
@@ -180,21 +173,6 @@ impl From<Snapshot> for engine::Snapshot {
             dead: s.dead.into_iter().map(|(id, d)| (id, d.into())).collect(),
             idempotency: s.idempotency,
             strings: s.strings,
-        }
-    }
-}
-
-impl From<engine::QueueCounters> for QueueCounters {
-    fn from(c: engine::QueueCounters) -> Self {
-        QueueCounters {
-            ready: c.ready,
-            in_flight: c.in_flight,
-            enqueued: c.enqueued,
-            acked: c.acked,
-            retried: c.retried,
-            dead_lettered: c.dead_lettered,
-            expired: c.expired,
-            deleted: c.deleted,
         }
     }
 }
@@ -214,22 +192,6 @@ impl From<QueueCounters> for engine::QueueCounters {
     }
 }
 
-impl From<engine::DlqCounters> for DlqCounters {
-    fn from(c: engine::DlqCounters) -> Self {
-        DlqCounters {
-            pending: c.pending,
-            reprocessed_kept: c.reprocessed_kept,
-            reprocessed_ok: c.reprocessed_ok,
-            reprocessed_failed: c.reprocessed_failed,
-            replayed: c.replayed,
-            deleted: c.deleted,
-            expired: c.expired,
-            by_kind: pairs(c.by_kind),
-            by_worker: pairs(c.by_worker),
-        }
-    }
-}
-
 impl From<DlqCounters> for engine::DlqCounters {
     fn from(c: DlqCounters) -> Self {
         engine::DlqCounters {
@@ -242,23 +204,6 @@ impl From<DlqCounters> for engine::DlqCounters {
             expired: c.expired,
             by_kind: c.by_kind.into_iter().collect(),
             by_worker: c.by_worker.into_iter().collect(),
-        }
-    }
-}
-
-impl From<engine::Msg> for Msg {
-    fn from(m: engine::Msg) -> Self {
-        Msg {
-            payload_pos: m.payload_pos,
-            visible_at: m.visible_at,
-            queue: m.queue,
-            attempts: m.attempts,
-            place: match m.place {
-                engine::Place::Ready => Place::Ready,
-                engine::Place::ReadyAfterLostLease => Place::ReadyAfterLostLease,
-                engine::Place::Leased => Place::Leased,
-                engine::Place::Dead => Place::Dead,
-            },
         }
     }
 }
@@ -280,19 +225,6 @@ impl From<Msg> for engine::Msg {
     }
 }
 
-impl From<engine::Extra> for Extra {
-    fn from(e: engine::Extra) -> Self {
-        Extra {
-            first_received_at: e.first_received_at,
-            history_pos: e.history_pos,
-            generation: e.generation,
-            from_dlq: e.from_dlq,
-            lease_cut_by_restart: e.lease_cut_by_restart,
-            expires_at: e.expires_at,
-        }
-    }
-}
-
 impl From<Extra> for engine::Extra {
     fn from(e: Extra) -> Self {
         engine::Extra {
@@ -304,22 +236,6 @@ impl From<Extra> for engine::Extra {
             expires_at: e.expires_at,
             // A snapshot holds no reservation (`State::snapshot` turns them back).
             awaiting_start: false,
-        }
-    }
-}
-
-impl From<engine::DeadInfo> for DeadInfo {
-    fn from(d: engine::DeadInfo) -> Self {
-        DeadInfo {
-            envelope_pos: d.envelope_pos,
-            dead_at: d.dead_at,
-            kind: d.kind,
-            worker: d.worker,
-            status: match d.status {
-                engine::DeadStatus::Pending => DeadStatus::Pending,
-                engine::DeadStatus::Reprocessed(ok, at) => DeadStatus::Reprocessed(ok, at),
-            },
-            expires_at: d.expires_at,
         }
     }
 }
@@ -368,7 +284,7 @@ mod tests {
         for (_, store) in fixture_stores() {
             for path in files(&store, |n| n.starts_with("checkpoint-")) {
                 let bytes = std::fs::read(&path).unwrap();
-                if bytes[8..10] != [1, 0] {
+                if !matches!(bytes[8..10], [1, 0] | [2, 0] | [3, 0]) {
                     continue;
                 }
                 let body = &bytes[32..];

@@ -27,8 +27,6 @@ use crate::engine::record::{Decoded, Op, PutMeta};
 use crate::engine::wire::BadContent;
 use crate::error::{Error, Result};
 
-pub(super) use v1::snapshot;
-
 const TAG_OP: u8 = 2;
 const TAG_RELOCATED: u8 = 3;
 /// Variant index of a reservation (after version 1's ten Op variants, 0 to 9).
