@@ -14,9 +14,12 @@
 //!   after entries came or went still starts right after the last row shown;
 //! - `/api/entry/{id}`: the whole envelope in the JSON form of [`crate::export`], with
 //!   `payload_text` when the payload is UTF-8;
-//! - `/api/timeline/{name}?hours=N` (1 to 168, default 24): dead-letterings per hour,
-//!   `{"dlq", "bucket_ms", "start_ms", "buckets": [count], "earlier"}`, oldest bucket first,
-//!   the last one holding the current hour.
+//! - `/api/timeline/{name}?hours=N` (1 to 2160, 90 days; default 24): dead-letterings per
+//!   hour, `{"dlq", "bucket_ms", "start_ms", "buckets": [count], "by_kind": {kind:
+//!   [count]}, "earlier", "persisted"}`, oldest bucket first, the last one holding the
+//!   current hour: the failure history the store keeps, which replays and deletes do not
+//!   change (`persisted` is false on a backend that keeps none: then the counts are of the
+//!   entries still held).
 //!
 //! Changes (`POST /api/replay`, `/api/delete`, `/api/mark`) are answered by the `change` module, which documents them.
 
@@ -24,7 +27,7 @@ use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 
 use deadletter::{
-    Cursor, DeadLetter, DeadLetterQueue, EntryStatus, Error, Filter, MessageId, Page,
+    Cursor, DeadLetter, DeadLetterQueue, EntryStatus, Error, MessageId, Page, HISTORY_HOURS,
 };
 
 use crate::export::{envelope_to_json, PayloadEncoding};
@@ -221,15 +224,18 @@ fn entry<S: Source>(store: &S, id: MessageId) -> Reply {
     }
 }
 
-const HOUR_MS: u64 = 3_600_000;
-
 fn timeline<S: Source>(store: &S, name: &str, query: &str) -> Reply {
-    let mut hours = 24u64;
+    let mut hours = 24u32;
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
         match key.as_ref() {
-            "hours" => match value.parse::<u64>() {
-                Ok(h) if (1..=168).contains(&h) => hours = h,
-                _ => return Reply::error(400, "hours must be a whole number from 1 to 168"),
+            "hours" => match value.parse::<u32>() {
+                Ok(h) if (1..=HISTORY_HOURS).contains(&h) => hours = h,
+                _ => {
+                    return Reply::error(
+                        400,
+                        format!("hours must be a whole number from 1 to {HISTORY_HOURS}"),
+                    )
+                }
             },
             other => return Reply::error(400, format!("unknown query parameter {other:?}")),
         }
@@ -238,35 +244,21 @@ fn timeline<S: Source>(store: &S, name: &str, query: &str) -> Reply {
         Ok(d) => d,
         Err(e) => return lib_error(&e),
     };
-    let now = store.now_ms();
-    let end = (now / HOUR_MS + 1) * HOUR_MS;
-    let start = end.saturating_sub(hours * HOUR_MS);
-    let count = |since: Option<u64>, until: Option<u64>| {
-        dlq.ids(&Filter::all().between(since, until), None)
-            .map(|ids| ids.len() as u64)
-    };
-    let mut buckets = Vec::with_capacity(hours as usize);
-    for h in 0..hours {
-        let from = start + h * HOUR_MS;
-        match count(Some(from), Some(from + HOUR_MS)) {
-            Ok(n) => buckets.push(n),
-            Err(e) => return lib_error(&e),
-        }
+    match dlq.failure_timeline(store.now_ms(), hours) {
+        Ok(t) => Reply::json(
+            200,
+            &json!({
+                "dlq": dlq.name(),
+                "bucket_ms": t.bucket_ms,
+                "start_ms": t.start_ms,
+                "buckets": t.buckets,
+                "by_kind": t.by_kind,
+                "earlier": t.earlier,
+                "persisted": t.persisted,
+            }),
+        ),
+        Err(e) => lib_error(&e),
     }
-    let earlier = match count(None, Some(start)) {
-        Ok(n) => n,
-        Err(e) => return lib_error(&e),
-    };
-    Reply::json(
-        200,
-        &json!({
-            "dlq": dlq.name(),
-            "bucket_ms": HOUR_MS,
-            "start_ms": start,
-            "buckets": buckets,
-            "earlier": earlier,
-        }),
-    )
 }
 
 #[cfg(test)]

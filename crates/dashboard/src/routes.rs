@@ -12,6 +12,7 @@ use crate::{api, change, time};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
+const LIST_JS: &str = include_str!("assets/list.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// The header that carries the token on mutating requests.
@@ -114,6 +115,7 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
             Reply::text(200, "text/html; charset=utf-8", INDEX_HTML)
         }
         (Method::Get, "/app.js") => Reply::text(200, "text/javascript; charset=utf-8", APP_JS),
+        (Method::Get, "/list.js") => Reply::text(200, "text/javascript; charset=utf-8", LIST_JS),
         (Method::Get, "/style.css") => Reply::text(200, "text/css; charset=utf-8", STYLE_CSS),
         (Method::Get, "/metrics") => match ctx.store.metrics() {
             Ok(m) => {

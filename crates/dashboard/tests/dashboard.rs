@@ -86,6 +86,9 @@ fn page_and_assets_are_served_with_protective_headers() {
         .unwrap()
         .starts_with("text/javascript"));
     assert!(js.body.contains("X-Deadletter-Token"));
+    let list = get(addr, "/list.js");
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains("/api/mark"));
     assert_eq!(get(addr, "/style.css").status, 200);
     assert_eq!(get(addr, "/nope").status, 404);
     assert_eq!(
@@ -168,12 +171,29 @@ fn the_api_reads_what_the_library_holds() {
     .json();
     assert_eq!(before_gone["entries"].as_array().unwrap().len(), 0);
     assert_eq!(before_gone["next_cursor"], prev_cursor.as_str());
+    // The failure chart still counts the deleted entry: it is the store's history.
+    let timeline = get(addr, "/api/timeline/orders-dlq?hours=3").json();
+    let total: u64 = timeline["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(total + timeline["earlier"].as_u64().unwrap(), 3);
+    assert_eq!(timeline["persisted"], true);
+    let invalid: u64 = timeline["by_kind"]["Invalid"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(invalid, 2);
     assert_eq!(get(addr, "/api/dlq/orders?after=12").status, 400);
 
     assert_eq!(get(addr, "/api/dlq/nosuch").status, 404);
     assert_eq!(get(addr, "/api/entry/999").status, 404);
     assert_eq!(get(addr, "/api/dlq/orders?bogus=1").status, 400);
-    assert_eq!(get(addr, "/api/timeline/orders?hours=999").status, 400);
+    assert_eq!(get(addr, "/api/timeline/orders?hours=9999").status, 400);
     server.shutdown();
 }
 

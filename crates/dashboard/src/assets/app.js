@@ -1,16 +1,24 @@
 // deadletter dashboard: vanilla JavaScript, no dependencies. Every value from the store is
 // written with textContent (never as HTML). Mutations carry the token in a custom header.
+// This file holds the shared helpers, the queue table, the charts, one entry's panel and
+// the start; list.js (loaded first) the DLQ list, its filters, pages and selection.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
+const PAGE_SIZE = 25;
+const REFRESH_MS = 10000;
 const state = {
   token: "",
   stats: null,
   dlq: "",
   filter: {},
-  cursors: [],
+  // The page shown: after this cursor, or before it (the previous page), or the first.
   after: null,
-  nextCursor: null,
+  before: null,
+  limit: PAGE_SIZE,
+  page: null,
+  // Selected entry ids: kept across refreshes and pages, cleared when the DLQ changes.
+  selected: new Set(),
   entry: null,
 };
 
@@ -194,7 +202,8 @@ async function renderTimeline() {
   chart.append(svg("text", { x: left - 4, y: 14, "text-anchor": "end" }, String(max)));
   chart.append(svg("text", { x: left - 4, y: 8 + plotH, "text-anchor": "end" }, "0"));
   const slot = plotW / n;
-  const labelEvery = n <= 24 ? 6 : n <= 48 ? 12 : 24;
+  // Label every few hours, or every day, week or fortnight on the longer windows.
+  const labelEvery = n <= 24 ? 6 : n <= 48 ? 12 : n <= 168 ? 24 : n <= 720 ? 24 * 7 : 24 * 14;
   t.buckets.forEach((count, i) => {
     const start = t.start_ms + i * t.bucket_ms;
     const x = left + i * slot;
@@ -211,7 +220,8 @@ async function renderTimeline() {
       chart.append(bar);
     }
     const d = new Date(start);
-    if (d.getUTCHours() % labelEvery === 0) {
+    const hourNumber = Math.floor(start / t.bucket_ms);
+    if (hourNumber % labelEvery === 0) {
       const label = labelEvery >= 24
         ? d.toISOString().slice(5, 10)
         : String(d.getUTCHours()).padStart(2, "0") + ":00";
@@ -223,172 +233,11 @@ async function renderTimeline() {
   box.append(
     el("div", {
       class: "muted",
-      text: `${total} in this window (UTC hours), ${t.earlier} earlier`,
+      text:
+        `${total} dead-lettered in this window (UTC hours), ${t.earlier} earlier` +
+        (t.persisted ? "" : " (of the entries still held: this backend keeps no history)"),
     }),
   );
-}
-
-// ---- entries --------------------------------------------------------------------------
-
-function filterFromForm() {
-  const form = $("filters");
-  const f = {};
-  const v = (name) => form.elements[name].value.trim();
-  if (v("error_kind")) f.error_kind = v("error_kind");
-  if (v("message")) f.message = v("message");
-  if (v("since")) f.since_ms = Date.parse(v("since") + "Z");
-  if (v("until")) f.until_ms = Date.parse(v("until") + "Z");
-  if (v("min_attempts")) f.min_attempts = Number(v("min_attempts"));
-  if (v("max_attempts")) f.max_attempts = Number(v("max_attempts"));
-  if (v("status")) f.status = v("status");
-  return f;
-}
-
-function queryOf(filter, extra) {
-  const params = new URLSearchParams();
-  for (const [k, v] of Object.entries({ ...filter, ...extra })) {
-    if (v !== undefined && v !== null && v !== "") params.set(k, String(v));
-  }
-  return params.toString();
-}
-
-async function loadEntries() {
-  const body = $("entries").querySelector("tbody");
-  if (!state.dlq) {
-    body.replaceChildren();
-    $("matched").textContent = "";
-    return;
-  }
-  const q = queryOf(state.filter, { after: state.after, limit: 25 });
-  const page = await api(`/api/dlq/${encodeURIComponent(state.dlq)}?${q}`);
-  state.nextCursor = page.next_cursor;
-  $("matched").textContent = `${page.matched} matching`;
-  $("next-page").disabled = page.next_cursor === null;
-  $("first-page").disabled = state.after === null;
-  $("replay-matching").textContent = `Replay all matching (${page.matched})`;
-  $("delete-matching").textContent = `Delete all matching (${page.matched})`;
-  resetConfirm($("replay-matching"));
-  resetConfirm($("delete-matching"));
-  body.replaceChildren();
-  if (page.entries.length === 0) {
-    body.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "no entries match" })));
-  }
-  for (const e of page.entries) {
-    const status = e.status === "pending" ? "pending" : e.status.replace("_", " ");
-    body.append(
-      el(
-        "tr",
-        { "data-testid": "entry-row-" + e.id, "data-id": String(e.id) },
-        el("td", { class: "num", text: String(e.id) }),
-        el("td", { text: fmtTime(e.dead_lettered_at_ms) }),
-        el("td", { text: e.error_kind }),
-        el("td", { class: "msg", title: e.error_message, text: e.error_message }),
-        el("td", { class: "num", text: String(e.attempts) }),
-        el("td", { text: status }),
-        el("td", {
-          class: "payload",
-          title: e.payload_is_text ? e.payload_preview : "binary, hex",
-          text: (e.payload_is_text ? "" : "0x") + e.payload_preview,
-        }),
-        el(
-          "td",
-          { class: "actions" },
-          el("button", { type: "button", text: "View", "data-testid": "view-" + e.id, onclick: () => showEntry(e.id) }),
-          " ",
-          el("button", { type: "button", text: "Replay", "data-testid": "replay-" + e.id, onclick: () => replayIds([e.id]) }),
-          " ",
-          el("button", { type: "button", class: "danger", text: "Delete", "data-testid": "delete-" + e.id, onclick: () => deleteIds([e.id]) }),
-        ),
-      ),
-    );
-  }
-}
-
-function replayOptions() {
-  const to = $("replay-to").value.trim();
-  return {
-    to: to || undefined,
-    reset_attempts: $("reset-attempts").checked,
-    force: $("force").checked,
-  };
-}
-
-function requireToken() {
-  if (state.token) return true;
-  setStatus("Enter the token printed by `deadletter serve` to replay or delete.", true);
-  $("token").focus();
-  return false;
-}
-
-async function replayIds(ids) {
-  if (!requireToken()) return;
-  try {
-    const r = await post("/api/replay", { dlq: state.dlq, ids, ...replayOptions() });
-    const target = replayOptions().to || (queueByDlq(state.dlq) || {}).queue;
-    report(`Replayed ${r.replayed.length} entr${r.replayed.length === 1 ? "y" : "ies"} to ${target}`, r);
-  } catch (err) {
-    setStatus("Replay failed: " + err.message, true);
-  }
-  await refresh();
-}
-
-async function deleteIds(ids) {
-  if (!requireToken()) return;
-  try {
-    const r = await post("/api/delete", { dlq: state.dlq, ids });
-    setStatus(`Deleted ${r.deleted} entr${r.deleted === 1 ? "y" : "ies"}`);
-    if (state.entry !== null && ids.includes(state.entry)) closeEntry();
-  } catch (err) {
-    setStatus("Delete failed: " + err.message, true);
-  }
-  await refresh();
-}
-
-function report(text, r) {
-  if (r.failed && r.failed.length > 0) {
-    setStatus(`${text}; ${r.failed.length} refused: ${r.failed.map((f) => f.id + " " + f.reason).join("; ")}`, true);
-  } else {
-    setStatus(text);
-  }
-}
-
-// A bulk button asks for a second click instead of a dialog.
-function resetConfirm(button) {
-  button.classList.remove("confirm");
-  delete button.dataset.armed;
-}
-
-function armed(button, label) {
-  if (button.dataset.armed) {
-    resetConfirm(button);
-    return true;
-  }
-  button.dataset.armed = "1";
-  button.classList.add("confirm");
-  button.textContent = label;
-  setTimeout(() => resetConfirm(button), 5000);
-  return false;
-}
-
-async function bulk(action) {
-  if (!requireToken()) return;
-  const button = $(action === "replay" ? "replay-matching" : "delete-matching");
-  if (!armed(button, `Click again to ${action} every matching entry`)) return;
-  try {
-    if (action === "replay") {
-      const r = await post("/api/replay", { dlq: state.dlq, filter: state.filter, ...replayOptions() });
-      report(`Replayed ${r.replayed.length} matching entries`, r);
-    } else {
-      const r = await post("/api/delete", { dlq: state.dlq, filter: state.filter });
-      setStatus(`Deleted ${r.deleted} matching entries`);
-      closeEntry();
-    }
-  } catch (err) {
-    setStatus(`${action} failed: ${err.message}`, true);
-  }
-  state.after = null;
-  state.cursors = [];
-  await refresh();
 }
 
 // ---- one entry ------------------------------------------------------------------------
@@ -409,10 +258,11 @@ function base64Bytes(text) {
   return Uint8Array.from(bin, (c) => c.charCodeAt(0));
 }
 
-async function showEntry(id) {
+async function showEntry(id, { scroll = true } = {}) {
   try {
     const e = await api(`/api/entry/${id}`);
     state.entry = id;
+    writeAddress();
     $("entry-section").hidden = false;
     $("entry-id").textContent = `${e.id} in ${e.dlq_name}`;
     const dl = $("entry-summary");
@@ -420,6 +270,7 @@ async function showEntry(id) {
     const add = (k, v) => dl.append(el("dt", { text: k }), el("dd", { text: v }));
     const status = typeof e.status === "string" ? e.status : JSON.stringify(e.status);
     add("Status", status);
+    dl.lastChild.dataset.testid = "entry-status";
     add("Queue", e.metadata.queue);
     add("Error", `${e.failure.error_kind}: ${e.failure.error_message}`);
     if (e.failure.details) add("Details", e.failure.details);
@@ -458,31 +309,45 @@ async function showEntry(id) {
     }
     $("entry-json").textContent = JSON.stringify(e, null, 2);
     $("entry-actions").replaceChildren(
+      el("a", { href: addressOf(id), text: "Link to this entry", "data-testid": "entry-link" }),
       el("button", { type: "button", class: "primary", text: "Replay this entry", "data-testid": "entry-replay", onclick: () => replayIds([id]) }),
-      el("button", { type: "button", class: "danger", text: "Delete this entry", onclick: () => deleteIds([id]) }),
+      el("button", {
+        type: "button",
+        class: "danger",
+        text: "Delete this entry",
+        "data-testid": "entry-delete",
+        onclick: (ev) => {
+          if (armed(ev.currentTarget, "Click again to delete entry " + id)) deleteIds([id]);
+        },
+      }),
     );
-    $("entry-section").scrollIntoView({ behavior: "smooth", block: "start" });
+    if (scroll) $("entry-section").scrollIntoView({ behavior: "smooth", block: "start" });
   } catch (err) {
     setStatus(`Entry ${id}: ${err.message}`, true);
+    closeEntry();
   }
 }
 
 function closeEntry() {
   state.entry = null;
   $("entry-section").hidden = true;
+  writeAddress();
 }
 
 // ---- wiring ---------------------------------------------------------------------------
 
 async function selectDlq(name) {
+  if (name !== state.dlq) state.selected.clear();
   state.dlq = name;
-  state.after = null;
-  state.cursors = [];
+  toFirstPage();
   $("filters").reset();
   state.filter = {};
+  writeAddress();
   await refresh();
 }
 
+// Reloads everything shown: the queue table, the charts and the current page of the list
+// (the same cursor, the same selection).
 async function refresh() {
   try {
     state.stats = await api("/api/stats");
@@ -499,15 +364,25 @@ async function refresh() {
   }
 }
 
-function init() {
+function autoRefresh() {
+  // Not while hidden, and not between the two clicks of a destructive button.
+  if (document.visibilityState !== "visible" || anyArmed()) return;
+  refresh().then(() => {
+    document.body.dataset.refreshed = String(Date.now());
+  });
+}
+
+async function init() {
   const match = location.hash.match(/token=([^&]+)/);
   if (match) {
     state.token = decodeURIComponent(match[1]);
     sessionStorage.setItem("deadletter-token", state.token);
-    history.replaceState(null, "", location.pathname + location.search);
   } else {
     state.token = sessionStorage.getItem("deadletter-token") || "";
   }
+  readAddress();
+  // The address keeps the view (filters, page, entry), never the token.
+  writeAddress();
   $("token").value = state.token;
   $("token").addEventListener("change", () => {
     state.token = $("token").value.trim();
@@ -516,46 +391,19 @@ function init() {
   $("refresh").addEventListener("click", refresh);
   $("hours").addEventListener("change", () => renderTimeline().catch((e) => setStatus(e.message, true)));
   $("dlq-select").addEventListener("change", (ev) => selectDlq(ev.target.value));
-  $("filters").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    state.filter = filterFromForm();
-    state.after = null;
-    state.cursors = [];
-    loadEntries().catch((e) => setStatus(e.message, true));
-  });
-  $("clear-filters").addEventListener("click", () => {
-    $("filters").reset();
-    state.filter = {};
-    state.after = null;
-    state.cursors = [];
-    loadEntries().catch((e) => setStatus(e.message, true));
-  });
-  $("next-page").addEventListener("click", () => {
-    if (state.nextCursor === null) return;
-    state.cursors.push(state.after);
-    state.after = state.nextCursor;
-    loadEntries().catch((e) => setStatus(e.message, true));
-  });
-  $("first-page").addEventListener("click", () => {
-    state.after = null;
-    state.cursors = [];
-    loadEntries().catch((e) => setStatus(e.message, true));
-  });
-  $("replay-matching").addEventListener("click", () => bulk("replay"));
-  $("delete-matching").addEventListener("click", () => bulk("delete"));
   $("close-entry").addEventListener("click", closeEntry);
+  const mark = (success) => {
+    if (state.entry !== null) markIds([state.entry], success, $("entry-note").value.trim());
+  };
+  $("entry-mark-ok").addEventListener("click", () => mark(true));
+  $("entry-mark-failed").addEventListener("click", () => mark(false));
+  wireList();
   setStatus(state.token ? "Ready." : "Read-only until a token is entered.");
-  refresh();
-  setInterval(() => {
-    if (document.visibilityState === "visible") {
-      api("/api/stats")
-        .then((s) => {
-          state.stats = s;
-          renderQueues();
-        })
-        .catch(() => {});
-    }
-  }, 10000);
+  const entry = state.entry;
+  await refresh();
+  fillForm();
+  if (entry !== null) await showEntry(entry);
+  setInterval(autoRefresh, REFRESH_MS);
 }
 
 init();

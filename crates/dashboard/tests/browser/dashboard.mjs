@@ -7,9 +7,15 @@
 // Checks: the page loads with no token in its address afterwards; the counts it shows
 // equal /api/stats; replay on one entry moves it (the page's counts and /api/stats both
 // change); a replay without the token is refused (403) from inside the page and from
-// outside; a replay with the token from another origin is refused (403). Saves
-// screenshots. Prints "browser: N passed, 0 failed" and exits 0, or names the failed
-// check and exits 1.
+// outside; a replay with the token from another origin is refused (403); dark mode follows
+// prefers-color-scheme (emulated through the DevTools protocol) and a 420 px window does
+// not overflow; pages both ways, with cursors that stay right when the entry they came
+// from is replayed; filters given in the address are applied; rows selected and marked
+// reprocessed or deleted (a delete asks for a second click, whose label resets); the list
+// refreshes by itself and keeps the selection; a link to an entry opens it, and "Replay
+// this entry" closes it; the failure chart keeps its counts after replays and deletes.
+// Saves screenshots. Prints "browser: N passed, 0 failed" and exits 0, or names the
+// failed check and exits 1.
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -80,6 +86,26 @@ async function apiStats() {
   return res.json();
 }
 
+async function apiGet(path) {
+  const res = await fetch(info.url + path);
+  return res.json();
+}
+
+async function apiPost(path, body) {
+  const res = await fetch(info.url + path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Deadletter-Token": info.token },
+    body: JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+async function timelineTotal(dlq) {
+  const t = await apiGet(`api/timeline/${dlq}?hours=48`);
+  return t.buckets.reduce((a, b) => a + b, 0) + t.earlier;
+}
+
 async function main() {
   const port = await freePort();
   const driver = spawn(CHROMEDRIVER, [`--port=${port}`, "--allowed-ips=127.0.0.1"], {
@@ -125,6 +151,20 @@ async function main() {
     const shot = async (name) => {
       const png = await wd(base, "GET", s("/screenshot"));
       writeFileSync(join(shotDir, name), Buffer.from(png, "base64"));
+    };
+    const rowIds = () =>
+      exec('return [...document.querySelectorAll("#entries tbody tr[data-id]")].map(r => Number(r.dataset.id));');
+    // Opens an address of the dashboard and waits for its first load.
+    const open = async (query) => {
+      await wd(base, "POST", s("/url"), { url: info.url + query });
+      await waitFor(`the page ${query} to load`, () => exec("return document.body.dataset.loaded || null;"));
+    };
+    const loadedAt = () => exec("return document.body.dataset.loaded;");
+    // Clicks, then waits until the page has loaded again (an action reloads what it shows).
+    const clickAndReload = async (css) => {
+      const before = await loadedAt();
+      await click(css);
+      await waitFor(`the page to reload after ${css}`, async () => (await loadedAt()) !== before);
     };
 
     // 1. The page loads (with the token from the address's fragment).
@@ -230,7 +270,126 @@ async function main() {
     await exec("document.getElementById('entry-section').scrollIntoView({block: 'start'});");
     await sleep(300);
     await shot("entry.png");
-    console.log(`screenshots: ${join(shotDir, "dashboard.png")}, ${join(shotDir, "entry.png")}`);
+    await click("#close-entry");
+
+    // 7. Dark mode follows the browser's preference; a 420 px window does not overflow.
+    const background = () => exec("return getComputedStyle(document.body).backgroundColor;");
+    const light = await background();
+    await wd(base, "POST", s("/goog/cdp/execute"), {
+      cmd: "Emulation.setEmulatedMedia",
+      params: { features: [{ name: "prefers-color-scheme", value: "dark" }] },
+    });
+    const dark = await background();
+    const luminance = (rgb) => rgb.match(/\d+/g).slice(0, 3).reduce((a, b) => a + Number(b), 0);
+    check(luminance(light) > 600 && luminance(dark) < 150, `dark mode: background ${light} becomes ${dark}`);
+    await exec("window.scrollTo(0, 0);");
+    await sleep(200);
+    await shot("dashboard-dark.png");
+    await wd(base, "POST", s("/goog/cdp/execute"), {
+      cmd: "Emulation.setEmulatedMedia",
+      params: { features: [{ name: "prefers-color-scheme", value: "light" }] },
+    });
+    await wd(base, "POST", s("/window/rect"), { width: 420, height: 900 });
+    await waitFor("a 420 px viewport", async () => (await exec("return window.innerWidth;")) <= 420);
+    const overflow = await exec(
+      "const h = document.querySelector('header');" +
+        "return {page: document.documentElement.scrollWidth - window.innerWidth, header: h.scrollWidth - h.clientWidth, width: window.innerWidth};",
+    );
+    check(overflow.page <= 0 && overflow.header <= 0, `at ${overflow.width} px nothing overflows (${JSON.stringify(overflow)})`);
+    await exec("window.scrollTo(0, 0);");
+    await shot("dashboard-420.png");
+    await wd(base, "POST", s("/window/rect"), { width: 1400, height: 1250 });
+
+    // 8. Pages both ways, two entries a page; the cursors stay right when the entry they
+    // were taken from is replayed in between.
+    const chartBefore = await timelineTotal("orders-dlq");
+    const all = (await apiGet("api/dlq/orders-dlq?limit=100")).entries.map((e) => e.id);
+    check(all.length === 6, `orders-dlq lists ${all.length} entries`);
+    await open("?dlq=orders-dlq&limit=2");
+    check(JSON.stringify(await rowIds()) === JSON.stringify(all.slice(0, 2)), "page 1 shows the first two entries");
+    check(await exec("return document.getElementById('prev-page').disabled;"), "page 1 has no previous page");
+    await clickAndReload("#next-page");
+    check(JSON.stringify(await rowIds()) === JSON.stringify(all.slice(2, 4)), "page 2 shows the next two");
+    check((await exec("return location.search;")).includes("after="), "the page's cursor is in the address");
+    await apiPost("api/replay", { dlq: "orders-dlq", ids: [all[3]], reset_attempts: true });
+    await clickAndReload("#next-page");
+    check(JSON.stringify(await rowIds()) === JSON.stringify(all.slice(4, 6)), `after ${all[3]} was replayed, page 3 starts right after it`);
+    await clickAndReload("#prev-page");
+    check(JSON.stringify(await rowIds()) === JSON.stringify([all[1], all[2]]), "the previous page is the two entries before");
+    await clickAndReload("#prev-page");
+    check(JSON.stringify(await rowIds()) === JSON.stringify([all[0]]), "and before them, the first");
+    check(await exec("return document.getElementById('prev-page').disabled;"), "which has no previous page");
+    const left = [all[0], all[1], all[2], all[4], all[5]];
+
+    // 9. Filters in the address are applied, and shown in the form.
+    const kindOf = Object.fromEntries((await apiGet("api/dlq/orders-dlq?limit=100")).entries.map((e) => [e.id, e.error_kind]));
+    const invalid = left.filter((id) => kindOf[id] === "InvalidPayload");
+    await open("?dlq=orders-dlq&error_kind=InvalidPayload&status=pending&attr.source=web");
+    check(JSON.stringify(await rowIds()) === JSON.stringify(invalid), `the address's filters list ${invalid.length} InvalidPayload entries`);
+    check((await text('[data-testid="matched"]')) === `${invalid.length} matching`, "and say so");
+    const form = await exec(
+      "const f = document.getElementById('filters').elements;" +
+        "return [f.error_kind.value, f.status.value, f.attributes.value];",
+    );
+    check(JSON.stringify(form) === JSON.stringify(["InvalidPayload", "pending", "source=web"]), `the form shows them: ${form}`);
+    await open("?dlq=orders-dlq&attr.source=nowhere");
+    check((await rowIds()).length === 0, "an attribute no entry has matches nothing");
+
+    // 10. Select rows: mark two reprocessed (with a note), delete two more (two clicks).
+    await open("?dlq=orders-dlq");
+    await click(`[data-testid="select-${left[0]}"]`);
+    await click(`[data-testid="select-${left[1]}"]`);
+    check((await text('[data-testid="selected-count"]')) === "2 selected", "two rows selected");
+    await exec("document.getElementById('mark-note').value = arguments[0];", "fixed in the shop by hand");
+    await clickAndReload('[data-testid="mark-selected-ok"]');
+    for (const id of left.slice(0, 2)) {
+      const st = await text(`[data-testid="entry-row-${id}"] [data-field="status"]`);
+      check(st === "reprocessed ok", `entry ${id} shows "${st}"`);
+    }
+    await click("#clear-selection");
+    await click(`[data-testid="select-${left[2]}"]`);
+    await click(`[data-testid="select-${left[3]}"]`);
+    await click('[data-testid="delete-selected"]');
+    check((await text('[data-testid="delete-selected"]')) === "Click again to delete 2 entries", "delete asks for a second click");
+    check((await apiStats()).queues.find((q) => q.queue === "orders").dlq_size === 5, "nothing deleted yet");
+    await clickAndReload('[data-testid="delete-selected"]');
+    check(JSON.stringify(await rowIds()) === JSON.stringify([left[0], left[1], left[4]]), "the two selected entries are deleted");
+    check((await text('[data-testid="selected-count"]')) === "0 selected", "and no longer selected");
+    // A single delete asks too, and an armed button's label resets when it expires.
+    await click(`[data-testid="delete-${left[4]}"]`);
+    check((await text(`[data-testid="delete-${left[4]}"]`)).startsWith("Click again"), "a single delete asks for a second click");
+    await click('[data-testid="delete-matching"]');
+    check((await text('[data-testid="delete-matching"]')) === "Click again to delete every matching entry", "so does delete all matching");
+    await waitFor("the armed labels to reset", async () =>
+      (await text('[data-testid="delete-matching"]')) === "Delete all matching (3)" &&
+      (await text(`[data-testid="delete-${left[4]}"]`)) === "Delete",
+    8000);
+    check(true, "both labels reset after five seconds");
+    check((await apiStats()).queues.find((q) => q.queue === "orders").dlq_size === 3, "nothing was deleted by single clicks");
+
+    // 11. The list refreshes by itself and keeps the selection.
+    await click(`[data-testid="select-${left[0]}"]`);
+    await apiPost("api/delete", { dlq: "orders-dlq", ids: [left[1]] });
+    const refreshedBefore = await exec("return document.body.dataset.refreshed || '';");
+    await waitFor("an automatic refresh", async () => (await exec("return document.body.dataset.refreshed || '';")) !== refreshedBefore, 25000);
+    check(JSON.stringify(await rowIds()) === JSON.stringify([left[0], left[4]]), "the list refreshed by itself");
+    check(await exec(`return document.querySelector('[data-testid="select-${left[0]}"]').checked;`), "the selection was kept");
+
+    // 12. A link to an entry opens it; "Replay this entry" closes it.
+    const link = await exec(`return document.querySelector('[data-testid="link-${left[4]}"]').getAttribute('href');`);
+    check(link.includes(`entry=${left[4]}`), `the row links to ${link}`);
+    await wd(base, "POST", s("/url"), { url: new URL(link, info.url).href });
+    await waitFor("the linked entry", () => exec("return !document.getElementById('entry-section').hidden;"));
+    check((await text("#entry-id")).startsWith(`${left[4]} in orders-dlq`), `the link opens entry ${left[4]}`);
+    await click('[data-testid="entry-replay"]');
+    await waitFor("the replay", async () => (await text('[data-testid="status"]')).startsWith("Replayed 1 entry"));
+    check(await exec("return document.getElementById('entry-section').hidden;"), "the replayed entry's panel closed");
+    check(!(await exec("return location.search;")).includes("entry="), "and left the address");
+
+    // 13. The failure chart counts dead-letterings, not what is left in the DLQ.
+    const chartAfter = await timelineTotal("orders-dlq");
+    check(chartAfter === chartBefore, `the failure chart still counts ${chartAfter} after replays and deletes`);
+    console.log(`screenshots in ${shotDir}: dashboard.png, dashboard-dark.png, dashboard-420.png, entry.png`);
   } catch (e) {
     if (session) {
       try {
@@ -251,9 +410,9 @@ async function main() {
 
 mkdirSync(shotDir, { recursive: true });
 const watchdog = setTimeout(() => {
-  console.error("browser test: gave up after 120 s");
+  console.error("browser test: gave up after 240 s");
   process.exit(1);
-}, 120000);
+}, 240000);
 main().then(
   () => {
     clearTimeout(watchdog);

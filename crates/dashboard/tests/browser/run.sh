@@ -3,7 +3,7 @@
 # scenario, starts `deadletter serve` on a free port, drives headless chromium through
 # chromedriver, then checks with the CLI, once the server is stopped, that the replay
 # clicked in the browser reached the store. Screenshots go to target/browser/; with
-# UPDATE_DOCS_SCREENSHOT=1 the overview is also copied to docs/dashboard.png.
+# UPDATE_DOCS_SCREENSHOT=1 the overview (light, dark, 420 px wide) is also copied to docs/.
 #
 # Needs chromium, chromium-driver and node: install.sh beside this script installs them.
 set -euo pipefail
@@ -58,20 +58,25 @@ cat "$work/serve.log"
 grep -q "POST /api/replay from .*replayed 1 of 1" "$work/serve.log"
 grep -q "refused POST /api/replay .*X-Deadletter-Token" "$work/serve.log"
 grep -q "refused POST /api/replay .*cross-site request refused" "$work/serve.log"
+grep -q "POST /api/mark from .*marked 2 of 2 .*reprocessed ok.*fixed in the shop by hand" "$work/serve.log"
+grep -q "POST /api/delete from .*deleted 2 (ids" "$work/serve.log"
 
-# With the server stopped, the tool sees the store changed: orders-dlq 7 -> 6, orders 0 -> 1.
+# With the server stopped, the tool sees the store changed: orders-dlq 7 -> 1 (three
+# replays, four deletes, two marked and later deleted), orders 0 -> 3 (the replays).
 "$bin" stats "$work/store" --json | node -e '
   let s = "";
   process.stdin.on("data", (d) => (s += d)).on("end", () => {
     const q = JSON.parse(s).queues.find((q) => q.queue === "orders");
-    if (q.dlq_size !== 6 || q.depth !== 1) {
-      console.error(`after the replay the CLI sees orders-dlq ${q.dlq_size}, orders ${q.depth}; expected 6 and 1`);
+    if (q.dlq_size !== 1 || q.depth !== 3) {
+      console.error(`after the browser test the CLI sees orders-dlq ${q.dlq_size}, orders ${q.depth}; expected 1 and 3`);
       process.exit(1);
     }
-    console.log(`deadletter stats after the browser replay: orders-dlq ${q.dlq_size}, orders ${q.depth} waiting`);
+    console.log(`deadletter stats after the browser test: orders-dlq ${q.dlq_size}, orders ${q.depth} waiting`);
   });'
 
 if [ "${UPDATE_DOCS_SCREENSHOT:-}" = 1 ]; then
-  cp "$target_dir/browser/dashboard.png" docs/dashboard.png
-  echo "updated docs/dashboard.png"
+  for shot in dashboard.png dashboard-dark.png dashboard-420.png; do
+    cp "$target_dir/browser/$shot" "docs/$shot"
+  done
+  echo "updated docs/dashboard.png, docs/dashboard-dark.png, docs/dashboard-420.png"
 fi
