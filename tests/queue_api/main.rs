@@ -16,7 +16,8 @@
 //! - `dlq_browse`: stats from counters, list pages and filters;
 //! - `dlq_alert`: the DLQ size alert hook;
 //! - `replay`: replay rules;
-//! - `dlq_import`: exported entries imported into another store, once each.
+//! - `dlq_import`: exported entries imported into another store, once each;
+//! - `waiting_age`: the oldest waiting age after a reopen that cut leases.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -40,3 +41,4 @@ mod stale_delivery;
 mod store_lock;
 mod typed_errors;
 mod typed_payloads;
+mod waiting_age;

@@ -292,13 +292,7 @@ impl Queue {
             expired: c.expired,
             deleted: c.deleted,
             dlq_size: qs.dlq_order.len() as u64,
-            // A message released by a restart is ready from time 0: it has waited since its
-            // lease was lost, not since 1970.
-            oldest_ready_at_ms: st
-                .next_visible_at(self.id)
-                .filter(|_| c.ready > 0)
-                .map(|t| if t == 0 { st.leases_lost_at } else { t })
-                .filter(|&t| t > 0),
+            oldest_ready_at_ms: st.oldest_waiting_since(self.id).filter(|_| c.ready > 0),
             refused: self.store.refused(self.id),
         }
     }

@@ -174,6 +174,32 @@ impl State {
         [fresh, delayed, lease].into_iter().flatten().min()
     }
 
+    /// Since when the oldest waiting message of `q` has been visible (stale entries
+    /// included, so this can be early but never late). A message whose lease a restart cut
+    /// is visible at 0 (ready at once) but has waited only since the restart
+    /// ([`State::leases_lost_at`]); while such messages wait, the other delayed messages
+    /// are looked through for one that waited longer (a walk of that list, only then).
+    pub fn oldest_waiting_since(&self, q: QueueId) -> Option<u64> {
+        let qs = self.queues.get(q as usize)?;
+        let fresh = qs.fresh.front().map(|(at, _)| *at);
+        let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
+        let delayed = match qs.delayed.peek() {
+            Some(Reverse((0, _))) => {
+                let older = qs
+                    .delayed
+                    .iter()
+                    .map(|Reverse((at, _))| *at)
+                    .filter(|&at| at > 0)
+                    .min();
+                // No time at all (0) is never an answer: an age from 1970 says nothing.
+                let lost = (self.leases_lost_at > 0).then_some(self.leases_lost_at);
+                [older, lost].into_iter().flatten().min()
+            }
+            other => other.map(|Reverse((at, _))| *at),
+        };
+        [fresh, delayed, lease].into_iter().flatten().min()
+    }
+
     /// True when a suspect message of queue `q` other than those in `except` (being acked
     /// in the same write) is leased now.
     pub fn suspect_in_flight(&self, q: QueueId, except: &[MessageId]) -> bool {
