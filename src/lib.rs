@@ -148,6 +148,7 @@ pub use api::dlq::{
     Analysis, Cursor, Dlq, DlqStats, EntryPredicate, FailurePattern, FailureTimeline, Filter,
     ImportReport, ImportedEntry, Importer, Page, ReplayOptions, ReplayReport, HISTORY_HOURS,
 };
+pub use api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
 pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
 pub use api::retry::{Backoff, Jitter, Retry};

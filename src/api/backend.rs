@@ -238,6 +238,12 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
     /// stopping pool does not wait out their timeout. A backend whose waits cannot be
     /// interrupted leaves them to end at their timeout, which is what this default does.
     fn wake_consumers(&self) {}
+    /// Records how long a handler ran for one delivery (the worker pool calls it). The
+    /// embedded store keeps a histogram per queue for its metrics; this default, for a
+    /// backend that keeps none, does nothing.
+    fn observe_handler(&self, duration: Duration) {
+        let _ = duration;
+    }
 }
 
 /// Acks `done` one by one; returns how many were refused because their lease was lost.
@@ -451,6 +457,9 @@ impl MessageQueue for Queue {
     }
     fn wake_consumers(&self) {
         self.store().wake_consumers()
+    }
+    fn observe_handler(&self, duration: Duration) {
+        Queue::observe_handler(self, duration)
     }
 }
 

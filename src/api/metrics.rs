@@ -25,15 +25,26 @@
 //! | `deadletter_oldest_message_age_seconds`  | gauge   | [`QueueMetrics::oldest_message_age_ms`] |
 //! | `deadletter_dlq_oldest_age_seconds`      | gauge   | [`QueueMetrics::dlq_oldest_age_ms`] |
 //!
-//! The two age gauges are 0 when there is nothing to age.
+//! The two age gauges are 0 when there is nothing to age. Then, with more labels or none:
+//!
+//! | metric | type | labels | from |
+//! |---|---|---|---|
+//! | `deadletter_dlq_entries` | gauge | `queue`, `dlq`, `error_kind` | [`QueueMetrics::dlq_by_error_kind`] (one series per kind in the DLQ) |
+//! | `deadletter_handler_duration_seconds` | histogram | `queue`, `dlq`, `le` | [`QueueMetrics::handler_duration`] (queues a worker pool ran on in this process) |
+//! | `deadletter_store_disk_bytes` | gauge | none | [`Metrics::disk_bytes`] (when known) |
+//! | `deadletter_build_info` | gauge | `version`, `format_version` | always 1: the library's version and the on-disk format version it writes |
 
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::api::dlq::DlqStats;
+use crate::api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
 use crate::api::queue::QueueStats;
 use crate::api::store::Store;
+use crate::storage::format::FORMAT_VERSION;
 
 /// The numbers of one queue and its DLQ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +85,11 @@ pub struct QueueMetrics {
     /// Age of the oldest DLQ entry (since it was dead-lettered); `None` when the DLQ is
     /// empty.
     pub dlq_oldest_age_ms: Option<u64>,
+    /// DLQ entries by error kind.
+    pub dlq_by_error_kind: BTreeMap<String, u64>,
+    /// How long handlers ran, from the worker pools on this queue in this process (`None`
+    /// before the first delivery handled, or on a backend that keeps none).
+    pub handler_duration: Option<DurationHistogram>,
 }
 
 /// A snapshot of every queue of a store ([`Store::metrics_snapshot`]), as numbers or as
@@ -110,6 +126,8 @@ pub struct Metrics {
     pub at_ms: u64,
     /// One entry per queue, in creation order.
     pub queues: Vec<QueueMetrics>,
+    /// Bytes of the store's files on disk, when known.
+    pub disk_bytes: Option<u64>,
 }
 
 impl QueueMetrics {
@@ -132,6 +150,8 @@ impl QueueMetrics {
             dlq_replayed: dlq.replayed,
             oldest_message_age_ms: queue.oldest_ready_at_ms.map(|t| at_ms.saturating_sub(t)),
             dlq_oldest_age_ms: dlq.oldest_age_ms,
+            dlq_by_error_kind: dlq.by_error_kind.clone(),
+            handler_duration: None,
         }
     }
 }
@@ -139,7 +159,17 @@ impl QueueMetrics {
 impl Metrics {
     /// A snapshot taken at `at_ms` of `queues`.
     pub fn new(at_ms: u64, queues: Vec<QueueMetrics>) -> Metrics {
-        Metrics { at_ms, queues }
+        Metrics {
+            at_ms,
+            queues,
+            disk_bytes: None,
+        }
+    }
+
+    /// The same, with the bytes the store takes on disk.
+    pub fn with_disk_bytes(mut self, bytes: Option<u64>) -> Metrics {
+        self.disk_bytes = bytes;
+        self
     }
 }
 
@@ -151,9 +181,13 @@ impl Store {
             .queue_names()
             .iter()
             .filter_map(|name| self.existing_queue(name).ok())
-            .map(|queue| QueueMetrics::from_stats(&queue.stats(), &queue.dlq().stats(), at_ms))
+            .map(|queue| {
+                let mut m = QueueMetrics::from_stats(&queue.stats(), &queue.dlq().stats(), at_ms);
+                m.handler_duration = queue.handler_duration();
+                m
+            })
             .collect();
-        Metrics::new(at_ms, queues)
+        Metrics::new(at_ms, queues).with_disk_bytes(self.disk_bytes())
     }
 }
 
@@ -258,7 +292,8 @@ impl Metrics {
     }
 
     /// Renders the snapshot in the Prometheus text exposition format (version 0.0.4): one
-    /// `# HELP` and `# TYPE` line per family, then one sample per queue.
+    /// `# HELP` and `# TYPE` line per family, then one sample per queue; then the DLQ
+    /// entries by error kind, the handler durations, the disk bytes and the build info.
     pub fn to_prometheus(&self) -> String {
         let mut out = String::new();
         for family in FAMILIES {
@@ -279,7 +314,79 @@ impl Metrics {
                 );
             }
         }
+        self.write_labelled(&mut out);
         out
+    }
+
+    /// The families beyond one sample per queue.
+    fn write_labelled(&self, out: &mut String) {
+        let head = |out: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+        };
+        let labels = |q: &QueueMetrics| {
+            format!(
+                "queue=\"{}\",dlq=\"{}\"",
+                escape_label(&q.queue),
+                escape_label(&q.dlq)
+            )
+        };
+        head(
+            out,
+            "deadletter_dlq_entries",
+            "gauge",
+            "Entries in the dead letter queue by error kind.",
+        );
+        for q in &self.queues {
+            for (kind, n) in &q.dlq_by_error_kind {
+                let kind = escape_label(kind);
+                let _ = writeln!(
+                    out,
+                    "deadletter_dlq_entries{{{},error_kind=\"{kind}\"}} {n}",
+                    labels(q)
+                );
+            }
+        }
+        let name = "deadletter_handler_duration_seconds";
+        head(
+            out,
+            name,
+            "histogram",
+            "How long a worker pool's handler ran for one delivery.",
+        );
+        for q in &self.queues {
+            let Some(h) = &q.handler_duration else {
+                continue;
+            };
+            let l = labels(q);
+            for (bound, n) in DURATION_BUCKETS_SECONDS.iter().zip(&h.cumulative) {
+                let _ = writeln!(out, "{name}_bucket{{{l},le=\"{bound}\"}} {n}");
+            }
+            let _ = writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {}", h.count);
+            let sum = h.sum_micros as f64 / 1e6;
+            let _ = writeln!(out, "{name}_sum{{{l}}} {sum}");
+            let _ = writeln!(out, "{name}_count{{{l}}} {}", h.count);
+        }
+        if let Some(bytes) = self.disk_bytes {
+            head(
+                out,
+                "deadletter_store_disk_bytes",
+                "gauge",
+                "Bytes of the store's files on disk.",
+            );
+            let _ = writeln!(out, "deadletter_store_disk_bytes {bytes}");
+        }
+        head(
+            out,
+            "deadletter_build_info",
+            "gauge",
+            "The deadletter library's version and the on-disk format version it writes; always 1.",
+        );
+        let _ = writeln!(
+            out,
+            "deadletter_build_info{{version=\"{}\",format_version=\"{FORMAT_VERSION}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
     }
 }
 
@@ -343,16 +450,36 @@ mod tests {
             dlq_replayed: 0,
             oldest_message_age_ms: Some(2500),
             dlq_oldest_age_ms: None,
+            dlq_by_error_kind: BTreeMap::from([("Invalid \"x\"".to_string(), 1)]),
+            handler_duration: Some(DurationHistogram {
+                cumulative: vec![1; DURATION_BUCKETS_SECONDS.len()],
+                count: 2,
+                sum_micros: 61_000_500,
+            }),
         };
-        let m = Metrics {
-            at_ms: 0,
-            queues: vec![q],
-        };
+        let m = Metrics::new(0, vec![q]).with_disk_bytes(Some(4096));
         let text = m.to_prometheus();
+        assert!(text.contains(
+            "deadletter_dlq_entries{queue=\"orders\",dlq=\"orders-dlq\",error_kind=\"Invalid \\\"x\\\"\"} 1\n"
+        ));
+        assert!(text.contains(
+            "deadletter_handler_duration_seconds_bucket{queue=\"orders\",dlq=\"orders-dlq\",le=\"0.001\"} 1\n"
+        ));
+        assert!(text.contains(
+            "deadletter_handler_duration_seconds_bucket{queue=\"orders\",dlq=\"orders-dlq\",le=\"+Inf\"} 2\n"
+        ));
+        assert!(text.contains(
+            "deadletter_handler_duration_seconds_sum{queue=\"orders\",dlq=\"orders-dlq\"} 61.0005\n"
+        ));
+        assert!(text.contains("deadletter_store_disk_bytes 4096\n"));
+        assert!(text.contains(&format!(
+            "deadletter_build_info{{version=\"{}\",format_version=\"{FORMAT_VERSION}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        )));
         assert!(text.contains("deadletter_queue_depth{queue=\"orders\",dlq=\"orders-dlq\"} 3\n"));
         assert!(text.contains(
             "deadletter_oldest_message_age_seconds{queue=\"orders\",dlq=\"orders-dlq\"} 2.5\n"
         ));
-        assert_eq!(text.matches("# TYPE").count(), FAMILIES.len());
+        assert_eq!(text.matches("# TYPE").count(), FAMILIES.len() + 4);
     }
 }

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod dlq;
+pub mod durations;
 mod expiry;
 pub mod metrics;
 pub mod queue;

@@ -20,6 +20,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::api::alert::{AlertFn, Alerts};
 use crate::api::config::{Config, QueueOptions};
 use crate::api::dlq::Dlq;
+use crate::api::durations::{DurationHistogram, HandlerDurations};
 use crate::api::expiry;
 use crate::api::queue::Queue;
 use crate::engine::compaction::CompactionReport;
@@ -47,6 +48,8 @@ struct StoreInner {
     expiry_high_water: Mutex<u64>,
     /// The background compaction thread.
     compactor: Mutex<Compactor>,
+    /// Handler durations per queue, recorded by worker pools (not persisted).
+    durations: RwLock<IdMap<QueueId, Arc<HandlerDurations>>>,
 }
 
 /// How the engine of a store opened with `config` is set up.
@@ -249,6 +252,7 @@ impl Store {
                 expiry_high_water: Mutex::new(high_water),
                 compactor: Mutex::new(Compactor::default()),
                 control: Mutex::new(None),
+                durations: RwLock::new(IdMap::default()),
             }),
         }
     }
@@ -341,6 +345,32 @@ impl Store {
     /// What the log's recovery found at open.
     pub fn recovery_report(&self) -> &RecoveryReport {
         self.inner.engine.recovery_report()
+    }
+
+    /// The handler-duration histogram of queue `q`, created at its first use.
+    pub(crate) fn handler_durations(&self, q: QueueId) -> Arc<HandlerDurations> {
+        if let Some(h) = self.inner.durations.read().get(&q) {
+            return Arc::clone(h);
+        }
+        Arc::clone(self.inner.durations.write().entry(q).or_default())
+    }
+
+    /// The handler durations recorded for queue `q`, if any.
+    pub(crate) fn handler_duration_snapshot(&self, q: QueueId) -> Option<DurationHistogram> {
+        self.inner.durations.read().get(&q)?.snapshot()
+    }
+
+    /// Bytes of the files in the store's directory (segments, which are preallocated,
+    /// checkpoints, the lock), or `None` if the directory cannot be read.
+    pub fn disk_bytes(&self) -> Option<u64> {
+        let mut total = 0u64;
+        for entry in std::fs::read_dir(self.dir()).ok()? {
+            let meta = entry.ok()?.metadata().ok()?;
+            if meta.is_file() {
+                total += meta.len();
+            }
+        }
+        Some(total)
     }
 
     /// The log's segment files and positions, and what it has done since open: disk use,

@@ -615,6 +615,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| self.handler.handle(msg)));
         let duration = started.elapsed();
+        shared.queue.observe_handler(duration);
         let outcome = match result {
             Ok(Ok(())) => {
                 self.done.push(msg.clone());

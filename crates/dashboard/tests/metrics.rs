@@ -253,10 +253,67 @@ fn check_against(exp: &Exposition, m: &Metrics) {
             "{name} is a {kind}"
         );
     }
+    let per_queue: Vec<&str> = Metrics::family_names().collect();
+    let per_queue_samples = exp
+        .samples
+        .iter()
+        .filter(|s| per_queue.contains(&s.name.as_str()))
+        .count();
+    assert_eq!(per_queue_samples, m.queues.len() * per_queue.len());
+
+    // DLQ entries by error kind: one series per kind, with the queue's labels.
+    for q in &m.queues {
+        let kinds: BTreeMap<String, f64> = exp
+            .samples
+            .iter()
+            .filter(|s| s.name == "deadletter_dlq_entries" && s.labels["queue"] == q.queue)
+            .map(|s| (s.labels["error_kind"].clone(), s.value))
+            .collect();
+        let want: BTreeMap<String, f64> = q
+            .dlq_by_error_kind
+            .iter()
+            .map(|(k, &n)| (k.clone(), n as f64))
+            .collect();
+        assert_eq!(kinds, want, "entries by kind of {}", q.queue);
+    }
+    assert_eq!(exp.types["deadletter_dlq_entries"], "gauge");
+    // The build, and the store's bytes on disk.
+    let build: Vec<&Sample> = exp
+        .samples
+        .iter()
+        .filter(|s| s.name == "deadletter_build_info")
+        .collect();
+    assert_eq!(build.len(), 1);
+    assert_eq!(build[0].value, 1.0);
     assert_eq!(
-        exp.samples.len(),
-        m.queues.len() * Metrics::family_names().count()
+        build[0].labels["format_version"],
+        deadletter::FORMAT_VERSION.to_string()
     );
+    assert_eq!(build[0].labels["version"], env!("CARGO_PKG_VERSION"));
+    let disk = exp
+        .samples
+        .iter()
+        .find(|s| s.name == "deadletter_store_disk_bytes")
+        .expect("disk bytes");
+    assert_eq!(Some(disk.value as u64), m.disk_bytes);
+}
+
+/// The handler-duration histogram of `queue`: (le, cumulative count) pairs, sum, count.
+fn histogram(exp: &Exposition, queue: &str) -> (Vec<(String, f64)>, f64, f64) {
+    let name = "deadletter_handler_duration_seconds";
+    let of = |suffix: &str| -> Vec<&Sample> {
+        let full = format!("{name}{suffix}");
+        exp.samples
+            .iter()
+            .filter(|s| s.name == full && s.labels["queue"] == queue)
+            .collect()
+    };
+    let buckets = of("_bucket")
+        .into_iter()
+        .map(|s| (s.labels["le"].clone(), s.value))
+        .collect();
+    let one = |suffix: &str| of(suffix).first().map_or(f64::NAN, |s| s.value);
+    (buckets, one("_sum"), one("_count"))
 }
 
 #[test]
@@ -323,6 +380,41 @@ fn metrics_parse_and_match_the_library() {
     let m = store.metrics_snapshot();
     assert_eq!(m.queues[0].in_flight, 0);
     check_against(&exp, &m);
+    assert!(m.disk_bytes.is_some_and(|b| b > 0));
+
+    // A worker pool on the queue: its handler's durations, as a histogram.
+    assert!(histogram(&exp, "orders").0.is_empty(), "no handler ran yet");
+    let jobs = store.queue("jobs").unwrap();
+    for i in 0..5 {
+        jobs.enqueue(format!("job {i}")).unwrap();
+    }
+    let pool = deadletter::WorkerPool::new(&jobs)
+        .workers(1)
+        .start(|_: &deadletter::Message| {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            Ok(())
+        })
+        .unwrap();
+    pool.run_until_idle().unwrap();
+    pool.shutdown(std::time::Duration::from_secs(5)).unwrap();
+    let body = request(addr, "GET", "/metrics", &[], "").body;
+    let exp = parse_exposition(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    assert_eq!(
+        exp.types["deadletter_handler_duration_seconds"],
+        "histogram"
+    );
+    let (buckets, sum, count) = histogram(&exp, "jobs");
+    // Five deliveries, each handler slept 30 ms.
+    assert_eq!(count, 5.0, "{body}");
+    assert!(sum >= 0.15, "{sum}");
+    assert_eq!(
+        buckets.len(),
+        deadletter::DURATION_BUCKETS_SECONDS.len() + 1
+    );
+    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative");
+    let at = |le: &str| buckets.iter().find(|(l, _)| l == le).map(|(_, n)| *n);
+    assert_eq!(at("0.025"), Some(0.0));
+    assert_eq!(at("+Inf"), Some(5.0));
     server.shutdown();
 }
 

@@ -297,6 +297,17 @@ impl Queue {
         }
     }
 
+    /// Records how long a handler ran for one delivery of this queue (the worker pool
+    /// does); read back in [`QueueMetrics::handler_duration`](crate::QueueMetrics).
+    pub fn observe_handler(&self, duration: std::time::Duration) {
+        self.store.handler_durations(self.id).observe(duration);
+    }
+
+    /// The handler durations recorded for this queue, if any.
+    pub(crate) fn handler_duration(&self) -> Option<crate::DurationHistogram> {
+        self.store.handler_duration_snapshot(self.id)
+    }
+
     /// Messages waiting in the queue (visible now or later).
     pub fn len(&self) -> u64 {
         self.store.engine().lock().queues[self.id as usize]

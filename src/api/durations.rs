@@ -1,0 +1,93 @@
+//! How long handlers take: a histogram per queue of the time a worker pool's handler ran
+//! for each delivery ([`HandlerDurations`]), recorded by the pool through
+//! [`MessageQueue::observe_handler`](crate::MessageQueue::observe_handler) and read into
+//! [`QueueMetrics::handler_duration`](crate::QueueMetrics::handler_duration) (Prometheus:
+//! `deadletter_handler_duration_seconds`).
+//!
+//! Invariants: recording is a few relaxed atomic additions (no lock once the queue's
+//! histogram exists); the counts live in the process, not in the store: they start at zero
+//! with each open, like any process metric.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Upper bounds of the buckets, in seconds: 1 ms to 1 minute.
+pub const DURATION_BUCKETS_SECONDS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// The same bounds in microseconds, for recording without floating point.
+const BUCKETS_MICROS: [u64; 14] = [
+    1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+/// A live histogram of handler durations (one per queue, shared by every pool on it).
+#[derive(Debug, Default)]
+pub(crate) struct HandlerDurations {
+    /// Observations per bucket (not cumulative); the last one is above every bound.
+    buckets: [AtomicU64; 15],
+    sum_micros: AtomicU64,
+}
+
+impl HandlerDurations {
+    /// Records one handler run.
+    pub(crate) fn observe(&self, duration: Duration) {
+        let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        let i = BUCKETS_MICROS
+            .iter()
+            .position(|&bound| micros <= bound)
+            .unwrap_or(BUCKETS_MICROS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// The counts now, or `None` before the first observation.
+    pub(crate) fn snapshot(&self) -> Option<DurationHistogram> {
+        let mut cumulative = Vec::with_capacity(BUCKETS_MICROS.len());
+        let mut total = 0;
+        for b in &self.buckets[..BUCKETS_MICROS.len()] {
+            total += b.load(Ordering::Relaxed);
+            cumulative.push(total);
+        }
+        let count = total + self.buckets[BUCKETS_MICROS.len()].load(Ordering::Relaxed);
+        (count > 0).then(|| DurationHistogram {
+            cumulative,
+            count,
+            sum_micros: self.sum_micros.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// Handler durations of one queue, as Prometheus histograms hold them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DurationHistogram {
+    /// Runs that took at most each bound of [`DURATION_BUCKETS_SECONDS`] (cumulative).
+    pub cumulative: Vec<u64>,
+    /// Every run (the `+Inf` bucket).
+    pub count: u64,
+    /// Time spent in all of them, in microseconds.
+    pub sum_micros: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_cumulative() {
+        let h = HandlerDurations::default();
+        assert!(h.snapshot().is_none());
+        h.observe(Duration::from_micros(800));
+        h.observe(Duration::from_millis(7));
+        h.observe(Duration::from_secs(120));
+        let s = h.snapshot().unwrap();
+        assert_eq!(s.cumulative[..3], [1, 1, 2]);
+        assert_eq!(s.cumulative[13], 2);
+        assert_eq!(s.count, 3);
+        assert_eq!(s.sum_micros, 120_007_800);
+    }
+}
