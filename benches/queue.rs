@@ -8,6 +8,9 @@
 //! - `lease_dead_letter/100`: lease 100 then `dead_letter` each;
 //! - `dlq_stats`, `dlq_get`, `dlq_list_kind_100` on DLQs of 1,000 and 100,000 entries (the
 //!   same cost at both sizes is the constant-time claim);
+//! - `dlq/timeline_168h`: the failure history of the last 7 days, one call
+//!   (`Dlq::failure_timeline`), beside `dlq/timeline_168h_by_scans`, the same counts as the
+//!   dashboard took them before the store kept a history (one index scan per hour);
 //! - `dlq_replay/10000`: bulk replay of 10,000 entries.
 //!
 //! Before the benchmarks, the process measures the memory held per pending message: its
@@ -383,6 +386,28 @@ fn dlq_reads<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
                 black_box(page)
             })
         });
+        let now = fx.store.as_ref().unwrap().config().clock.now_ms();
+        g.bench_with_input(BenchmarkId::new("timeline_168h", size), &size, |b, _| {
+            b.iter(|| black_box(dlq.failure_timeline(now, 168).unwrap()))
+        });
+        g.bench_with_input(
+            BenchmarkId::new("timeline_168h_by_scans", size),
+            &size,
+            |b, _| {
+                const HOUR: u64 = 3_600_000;
+                let start = (now / HOUR + 1 - 168) * HOUR;
+                b.iter(|| {
+                    let counts: Vec<usize> = (0..168)
+                        .map(|h| {
+                            let from = start + h * HOUR;
+                            let hour = Filter::all().between(Some(from), Some(from + HOUR));
+                            dlq.ids(&hour, None).unwrap().len()
+                        })
+                        .collect();
+                    black_box(counts)
+                })
+            },
+        );
         drop(dlq);
     }
     g.finish();
