@@ -1,6 +1,8 @@
 //! Log throughput: appends under `Never` and `Always` (one at a time and in batches of
-//! 1,000), the bare `write` + `fdatasync` loop the durable appends are measured against, and
-//! sequential reads through the memory map with checksum checks.
+//! 1,000), the bare `write` + `fdatasync` loop the durable appends are measured against,
+//! sequential reads through the memory map with checksum checks, and the open (recovery) of
+//! a log of three records with 1 MiB and 64 MiB segments (it must not cost more with the
+//! larger one).
 //!
 //! `cargo bench --features sim --bench log` (the log is reached through `deadletter::sim`)
 //! prints criterion's report and, at the end, a summary in records/s and MB/s (1 MB = 10^6
@@ -307,8 +309,39 @@ fn print_summary() {
     );
 }
 
+fn bench_open_small(c: &mut Criterion) {
+    let mut group = c.benchmark_group("open_3_records");
+    for segment_size in [1u64 << 20, 64 << 20] {
+        let name = format!("{}MiB", segment_size >> 20);
+        let dir = data_dir(&format!("open-{name}"));
+        let opts = LogOptions {
+            segment_size,
+            max_record_size: 64 << 10,
+            ..LogOptions::default()
+        };
+        {
+            let (log, _) = Log::open(&dir, opts.clone()).unwrap();
+            for i in 0..3u8 {
+                log.append(&[i + 1; 100]).unwrap();
+            }
+            log.close().unwrap();
+        }
+        group.bench_function(BenchmarkId::from_parameter(&name), |b| {
+            b.iter(|| {
+                let started = Instant::now();
+                let (log, report) = Log::open(&dir, opts.clone()).unwrap();
+                assert_eq!(report.records, 3);
+                drop(log);
+                record(&format!("open_3_records/{name}"), 1, 0, started.elapsed());
+            })
+        });
+    }
+    group.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
+    bench_open_small(&mut c);
     bench_append_never(&mut c);
     bench_append_always(&mut c);
     bench_bare_fdatasync(&mut c);

@@ -327,6 +327,126 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
     result
 }
 
+/// The common case of [`scan`], read from the file in small pieces instead of mapped
+/// whole: records one after another up to an all-zero frame header, and nothing but zeros
+/// from there to the end of the `data_len` bytes of data. Returns `None` when the data is
+/// anything else (a frame that fails, a frame cut by the end of the file, non-zero bytes
+/// after the end): the caller then runs [`scan`] over the whole data, which tells a torn
+/// tail from damage. At most about 1 MiB is held at a time, whatever the segment's size,
+/// so opening a store does not read a preallocated segment into memory.
+pub fn scan_clean(
+    file: &dyn VfsFile,
+    base: u64,
+    data_len: u64,
+    max_body: usize,
+) -> std::io::Result<Option<ScanResult>> {
+    const CHUNK: usize = 1 << 20;
+    let header = SEGMENT_HEADER_LEN as u64;
+    // Bytes of data from data offset `start`, read so far.
+    let mut window: Vec<u8> = Vec::new();
+    let mut start = 0u64;
+    let mut records = 0u64;
+    let mut d = 0u64;
+    // Makes `window` cover `[d, d + need)`; false when the data ends first.
+    let fill = |window: &mut Vec<u8>, start: &mut u64, d: u64, need: u64| {
+        if d - *start > CHUNK as u64 {
+            window.drain(..(d - *start) as usize);
+            *start = d;
+        }
+        while *start + (window.len() as u64) < d + need {
+            let at = *start + window.len() as u64;
+            let n = (data_len - at.min(data_len)).min(CHUNK.max(need as usize) as u64) as usize;
+            if n == 0 {
+                return Ok(false);
+            }
+            let old = window.len();
+            window.resize(old + n, 0);
+            read_exact_at(file, &mut window[old..], header + at)?;
+        }
+        Ok::<bool, std::io::Error>(true)
+    };
+    while d < data_len {
+        if !fill(
+            &mut window,
+            &mut start,
+            d,
+            FRAME_HEADER_LEN.min((data_len - d) as usize) as u64,
+        )? {
+            return Ok(None);
+        }
+        let at = (d - start) as usize;
+        let head_len = FRAME_HEADER_LEN.min(window.len() - at);
+        if window[at..at + head_len].iter().all(|&b| b == 0) {
+            break;
+        }
+        if head_len < FRAME_HEADER_LEN {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([window[at], window[at + 1], window[at + 2], window[at + 3]]);
+        if len == 0 || len as usize > max_body {
+            return Ok(None);
+        }
+        let flen = format::frame_len(len as usize) as u64;
+        if !fill(&mut window, &mut start, d, flen)? {
+            return Ok(None);
+        }
+        let at = (d - start) as usize;
+        if format::decode_frame(&window[at..], base.wrapping_add(d), max_body).is_err() {
+            return Ok(None);
+        }
+        records += 1;
+        d += flen;
+    }
+    let end = d;
+    // Everything after the end must be zeros.
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = end;
+    while at < data_len {
+        let n = ((data_len - at) as usize).min(CHUNK);
+        read_exact_at(file, &mut buf[..n], header + at)?;
+        if !is_zero(&buf[..n]) {
+            return Ok(None);
+        }
+        at += n as u64;
+    }
+    Ok(Some(ScanResult {
+        records,
+        end,
+        torn_at: None,
+        torn_bytes: 0,
+        torn_records: 0,
+        damaged: Vec::new(),
+        reaches_eof: end == data_len,
+    }))
+}
+
+/// True when every byte is zero (eight at a time).
+fn is_zero(bytes: &[u8]) -> bool {
+    let (words, rest) = bytes.split_at(bytes.len() / 8 * 8);
+    words
+        .chunks_exact(8)
+        .all(|w| u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) == 0)
+        && rest.iter().all(|&b| b == 0)
+}
+
+/// Fills `buf` from `offset` (an error if the file ends first).
+pub(crate) fn read_exact_at(
+    file: &dyn VfsFile,
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Finds the first offset at or after `from` where a valid frame starts.
 fn find_next_frame(data: &[u8], base: u64, from: usize, max_body: usize) -> Option<usize> {
     let mut off = from;
@@ -402,6 +522,36 @@ mod tests {
         }
         out.resize(out.len() + 100, 0);
         out
+    }
+
+    #[test]
+    fn the_piecewise_scan_agrees_with_the_whole_one_or_leaves_it_to_it() {
+        use crate::storage::vfs::{RealFs, Vfs};
+        let dir = tempfile::tempdir().unwrap();
+        let fs = RealFs;
+        let clean = build(&[(b"aaaa", 0), (b"bbbbbbbb", 20), (b"cc", 40)]);
+        let mut cases = vec![clean.clone(), vec![0u8; 300], Vec::new()];
+        for at in [0, 5, 20, 21, 37, 60, clean.len() - 1] {
+            let mut c = clean.clone();
+            c[at] ^= 0x41;
+            cases.push(c);
+        }
+        cases.push(clean[..30].to_vec());
+        for (i, data) in cases.iter().enumerate() {
+            let path = dir.path().join(format!("{i}.seg"));
+            let file = fs.create(&path).unwrap();
+            let mut bytes = vec![0u8; SEGMENT_HEADER_LEN];
+            bytes.extend_from_slice(data);
+            file.write_at(&bytes, 0).unwrap();
+            let whole = scan(data, 0, 100, false);
+            match scan_clean(file.as_ref(), 0, data.len() as u64, 100).unwrap() {
+                Some(piecewise) => assert_eq!(piecewise, whole, "case {i}"),
+                None => assert!(
+                    whole.torn_at.is_some() || !whole.damaged.is_empty(),
+                    "case {i}: {whole:?}"
+                ),
+            }
+        }
     }
 
     #[test]

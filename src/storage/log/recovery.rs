@@ -128,7 +128,7 @@ fn read_entry(
     };
     let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
     let mut head = vec![0u8; (len as usize).min(HEADER_READ)];
-    read_exact_at(file.as_ref(), &mut head, 0).map_err(|e| Error::io("read", &path, e))?;
+    segment::read_exact_at(file.as_ref(), &mut head, 0).map_err(|e| Error::io("read", &path, e))?;
     Ok(
         match format::decode_segment_header(&head, opts.format_version) {
             // Positions stay below 2^63, so position arithmetic can never overflow.
@@ -147,20 +147,6 @@ fn read_entry(
             },
         },
     )
-}
-
-/// Fills `buf` from `offset` (an error if the file ends first).
-fn read_exact_at(file: &dyn VfsFile, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match file.read_at(buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Scans the directory, verifies every segment and returns them ready to use (to read
@@ -274,18 +260,27 @@ pub(super) fn recover(
                 continue;
             }
         };
-        let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
-        let bytes = view.bytes();
-        let data = &bytes[SEGMENT_HEADER_LEN..];
         // A segment cut short (quarantine: strict returned above) is sealed where its
         // declared size ends, whether or not it was the last one.
         let short = declared.filter(|&d| len < d);
-        let scan = segment::scan(
-            data,
-            base,
-            opts.max_record_size,
-            !is_last || short.is_some(),
-        );
+        // The common case (records, then zeros) is read in small pieces; anything else is
+        // scanned whole, mapped.
+        let data_len = len.saturating_sub(header_len);
+        let clean = segment::scan_clean(file.as_ref(), base, data_len, opts.max_record_size)
+            .map_err(|e| Error::io("read", &path, e))?;
+        let scan = match clean {
+            Some(scan) => scan,
+            None => {
+                let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
+                let data = view.bytes().get(SEGMENT_HEADER_LEN..).unwrap_or(&[]);
+                segment::scan(
+                    data,
+                    base,
+                    opts.max_record_size,
+                    !is_last || short.is_some(),
+                )
+            }
+        };
         let mut quarantined = Vec::new();
         for &(s, e) in &scan.damaged {
             if strict {
@@ -341,7 +336,6 @@ pub(super) fn recover(
                 });
                 end = expected;
             }
-            drop(view);
             let capacity = len.saturating_sub(header_len).max(end);
             let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
             segments.insert(base, Arc::new(seg));
@@ -349,7 +343,6 @@ pub(super) fn recover(
         }
         // The last segment: cut a torn tail, make sure it has room, sync what it holds. Not
         // before checking that its records reach the durable high-water mark.
-        drop(view);
         let kept = scan.torn_at.unwrap_or(end);
         if strict && base + kept < opts.high_water {
             let kind = CorruptionKind::LostTail {
