@@ -28,10 +28,18 @@ use std::sync::Arc;
 
 use super::mmap::MappedFile;
 
-/// A read-only view of a file's bytes.
+/// A read-only view of a file's bytes. It hands out ranges, never the whole view: over a
+/// live map of a file that is being appended to, a reference must cover only bytes that
+/// no write touches while it lives (the log asks only for bytes below its written end).
 pub trait MappedView: Send + Sync {
-    /// The bytes of the view.
-    fn bytes(&self) -> &[u8];
+    /// The view's length in bytes.
+    fn len(&self) -> usize;
+    /// True when the view has no byte.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The bytes `[start, end)`, or `None` when the range is not inside the view.
+    fn range(&self, start: usize, end: usize) -> Option<&[u8]>;
     /// True when later writes to the file show through this view (a shared memory map).
     /// A view that is a snapshot returns false, and the reader maps again to see new bytes.
     fn is_live(&self) -> bool;
@@ -163,8 +171,11 @@ struct RealFile {
 struct EmptyView;
 
 impl MappedView for EmptyView {
-    fn bytes(&self) -> &[u8] {
-        &[]
+    fn len(&self) -> usize {
+        0
+    }
+    fn range(&self, start: usize, end: usize) -> Option<&[u8]> {
+        (start == 0 && end == 0).then_some(&[])
     }
     fn is_live(&self) -> bool {
         false

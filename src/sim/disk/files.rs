@@ -34,8 +34,11 @@ struct SimFile {
 struct Snapshot(Arc<Vec<u8>>);
 
 impl MappedView for Snapshot {
-    fn bytes(&self) -> &[u8] {
-        &self.0
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn range(&self, start: usize, end: usize) -> Option<&[u8]> {
+        self.0.get(start..end)
     }
     fn is_live(&self) -> bool {
         false

@@ -1,5 +1,8 @@
 //! Reading: one record by position, or every record from a position on. Records are
-//! borrowed from the segment's read view; every byte returned passed its checksum.
+//! borrowed from the segment's read view; every byte returned passed its checksum. Only
+//! bytes below the segment's written end are ever asked of a view, and a record hands out
+//! exactly its body's range (see `storage/mmap.rs` for why that keeps live maps sound
+//! while appends write to the same file).
 
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
@@ -11,8 +14,9 @@ use crate::storage::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_
 use crate::storage::segment::Segment;
 use crate::storage::vfs::MappedView;
 
-/// A record read from the log: its body, borrowed from the segment's memory map, and the
-/// format version of the segment it is in (the version its body is decoded by).
+/// A record read from the log: its body, borrowed from the segment's memory map (a slice
+/// of exactly the body, never of the whole map), and the format version of the segment it
+/// is in (the version its body is decoded by).
 #[derive(Clone)]
 pub struct Record {
     view: Arc<dyn MappedView>,
@@ -31,7 +35,10 @@ impl Record {
 impl Deref for Record {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.view.bytes()[self.start..self.start + self.len]
+        // The range was checked when the record was decoded; a view never shrinks.
+        self.view
+            .range(self.start, self.start + self.len)
+            .unwrap_or_default()
     }
 }
 
@@ -73,7 +80,7 @@ impl Log {
         }
         let view = seg.view()?;
         decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size)
-            .map_err(|_| decode_error(&seg, view.bytes(), d))
+            .map_err(|_| decode_error(&seg, view.as_ref(), d))
     }
 
     /// Iterates over the records from `pos` (a record's position, the end position, or any
@@ -166,7 +173,7 @@ impl Iterator for LogIter<'_> {
                 }
                 Err(_) => {
                     self.done = true;
-                    Some(Err(decode_error(&seg, view.bytes(), d)))
+                    Some(Err(decode_error(&seg, view.as_ref(), d)))
                 }
             };
         }
@@ -181,8 +188,8 @@ fn decode_in(
 ) -> std::result::Result<Record, FrameError> {
     let start = SEGMENT_HEADER_LEN + d as usize;
     // A sealed segment whose lost tail is quarantined has an end past its file's bytes.
-    let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.bytes().len());
-    let bytes = view.bytes().get(start..stop).ok_or(FrameError::Short)?;
+    let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.len());
+    let bytes = view.range(start, stop).ok_or(FrameError::Short)?;
     let frame = format::decode_frame(bytes, seg.base + d, max_body)?;
     let len = frame.body.len();
     Ok(Record {
@@ -196,8 +203,8 @@ fn decode_in(
 /// The error for a record at data offset `d` that does not decode: corruption when a record
 /// starts there (recovery verified it, so its bytes changed since), otherwise an invalid
 /// position (a position inside a record, or past the data).
-fn decode_error(seg: &Segment, bytes: &[u8], d: u64) -> Error {
-    if is_record_start(seg, bytes, d) {
+fn decode_error(seg: &Segment, view: &dyn MappedView, d: u64) -> Error {
+    if is_record_start(seg, view, d) {
         Error::corrupt_file(
             CorruptionKind::BadRecord,
             &seg.path,
@@ -210,7 +217,7 @@ fn decode_error(seg: &Segment, bytes: &[u8], d: u64) -> Error {
 
 /// True when walking the frame lengths of `seg` from its first record lands on data offset
 /// `d`. Used only on error paths: it costs one step per record before `d`.
-fn is_record_start(seg: &Segment, bytes: &[u8], d: u64) -> bool {
+fn is_record_start(seg: &Segment, view: &dyn MappedView, d: u64) -> bool {
     let end = seg.end();
     if d >= end {
         return false;
@@ -221,8 +228,12 @@ fn is_record_start(seg: &Segment, bytes: &[u8], d: u64) -> bool {
             o = e;
             continue;
         }
+        // Never past the written end: bytes there may be being written.
+        if o + 4 > end {
+            return false;
+        }
         let at = SEGMENT_HEADER_LEN + o as usize;
-        let Some(head) = bytes.get(at..at + 4) else {
+        let Some(head) = view.range(at, at + 4) else {
             return false;
         };
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as u64;

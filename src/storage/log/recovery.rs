@@ -264,21 +264,24 @@ pub(super) fn recover(
         // declared size ends, whether or not it was the last one.
         let short = declared.filter(|&d| len < d);
         // The common case (records, then zeros) is read in small pieces; anything else is
-        // scanned whole, mapped.
+        // scanned whole: mapped, or for a snapshot read into a private copy, since the owner
+        // may be writing past its last record while the scan looks (see `storage/mmap.rs`).
         let data_len = len.saturating_sub(header_len);
+        let sealed = !is_last || short.is_some();
         let clean = segment::scan_clean(file.as_ref(), base, data_len, opts.max_record_size)
             .map_err(|e| Error::io("read", &path, e))?;
         let scan = match clean {
             Some(scan) => scan,
+            None if read_only => {
+                let mut data = vec![0u8; data_len as usize];
+                segment::read_exact_at(file.as_ref(), &mut data, header_len)
+                    .map_err(|e| Error::io("read", &path, e))?;
+                segment::scan(&data, base, opts.max_record_size, sealed)
+            }
             None => {
                 let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
-                let data = view.bytes().get(SEGMENT_HEADER_LEN..).unwrap_or(&[]);
-                segment::scan(
-                    data,
-                    base,
-                    opts.max_record_size,
-                    !is_last || short.is_some(),
-                )
+                let data = view.range(SEGMENT_HEADER_LEN, view.len()).unwrap_or(&[]);
+                segment::scan(data, base, opts.max_record_size, sealed)
             }
         };
         let mut quarantined = Vec::new();
