@@ -14,10 +14,15 @@
 //! - an error while opening (a fault injected during recovery) is survivable: a later clean
 //!   open works and is consistent.
 //!
+//! `loss_bounds` checks the weaker durability policies (`Never`, `Interval`) at the log level:
+//! a power cut loses only records acknowledged after the last sync, as a prefix.
+//!
 //! Run one seed: `DEADLETTER_SIM_SEED=1234 cargo test --release --features sim --test simulation -- --nocapture`.
 //! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --features sim --test simulation`.
 
 mod common;
+#[path = "simulation/loss_bounds.rs"]
+mod loss_bounds;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
