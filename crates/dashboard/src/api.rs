@@ -4,7 +4,7 @@
 //! Reads (`GET`):
 //! - `/api/stats`: `{"dir", "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`;
 //! - `/api/dlq/{name}?error_kind=&message=&since_ms=&until_ms=&min_attempts=&max_attempts=`
-//!   `&status=pending|reprocessed&worker=&attr.KEY=&tag.KEY=&after=|before=&limit=`:
+//!   `&payload=&status=pending|reprocessed&worker=&attr.KEY=&tag.KEY=&after=|before=&limit=`:
 //!   `{"dlq", "queue", "matched", "entries": [summary], "next_cursor", "prev_cursor"}`
 //!   where `name` is a DLQ or queue name, a summary is `{"id", "cursor", "error_kind",
 //!   "error_message", "attempts", "dead_lettered_at_ms", "enqueued_at_ms", "status",

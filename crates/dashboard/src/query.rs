@@ -19,6 +19,8 @@ pub(crate) struct FilterSpec {
     pub error_kind: Option<String>,
     /// A substring of the error message.
     pub message: Option<String>,
+    /// A substring of the payload (its UTF-8 text).
+    pub payload: Option<String>,
     /// Dead-lettered at or after (ms).
     pub since_ms: Option<u64>,
     /// Dead-lettered before (ms).
@@ -69,6 +71,7 @@ impl FilterSpec {
         let mut f = Filter::all();
         f.error_kind = self.error_kind.clone().filter(|s| !s.is_empty());
         f.message_contains = self.message.clone().filter(|s| !s.is_empty());
+        f.payload_contains = self.payload.clone().filter(|s| !s.is_empty());
         f.since_ms = self.since_ms;
         f.until_ms = self.until_ms;
         f.min_attempts = self.min_attempts;
@@ -120,6 +123,7 @@ impl ListQuery {
             match key.as_ref() {
                 "error_kind" => spec.error_kind = Some(value),
                 "message" => spec.message = Some(value),
+                "payload" => spec.payload = Some(value),
                 "since_ms" => spec.since_ms = Some(num(&value)?),
                 "until_ms" => spec.until_ms = Some(num(&value)?),
                 "min_attempts" => spec.min_attempts = Some(small(&value)?),

@@ -110,6 +110,14 @@ fn the_api_reads_what_the_library_holds() {
         2
     );
 
+    // Payload search: the one entry whose payload holds the text, and nothing for text
+    // no payload holds.
+    let found = get(addr, "/api/dlq/orders-dlq?payload=slow").json();
+    assert_eq!(found["matched"], 1);
+    assert_eq!(found["entries"][0]["id"], ids[2]);
+    let none = get(addr, "/api/dlq/orders-dlq?payload=nowhere").json();
+    assert_eq!(none["matched"], 0);
+
     let page = get(addr, "/api/dlq/orders-dlq?error_kind=Invalid&limit=1").json();
     assert_eq!(page["matched"], 2);
     assert_eq!(page["entries"].as_array().unwrap().len(), 1);

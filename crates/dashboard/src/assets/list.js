@@ -7,7 +7,7 @@
 // ---- the address: ?dlq=&filters&after=|before=&limit=&entry= ---------------------------
 
 // Filter keys as the API's list query names them (attributes and tags are attr.K / tag.K).
-const FILTER_KEYS = ["error_kind", "message", "status", "since_ms", "until_ms", "min_attempts", "max_attempts"];
+const FILTER_KEYS = ["error_kind", "message", "payload", "status", "since_ms", "until_ms", "min_attempts", "max_attempts"];
 
 function filterParams(filter) {
   const params = new URLSearchParams();
@@ -83,6 +83,7 @@ function filterFromForm() {
   const v = (name) => form.elements[name].value.trim();
   if (v("error_kind")) f.error_kind = v("error_kind");
   if (v("message")) f.message = v("message");
+  if (v("payload")) f.payload = v("payload");
   if (v("since")) f.since_ms = Date.parse(v("since") + "Z");
   if (v("until")) f.until_ms = Date.parse(v("until") + "Z");
   if (v("min_attempts")) f.min_attempts = Number(v("min_attempts"));
@@ -107,6 +108,7 @@ function fillForm() {
   }
   set("error_kind", f.error_kind);
   set("message", f.message);
+  set("payload", f.payload);
   set("status", f.status);
   set("since", f.since_ms ? isoMinute(f.since_ms) : "");
   set("until", f.until_ms ? isoMinute(f.until_ms) : "");

@@ -334,6 +334,18 @@ async function main() {
     check(JSON.stringify(form) === JSON.stringify(["InvalidPayload", "pending", "source=web"]), `the form shows them: ${form}`);
     await open("?dlq=orders-dlq&attr.source=nowhere");
     check((await rowIds()).length === 0, "an attribute no entry has matches nothing");
+    // Payload search: a piece of one text payload finds the entries whose payload holds it.
+    const textRows = (await apiGet("api/dlq/orders-dlq?limit=100")).entries.filter((e) => e.payload_is_text && e.payload_preview.length >= 6);
+    if (textRows.length > 0) {
+      const needle = textRows[0].payload_preview.slice(0, 6);
+      const holding = textRows.filter((e) => e.payload_preview.includes(needle)).map((e) => e.id);
+      await open("?dlq=orders-dlq&payload=" + encodeURIComponent(needle));
+      const shown = await rowIds();
+      check(holding.every((id) => shown.includes(id)) && shown.length > 0, `the payload search for ${needle} lists the entries holding it`);
+      check((await exec("return document.getElementById('filters').elements.payload.value;")) === needle, "and the form shows the search");
+    } else {
+      check(false, "the browser test's DLQ has a text payload to search for");
+    }
 
     // 10. Select rows: mark two reprocessed (with a note), delete two more (two clicks).
     await open("?dlq=orders-dlq");
