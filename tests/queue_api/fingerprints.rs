@@ -193,7 +193,7 @@ fn ten_thousand_failures_of_three_templates_are_three_fingerprints() {
 }
 
 #[test]
-fn fingerprints_survive_a_checkpoint_and_a_reopen() {
+fn fingerprints_survive_a_checkpoint_a_reopen_and_a_snapshot() {
     let clock = ManualClock::new(common::T0);
     let dir = tempfile::tempdir().unwrap();
     let before = {
@@ -224,4 +224,7 @@ fn fingerprints_survive_a_checkpoint_and_a_reopen() {
         dlq.ids(&Filter::all().fingerprint(fp), None).unwrap().len() as u64,
         n
     );
+    // A read-only snapshot beside the owner sees the same fingerprints.
+    let snapshot = Store::open_read_only(dir.path(), helpers::config(&clock)).unwrap();
+    assert_eq!(by_template(&snapshot), before);
 }
