@@ -146,7 +146,8 @@ pub use api::config::{CompactionOptions, Config, QueueOptions};
 pub use api::control;
 pub use api::dlq::{
     Analysis, Cursor, Dlq, DlqStats, EntryPredicate, FailurePattern, FailureTimeline, Filter,
-    ImportReport, ImportedEntry, Importer, Page, ReplayOptions, ReplayReport, HISTORY_HOURS,
+    FingerprintStats, ImportReport, ImportedEntry, Importer, Page, ReplayOptions, ReplayReport,
+    HISTORY_HOURS,
 };
 pub use api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
 pub use api::metrics::{Metrics, QueueMetrics};
@@ -163,6 +164,7 @@ pub use api::verify::{
 pub use api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport, WorkerPool};
 pub use engine::compaction::CompactionReport;
 pub use engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
+pub use engine::fingerprint::{message_template, Fingerprint, ParseFingerprintError};
 pub use engine::state::EXPIRED_KIND;
 pub use error::{CorruptionKind, CorruptionLocation, Error, Result};
 pub use storage::format::FORMAT_VERSION;

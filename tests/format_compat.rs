@@ -647,9 +647,16 @@ fn entry_41() -> DeadLetter {
     .original_id(40)
 }
 
+/// The entries of `dlq`, each checked to carry the fingerprint of its failure (which the
+/// index computes, and no fixture stores), then without it, to compare with the scenario's.
 fn entries(store: &Store, dlq: &str) -> Vec<DeadLetter> {
     let dlq = store.dlq(dlq).unwrap();
-    dlq.list(&Filter::all(), Page::first(100)).unwrap()
+    let mut entries = dlq.list(&Filter::all(), Page::first(100)).unwrap();
+    for e in &mut entries {
+        let computed = deadletter::Fingerprint::of_failure(&e.failure, 0);
+        assert_eq!(e.fingerprint.take(), Some(computed), "entry {}", e.id());
+    }
+    entries
 }
 
 /// Checks everything the scenario left in `store`, opened at `T_END + 60 s`.

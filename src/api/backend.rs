@@ -45,7 +45,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
 use crate::api::dlq::{
-    Analysis, Cursor, Dlq, DlqStats, FailureTimeline, Filter, Page, ReplayOptions, ReplayReport,
+    Analysis, Cursor, Dlq, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
+    ReplayOptions, ReplayReport,
 };
 use crate::api::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
@@ -277,6 +278,30 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
     }
     /// Entries matching `filter`, oldest first, one page at a time.
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>>;
+    /// Entries grouped by failure fingerprint, most entries first. By default from
+    /// [`analyze`](DeadLetterQueue::analyze) (hourly counts end at the newest entry); the
+    /// embedded store answers from its index, with hourly counts ending now.
+    fn fingerprints(&self) -> Result<Vec<FingerprintStats>> {
+        Ok(self.analyze(&Filter::all())?.fingerprints)
+    }
+    /// Deletes the entries matching `filter` that were dead-lettered more than
+    /// `older_than` ago, reprocessed ones only unless `include_pending`. By default the
+    /// cutoff is taken from the system clock; the embedded store takes its own clock.
+    fn purge_matching(
+        &self,
+        filter: &Filter,
+        older_than: Duration,
+        include_pending: bool,
+    ) -> Result<u64> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let cutoff = now.saturating_sub(older_than.as_millis() as u64);
+        match filter.purge_cutoff(cutoff, include_pending) {
+            Some(f) => self.delete_matching(&f),
+            None => Ok(0),
+        }
+    }
     /// One entry by id, or [`Error::NotFound`].
     fn get(&self, id: MessageId) -> Result<DeadLetter>;
     /// Ids of the entries matching `filter` (up to `limit`), oldest first.
@@ -475,6 +500,17 @@ impl DeadLetterQueue for Dlq {
     }
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
         Dlq::list(self, filter, page)
+    }
+    fn fingerprints(&self) -> Result<Vec<FingerprintStats>> {
+        Ok(Dlq::fingerprints(self))
+    }
+    fn purge_matching(
+        &self,
+        filter: &Filter,
+        older_than: Duration,
+        include_pending: bool,
+    ) -> Result<u64> {
+        Dlq::purge_matching(self, filter, older_than, include_pending)
     }
     fn get(&self, id: MessageId) -> Result<DeadLetter> {
         Dlq::get(self, id)

@@ -139,6 +139,9 @@ pub struct Config {
     pub max_history: usize,
     /// Keep stack traces of failures (off by default: they may hold private data).
     pub include_stack_traces: bool,
+    /// How many first lines of a failure's stack trace (or details) its fingerprint
+    /// includes, besides the error kind and message template. Default 0.
+    pub fingerprint_frames: usize,
     /// Settings of queues opened with [`crate::Store::queue`].
     pub queue_defaults: QueueOptions,
     /// What to do with damaged committed data at open.
@@ -184,6 +187,7 @@ impl Default for Config {
             idempotency_window: Duration::from_secs(3600),
             max_history: 10,
             include_stack_traces: false,
+            fingerprint_frames: 0,
             queue_defaults: QueueOptions::default(),
             recovery: RecoveryMode::Strict,
             preallocate: true,
@@ -273,6 +277,13 @@ impl Config {
     /// Sets the DLQ naming pattern (`{queue_name}` and `{environment}` are replaced).
     pub fn dlq_name_pattern(mut self, pattern: impl Into<String>) -> Self {
         self.dlq_name_pattern = pattern.into();
+        self
+    }
+
+    /// Sets how many first lines of a failure's stack trace (or details) its fingerprint
+    /// includes ([`crate::Fingerprint`]).
+    pub fn fingerprint_frames(mut self, frames: usize) -> Self {
+        self.fingerprint_frames = frames;
         self
     }
 

@@ -80,6 +80,7 @@ fn engine_options(config: &Config) -> EngineOptions {
         relocate_below: config.compaction.relocate_below,
         batch: config.compaction.batch,
         idempotency_window_ms: config.idempotency_window.as_millis() as u64,
+        fingerprint_frames: config.fingerprint_frames,
     }
 }
 

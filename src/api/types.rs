@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
+use crate::engine::fingerprint::Fingerprint;
 
 /// Whether a failure is worth retrying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,6 +297,12 @@ pub struct DeadLetter {
     /// entry dead-lettered in this store.
     #[serde(default)]
     pub original_id: Option<MessageId>,
+    /// Its failure fingerprint, when the DLQ it was read from keeps them (the embedded
+    /// store does); `None` in an entry built to be imported. Derived from the failure, so
+    /// an import ignores it and its JSON form may leave it out. Always encoded otherwise:
+    /// the control socket's bincode form has no optional fields.
+    #[serde(default)]
+    pub fingerprint: Option<Fingerprint>,
 }
 
 impl OriginalMetadata {
@@ -351,6 +358,7 @@ impl DeadLetter {
             status: EntryStatus::Pending,
             dlq_name: String::new(),
             original_id: None,
+            fingerprint: None,
         }
     }
 

@@ -21,6 +21,7 @@ mod commit;
 pub mod compaction;
 pub mod envelope;
 pub mod failpoint;
+pub mod fingerprint;
 mod read;
 pub mod record;
 pub mod state;
@@ -57,6 +58,8 @@ pub(crate) struct EngineOptions {
     pub batch: usize,
     /// How long an idempotency key is remembered, in milliseconds.
     pub idempotency_window_ms: u64,
+    /// Stack-trace frames in failure fingerprints.
+    pub fingerprint_frames: usize,
 }
 
 /// True for the errors a read-only open meets when the owner compacts under it: a segment
@@ -113,6 +116,7 @@ impl Engine {
         let (log, report) = Log::open_locked(Arc::clone(&fs), lock, log_options)?;
         let (mut state, from, slots) =
             checkpoint::load_newest(fs.as_ref(), dir, slots, &log, &report, strict)?;
+        state.fingerprints.enable(options.fingerprint_frames);
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
             let decoded =
@@ -121,7 +125,7 @@ impl Engine {
         }
         state.release_all_leases();
         state.skip_lost_ids(&report);
-        Ok(Engine {
+        let engine = Engine {
             log,
             state: Mutex::new(state),
             ready: Condvar::new(),
@@ -136,7 +140,28 @@ impl Engine {
             reads: AtomicU64::new(0),
             slots: Mutex::new(slots),
             shadow: Mutex::new(None),
-        })
+        };
+        engine.fingerprint_restored_entries()?;
+        Ok(engine)
+    }
+
+    /// Gives DLQ entries restored from a checkpoint their fingerprints, read from their
+    /// envelopes (fingerprints are not persisted; entries applied from the log have theirs).
+    fn fingerprint_restored_entries(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let missing: Vec<(u64, state::DeadInfo)> = st
+            .fingerprints
+            .missing(st.dead.keys().copied())
+            .filter_map(|id| st.dead.get(&id).map(|d| (id, *d)))
+            .collect();
+        for (id, info) in missing {
+            let Some(queue) = st.msgs.get(&id).map(|m| m.queue) else {
+                continue;
+            };
+            let failure = self.read_failure(info.envelope_pos)?;
+            st.fingerprints.add(queue, id, &failure);
+        }
+        Ok(())
     }
 
     /// Opens a read-only snapshot of the store in `dir` without its lock (see
@@ -173,6 +198,7 @@ impl Engine {
         let (log, report) = Log::open_read_only(Arc::clone(&fs), dir, log_options)?;
         let (mut state, from, slots) =
             checkpoint::load_newest_read_only(fs.as_ref(), dir, slots, &log, &report, strict)?;
+        state.fingerprints.enable(options.fingerprint_frames);
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
             let decoded =
@@ -180,7 +206,7 @@ impl Engine {
             state.apply(&decoded, pos);
         }
         state.skip_lost_ids(&report);
-        Ok(Engine {
+        let engine = Engine {
             log,
             state: Mutex::new(state),
             ready: Condvar::new(),
@@ -195,7 +221,10 @@ impl Engine {
             reads: AtomicU64::new(0),
             slots: Mutex::new(slots),
             shadow: Mutex::new(None),
-        })
+        };
+        // A snapshot's entries carry their fingerprints as the owner's do.
+        engine.fingerprint_restored_entries()?;
+        Ok(engine)
     }
 
     /// True for a snapshot opened by [`Engine::open_read_only`].

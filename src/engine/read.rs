@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::envelope::FailureInfo;
 use super::record::{Decoded, History, Op, PutCause};
 use super::wire;
 use super::Engine;
@@ -60,6 +61,20 @@ impl Engine {
     }
 
     /// The error for a record at `pos` that does not hold what its reader expected.
+    /// The failure in the envelope at `pos`: a dead-letter record, or an imported entry's
+    /// payload record.
+    pub(crate) fn read_failure(&self, pos: u64) -> Result<FailureInfo> {
+        let rec = self.read_record(pos)?;
+        match wire::decode(rec.version(), &rec) {
+            Ok(Decoded::Op(Op::DeadLetter { failure, .. })) => Ok(failure),
+            Ok(Decoded::Put(put)) => match put.meta.cause {
+                PutCause::Imported(entry) => Ok(entry.failure),
+                _ => Err(self.bad_content(pos)),
+            },
+            _ => Err(self.bad_content(pos)),
+        }
+    }
+
     pub(crate) fn bad_content(&self, pos: u64) -> Error {
         bad_content(pos)
     }

@@ -17,7 +17,8 @@
 //! - `dlq_alert`: the DLQ size alert hook;
 //! - `replay`: replay rules;
 //! - `dlq_import`: exported entries imported into another store, once each;
-//! - `waiting_age`: the oldest waiting age after a reopen that cut leases.
+//! - `waiting_age`: the oldest waiting age after a reopen that cut leases;
+//! - `fingerprints`: failure fingerprints, and replay, delete and purge by fingerprint.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -31,6 +32,7 @@ mod delay_and_ttl;
 mod dlq_alert;
 mod dlq_browse;
 mod dlq_import;
+mod fingerprints;
 mod history;
 mod idempotency;
 mod lease_in_order;

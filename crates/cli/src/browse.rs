@@ -238,6 +238,9 @@ pub fn render_entry(e: &DeadLetter, force_hex: bool) -> String {
     if let Some(d) = &e.failure.details {
         add("details", d.clone());
     }
+    if let Some(fp) = e.fingerprint {
+        add("fingerprint", fp.to_string());
+    }
     add("dead-lettered", format_utc(e.dlq.dead_lettered_at_ms));
     add("enqueued", format_utc(e.metadata.enqueued_at_ms));
     add(
@@ -359,6 +362,9 @@ pub fn analyze_on<S: Source>(store: &S, args: &AnalyzeArgs, json: bool) -> Resul
     print("\n")
 }
 
+/// Templates an analysis shows in its table (the JSON form has them all).
+const TEMPLATES_SHOWN: usize = 20;
+
 /// The human view of an analysis of DLQ `name`.
 pub fn render_analysis(name: &str, a: &Analysis) -> String {
     let mut text = String::new();
@@ -388,6 +394,25 @@ pub fn render_analysis(name: &str, a: &Analysis) -> String {
         ]);
     }
     text.push_str(&kinds.render());
+    if !a.fingerprints.is_empty() {
+        text.push_str("\nTemplates (by failure fingerprint):\n");
+        let mut t = Table::new(&["FINGERPRINT", "ERROR KIND", ">ENTRIES", "TEMPLATE"]);
+        for g in a.fingerprints.iter().take(TEMPLATES_SHOWN) {
+            t.row(vec![
+                g.fingerprint.to_string(),
+                g.error_kind.clone(),
+                g.count.to_string(),
+                g.template.clone(),
+            ]);
+        }
+        text.push_str(&t.render());
+        if a.fingerprints.len() > TEMPLATES_SHOWN {
+            text.push_str(&format!(
+                "... and {} more (--json lists them all)\n",
+                a.fingerprints.len() - TEMPLATES_SHOWN
+            ));
+        }
+    }
     let workers: Vec<_> = a.by_worker.iter().filter(|(w, _)| !w.is_empty()).collect();
     if !workers.is_empty() {
         let mut t = Table::new(&["WORKER", ">ENTRIES"]);

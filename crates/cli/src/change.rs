@@ -265,16 +265,21 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     let dlqs = select_dlqs(store, args.queue.as_deref())?;
     let now = store.now_ms();
     let cutoff = now.saturating_sub(args.older_than.as_millis() as u64);
-    let old = Filter::all().between(None, Some(cutoff));
+    let mut old = Filter::all().between(None, Some(cutoff));
+    old.fingerprint = args.fingerprint;
     if !args.dry_run {
         let what = if args.include_pending {
             "every entry"
         } else {
             "every reprocessed entry"
         };
+        let of = match args.fingerprint {
+            Some(fp) => format!(" of fingerprint {fp}"),
+            None => String::new(),
+        };
         confirm(
             &format!(
-                "delete {what} dead-lettered before {} for good",
+                "delete {what}{of} dead-lettered before {} for good",
                 format_utc(cutoff)
             ),
             args.yes,
@@ -293,7 +298,14 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
                 all_old - pending_old
             }
         } else {
-            dlq.purge(args.older_than, args.include_pending)?
+            match args.fingerprint {
+                None => dlq.purge(args.older_than, args.include_pending)?,
+                Some(fp) => dlq.purge_matching(
+                    &Filter::all().fingerprint(fp),
+                    args.older_than,
+                    args.include_pending,
+                )?,
+            }
         };
         let kept = if args.include_pending { 0 } else { pending_old };
         total_deleted += deleted;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use deadletter::{Filter, MessageId};
+use deadletter::{Filter, Fingerprint, MessageId};
 
 use crate::timefmt;
 
@@ -224,6 +224,9 @@ pub struct Selection {
     /// Only entries with this tag (repeatable: all must match).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub tags: Vec<(String, String)>,
+    /// Only entries with this failure fingerprint (16 hex digits, as `analyze` prints).
+    #[arg(long, value_name = "FP")]
+    pub fingerprint: Option<Fingerprint>,
 }
 
 fn parse_regex(s: &str) -> Result<regex::Regex, String> {
@@ -260,12 +263,13 @@ impl Selection {
                     || re.is_match(&e.failure.error_message)
             });
         }
+        f.fingerprint = self.fingerprint;
         f
     }
 }
 
 /// The filter arguments, for groups that need "an id, a filter or --all".
-const FILTER_ARGS: [&str; 12] = [
+const FILTER_ARGS: [&str; 13] = [
     "error_kind",
     "message",
     "since",
@@ -278,6 +282,7 @@ const FILTER_ARGS: [&str; 12] = [
     "regex",
     "attrs",
     "tags",
+    "fingerprint",
 ];
 
 #[derive(Debug, Args)]
@@ -419,6 +424,9 @@ pub struct PurgeArgs {
     /// Only this queue's DLQ.
     #[arg(long, short = 'q')]
     pub queue: Option<String>,
+    /// Only entries with this failure fingerprint (16 hex digits, as `analyze` prints).
+    #[arg(long, value_name = "FP")]
+    pub fingerprint: Option<Fingerprint>,
     /// Delete pending entries too (by default only reprocessed ones are purged).
     #[arg(long)]
     pub include_pending: bool,

@@ -4,14 +4,15 @@
 //! Reads (`GET`):
 //! - `/api/stats`: `{"dir", "at_ms", "queues": [QueueMetrics fields + "dlq_stats": DlqStats]}`;
 //! - `/api/dlq/{name}?error_kind=&message=&since_ms=&until_ms=&min_attempts=&max_attempts=`
-//!   `&payload=&status=pending|reprocessed&worker=&attr.KEY=&tag.KEY=&after=|before=&limit=`:
+//!   `&payload=&status=pending|reprocessed&worker=&fingerprint=&attr.KEY=&tag.KEY=&after=|before=&limit=`:
 //!   `{"dlq", "queue", "matched", "entries": [summary], "next_cursor", "prev_cursor"}`
 //!   where `name` is a DLQ or queue name, a summary is `{"id", "cursor", "error_kind",
 //!   "error_message", "attempts", "dead_lettered_at_ms", "enqueued_at_ms", "status",
-//!   "worker", "payload_size", "payload_is_text", "payload_preview"}`, `next_cursor` is
-//!   the `after` of the next page and `prev_cursor` the `before` of the previous one (null
-//!   when there is none). Cursors are keyset positions (see the `query` module): a page loaded
-//!   after entries came or went still starts right after the last row shown;
+//!   "worker", "fingerprint", "payload_size", "payload_is_text", "payload_preview"}`,
+//!   `next_cursor` is the `after` of the next page and `prev_cursor` the `before` of the
+//!   previous one (null when there is none). Cursors are keyset positions (see the `query`
+//!   module): a page loaded after entries came or went still starts right after the last
+//!   row shown;
 //! - `/api/entry/{id}`: the whole envelope in the JSON form of [`crate::export`], with
 //!   `payload_text` when the payload is UTF-8;
 //! - `/api/timeline/{name}?hours=N` (1 to 2160, 90 days; default 24): dead-letterings per
@@ -130,6 +131,7 @@ fn summary(e: &DeadLetter) -> Value {
         "enqueued_at_ms": e.metadata.enqueued_at_ms,
         "status": status_name(&e.status),
         "worker": e.dlq.worker,
+        "fingerprint": e.fingerprint.map(|f| f.to_string()),
         "payload_size": e.payload.len(),
         "payload_is_text": text.is_some(),
         "payload_preview": preview,

@@ -110,6 +110,10 @@ pub fn envelope_to_json(entry: &DeadLetter, encoding: PayloadEncoding, with_text
         if entry.original_id.is_none() {
             map.remove("original_id");
         }
+        // Likewise the fingerprint of an entry read from a source that keeps none.
+        if entry.fingerprint.is_none() {
+            map.remove("fingerprint");
+        }
         map.insert("id".into(), Value::from(entry.id()));
         map.insert(
             "payload".into(),

@@ -37,6 +37,8 @@ pub(crate) struct FilterSpec {
     pub attributes: BTreeMap<String, String>,
     /// Tags that must all be present with these values (`tag.KEY=VALUE` in a query).
     pub tags: BTreeMap<String, String>,
+    /// Failure fingerprint, 16 hex digits as `analyze` and the summaries give it.
+    pub fingerprint: Option<String>,
 }
 
 /// A list request: the filter, the page's cursor and its size.
@@ -79,6 +81,10 @@ impl FilterSpec {
         f.worker = self.worker.clone().filter(|s| !s.is_empty());
         f.attributes = self.attributes.clone();
         f.tags = self.tags.clone();
+        f.fingerprint = match self.fingerprint.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(text.parse().map_err(|e| format!("fingerprint: {e}"))?),
+        };
         f.pending = match self.status.as_deref() {
             None | Some("") | Some("any") => None,
             Some("pending") => Some(true),
@@ -130,6 +136,7 @@ impl ListQuery {
                 "max_attempts" => spec.max_attempts = Some(small(&value)?),
                 "status" => spec.status = Some(value),
                 "worker" => spec.worker = Some(value),
+                "fingerprint" => spec.fingerprint = Some(value),
                 "after" => after = Some(parse_cursor("after", &value)?),
                 "before" => before = Some(parse_cursor("before", &value)?),
                 "limit" => limit = (num(&value)? as usize).clamp(1, 500),

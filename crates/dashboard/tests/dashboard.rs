@@ -136,6 +136,29 @@ fn the_api_reads_what_the_library_holds() {
     assert!(next["next_cursor"].is_null());
     assert_eq!(next["prev_cursor"], next["entries"][0]["cursor"]);
 
+    // Each summary carries its failure fingerprint, and the list filters by it.
+    let fp = page["entries"][0]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(fp.len(), 16);
+    let same = get(addr, &format!("/api/dlq/orders-dlq?fingerprint={fp}")).json();
+    let dlq = store.dlq("orders").unwrap();
+    let want = dlq
+        .ids(
+            &deadletter::Filter::all().fingerprint(fp.parse().unwrap()),
+            None,
+        )
+        .unwrap();
+    assert_eq!(same["matched"], want.len());
+    assert!(same["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["fingerprint"] == fp.as_str()));
+    let bad = get(addr, "/api/dlq/orders-dlq?fingerprint=zz");
+    assert_eq!(bad.status, 400);
+
     let entry = get(addr, &format!("/api/entry/{}", ids[1])).json();
     let back = deadletter_dashboard::export::envelope_from_json(&entry).unwrap();
     assert_eq!(back, store.dlq("orders").unwrap().get(ids[1]).unwrap());

@@ -15,8 +15,9 @@ use crate::api::dlq::ReplayReport;
 use crate::api::types::{DeadLetter, MessageId};
 use crate::error::Error;
 
-/// The control protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The control protocol version this build speaks (2: `DeadLetter` carries its failure
+/// fingerprint; see docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;

@@ -171,7 +171,7 @@ impl Dlq {
 
     fn index_match(&self, st: &State, filter: &Filter, id: MessageId) -> Option<EntryRef> {
         let r = self.entry_ref(st, id).ok()?;
-        filter.matches_index(st, &r.msg, &r.info).then_some(r)
+        filter.matches_index(st, id, &r.msg, &r.info).then_some(r)
     }
 
     pub(super) fn entry_ref(&self, st: &State, id: MessageId) -> Result<EntryRef> {
@@ -185,6 +185,7 @@ impl Dlq {
             msg,
             info,
             generation: st.extras.get(&id).map(|e| e.generation).unwrap_or(0),
+            fingerprint: st.fingerprints.of(id).map(|d| d.id),
         })
     }
 
@@ -231,6 +232,7 @@ impl Dlq {
             },
             dlq_name: self.name(),
             original_id,
+            fingerprint: r.fingerprint,
         })
     }
 

@@ -126,6 +126,26 @@ impl Dlq {
         self.delete_ids(&ids, false)
     }
 
+    /// Deletes the entries matching `filter` that were dead-lettered more than
+    /// `older_than` ago (by the store's clock), reprocessed ones only unless
+    /// `include_pending`: [`purge`](Dlq::purge) narrowed by a filter, such as one
+    /// fingerprint. Returns how many were deleted.
+    pub fn purge_matching(
+        &self,
+        filter: &Filter,
+        older_than: Duration,
+        include_pending: bool,
+    ) -> Result<u64> {
+        let cutoff = self
+            .store
+            .now()
+            .saturating_sub(older_than.as_millis() as u64);
+        match filter.purge_cutoff(cutoff, include_pending) {
+            Some(f) => self.delete_matching(&f),
+            None => Ok(0),
+        }
+    }
+
     /// Removes entries whose retention passed; returns how many. Compaction does this on
     /// its own; this is for tools and tests.
     pub fn expire_retention(&self) -> Result<u64> {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::api::types::{DeadLetter, EntryStatus, MessageId};
+use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
 
 /// Which entries an operation applies to ([`Dlq::list`](crate::Dlq::list),
@@ -90,6 +91,9 @@ pub struct Filter {
     /// command-line tool compiles). Not part of the filter's serde form.
     #[serde(skip)]
     pub predicate: Option<EntryPredicate>,
+    /// Failure fingerprint (error kind and message template), exactly.
+    #[serde(default)]
+    pub fingerprint: Option<Fingerprint>,
 }
 
 /// A caller's check of an entry ([`Filter::matching`]): compared by identity (two filters
@@ -184,6 +188,27 @@ impl Filter {
         self.predicate = Some(EntryPredicate::new(check));
         self
     }
+    /// Also requires a failure fingerprint ([`Fingerprint`]).
+    pub fn fingerprint(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = Some(fingerprint);
+        self
+    }
+
+    /// This filter narrowed to what a purge of entries older than `cutoff_ms` removes:
+    /// dead-lettered before the cutoff, and reprocessed only unless `include_pending`.
+    /// `None` when nothing can match (the filter asks for pending entries only, and
+    /// pending entries are kept).
+    pub fn purge_cutoff(&self, cutoff_ms: u64, include_pending: bool) -> Option<Filter> {
+        let mut f = self.clone();
+        f.until_ms = Some(f.until_ms.map_or(cutoff_ms, |t| t.min(cutoff_ms)));
+        if !include_pending {
+            if f.pending == Some(true) {
+                return None;
+            }
+            f.pending = Some(false);
+        }
+        Some(f)
+    }
 
     pub(super) fn needs_envelope(&self) -> bool {
         self.message_contains.is_some()
@@ -194,7 +219,12 @@ impl Filter {
     }
 
     /// The checks answered by the index alone.
-    pub(super) fn matches_index(&self, st: &State, m: &Msg, d: &DeadInfo) -> bool {
+    pub(super) fn matches_index(&self, st: &State, id: MessageId, m: &Msg, d: &DeadInfo) -> bool {
+        if let Some(fp) = self.fingerprint {
+            if !st.fingerprints.is(id, fp) {
+                return false;
+            }
+        }
         if let Some(kind) = &self.error_kind {
             if st.strings.get(kind) != Some(d.kind) {
                 return false;
@@ -224,8 +254,17 @@ impl Filter {
     }
 
     /// True when `entry` matches every field of the filter: the whole check on an
-    /// envelope, for backends that have no index to check first.
+    /// envelope, for backends that have no index to check first. The fingerprint is the
+    /// entry's own when it carries one, else computed from its failure without frames.
     pub fn matches(&self, entry: &DeadLetter) -> bool {
+        if let Some(fp) = self.fingerprint {
+            let own = entry
+                .fingerprint
+                .unwrap_or_else(|| Fingerprint::of_failure(&entry.failure, 0));
+            if own != fp {
+                return false;
+            }
+        }
         let f = &entry.failure;
         let at = entry.dlq.dead_lettered_at_ms;
         let attempts = entry.metadata.delivery_count;

@@ -13,6 +13,7 @@
 mod browse;
 mod change;
 mod filter;
+mod fingerprints;
 mod import;
 mod replay;
 mod stats;
@@ -23,11 +24,13 @@ use std::sync::Arc;
 use crate::api::alert::DlqAlert;
 use crate::api::store::Store;
 use crate::api::types::MessageId;
+use crate::engine::fingerprint::Fingerprint;
 use crate::engine::record::QueueId;
 use crate::engine::state::{DeadInfo, Msg};
 use crate::error::Result;
 
 pub use filter::{Cursor, EntryPredicate, Filter, Page};
+pub use fingerprints::FingerprintStats;
 pub use import::{ImportReport, ImportedEntry, Importer};
 pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
@@ -95,6 +98,7 @@ struct EntryRef {
     msg: Msg,
     info: DeadInfo,
     generation: u32,
+    fingerprint: Option<Fingerprint>,
 }
 
 impl Dlq {

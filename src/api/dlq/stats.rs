@@ -7,9 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Dlq, Filter};
+use super::fingerprints::Grouper;
+use super::{Dlq, Filter, FingerprintStats};
 
 use crate::api::types::DeadLetter;
+use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state::IdMap;
 use crate::error::Result;
 
@@ -43,6 +45,10 @@ pub struct DlqStats {
     pub by_error_kind: BTreeMap<String, u64>,
     /// Entries per worker (`""` when unknown).
     pub by_worker: BTreeMap<String, u64>,
+    /// Entries per failure fingerprint (empty on a backend that keeps none; see
+    /// [`Dlq::fingerprints`] for their templates and times).
+    #[serde(default)]
+    pub by_fingerprint: BTreeMap<Fingerprint, u64>,
 }
 
 /// A group of at least three failures of the same kind.
@@ -83,6 +89,9 @@ pub struct Analysis {
     pub time_range: Option<(u64, u64)>,
     /// Groups of at least 3 entries by error kind, largest first.
     pub patterns: Vec<FailurePattern>,
+    /// The entries grouped by failure fingerprint (error kind and message template), most
+    /// entries first: what turns thousands of entries into the few bugs behind them.
+    pub fingerprints: Vec<FingerprintStats>,
 }
 
 impl Dlq {
@@ -111,6 +120,11 @@ impl Dlq {
             newest_age_ms: qs.dlq_order.last().map(|(t, _)| now.saturating_sub(*t)),
             by_error_kind: names(&d.by_kind),
             by_worker: names(&d.by_worker),
+            by_fingerprint: st
+                .fingerprints
+                .counts(self.queue)
+                .map(|(def, n)| (def.id, n))
+                .collect(),
         }
     }
 
@@ -142,6 +156,7 @@ impl DlqStats {
             newest_age_ms: None,
             by_error_kind: BTreeMap::new(),
             by_worker: BTreeMap::new(),
+            by_fingerprint: BTreeMap::new(),
         }
     }
 }
@@ -178,10 +193,12 @@ struct Analyzer {
     by_hour_of_day: [u64; 24],
     time_range: Option<(u64, u64)>,
     groups: BTreeMap<String, Group>,
+    fingerprints: Grouper,
 }
 
 impl Analyzer {
     fn add(&mut self, e: &DeadLetter) {
+        self.fingerprints.add(e);
         let at = e.dlq.dead_lettered_at_ms;
         self.total += 1;
         self.attempts_sum += e.metadata.delivery_count as u64;
@@ -259,6 +276,7 @@ impl Analyzer {
             },
             time_range: self.time_range,
             patterns,
+            fingerprints: self.fingerprints.finish(),
         }
     }
 }

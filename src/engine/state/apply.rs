@@ -537,6 +537,8 @@ impl State {
         qs.dlq_order.insert((dead_at, id));
         qs.history.record(dead_at, kind);
         qs.dlq.pending += 1;
+        self.fingerprints.add(m.queue, id, failure);
+        let qs = self.queue_mut(m.queue);
         *qs.dlq.by_kind.entry(kind).or_default() += 1;
         *qs.dlq.by_worker.entry(worker).or_default() += 1;
     }
@@ -568,6 +570,7 @@ impl State {
             return false;
         };
         let q = self.msgs.get(&id).map(|m| m.queue).unwrap_or(0);
+        self.fingerprints.remove(q, id);
         let qs = self.queue_mut(q);
         qs.dlq_order.remove(&(info.dead_at, id));
         match info.status {

@@ -14,6 +14,7 @@
 //!   metadata stay in the log.
 
 mod apply;
+mod fingerprints;
 mod history;
 mod index;
 mod intern;
@@ -27,6 +28,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
+pub use fingerprints::FingerprintIndex;
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdMap, Interner};
@@ -227,6 +229,8 @@ pub struct State {
     /// their holder was last seen alive. Those messages are ready from time 0 (at once,
     /// before anything else); the age of the oldest waiting message counts from this.
     pub leases_lost_at: u64,
+    /// The fingerprint of every DLQ entry (not persisted: recomputed from envelopes).
+    pub fingerprints: FingerprintIndex,
 }
 
 impl State {

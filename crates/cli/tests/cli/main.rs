@@ -9,6 +9,7 @@
 //! - `verify`: the read-only check;
 //! - `errors`: locked and missing stores, bad usage;
 //! - `live`: a store held by a running owner process, and a read-only copy;
+//! - `fingerprints`: templates in `analyze`, and `--fingerprint` in list, replay, delete, purge;
 //! - `serve`: the dashboard;
 //! - `nats`: the commands on a JetStream namespace (the machine's NATS server);
 //! - `forward`: the forwarder, from a store filled offline to its limit.
@@ -27,6 +28,7 @@ mod run;
 mod browse;
 mod change;
 mod errors;
+mod fingerprints;
 mod forward;
 mod live;
 mod nats;

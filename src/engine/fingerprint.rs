@@ -1,0 +1,578 @@
+//! Failure fingerprints: what groups thousands of DLQ entries into the few bugs behind them.
+//!
+//! A fingerprint is the error kind plus the error message's *template*: the message with
+//! its variable parts replaced by placeholders, so "order ORD-123 not found" and "order
+//! ORD-124 not found" share the template "order ORD-<num> not found". Optionally the first
+//! frames of the stack trace (or of the details, when there is no trace) are normalised the
+//! same way and added, to tell apart one message raised from different places.
+//!
+//! Placeholders, tried in this order at the start of each token:
+//!
+//! | what | example | placeholder |
+//! |---|---|---|
+//! | a quoted string (`'…'`, `"…"`, `` `…` ``) | `"bob"` | `<str>` |
+//! | a URL (`scheme://…`) | `https://x.io/a?b=1` | `<url>` |
+//! | a UUID | `6f1c…-…` (8-4-4-4-12 hex) | `<uuid>` |
+//! | a timestamp (ISO 8601 date, with time and zone) or a time of day | `2024-05-01T10:00:00Z`, `10:00:01` | `<ts>` |
+//! | an e-mail address | `ana@example.com` | `<email>` |
+//! | a hex number or id (`0x…`, or 6+ hex digits with a digit and a letter) | `0xdeadbeef`, `3fa9c01b` | `<hex>` |
+//! | a long id mixing letters and digits (8+ characters, 2+ digits) | `usr_8fK2pQ9x` | `<id>` |
+//! | digits (with a decimal part) | `42`, `3.14` | `<num>` |
+//!
+//! The normaliser is written out by hand (no regex crate in the core): one pass over the
+//! message, each rule a small matcher at a token start. It is deterministic and depends on
+//! nothing but its input, so the fingerprint of an entry is the same in every process and
+//! version that computes it with the same number of frames; it is never written to disk
+//! (the index recomputes it from the stored envelope).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::envelope::FailureInfo;
+
+/// The stable id of a failure fingerprint: a 64-bit FNV-1a hash of the error kind, the
+/// message template and the normalised frames, shown as 16 hex digits.
+///
+/// ```
+/// use deadletter::Fingerprint;
+///
+/// let a = Fingerprint::compute("NotFound", "order ORD-123 not found", None, 0);
+/// let b = Fingerprint::compute("NotFound", "order ORD-977 not found", None, 0);
+/// assert_eq!(a, b);
+/// assert_eq!(deadletter::message_template("order ORD-123 not found"), "order ORD-<num> not found");
+/// let parsed: Fingerprint = a.to_string().parse().unwrap();
+/// assert_eq!(parsed, a);
+/// ```
+///
+/// Its serde form is the same 16 hex digits, so it reads the same in JSON as on a screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fingerprint(pub u64);
+
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Fingerprint {
+    /// The fingerprint of a failure of `kind` with `message`, plus the first `frames`
+    /// non-empty lines of `trace` (normalised), when `frames` > 0.
+    pub fn compute(kind: &str, message: &str, trace: Option<&str>, frames: usize) -> Self {
+        Self::of_template(kind, &message_template(message), &frame_key(trace, frames))
+    }
+
+    /// The fingerprint of a failure envelope: its kind and message, and the first `frames`
+    /// lines of its stack trace (or, without one, of its details).
+    pub fn of_failure(failure: &FailureInfo, frames: usize) -> Self {
+        let trace = failure
+            .stack_trace
+            .as_deref()
+            .or(failure.details.as_deref());
+        Self::compute(&failure.error_kind, &failure.error_message, trace, frames)
+    }
+
+    pub(crate) fn of_template(kind: &str, template: &str, frames: &str) -> Self {
+        let mut h = Fnv::new();
+        h.write(kind.as_bytes());
+        h.write(&[0]);
+        h.write(template.as_bytes());
+        h.write(&[0]);
+        h.write(frames.as_bytes());
+        Fingerprint(h.0)
+    }
+}
+
+/// The normalised first `frames` non-empty lines of `trace`, joined by newlines.
+pub(crate) fn frame_key(trace: Option<&str>, frames: usize) -> String {
+    let Some(trace) = trace.filter(|_| frames > 0) else {
+        return String::new();
+    };
+    trace
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(frames)
+        .map(message_template)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A fingerprint that is not 1 to 16 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseFingerprintError(pub String);
+
+impl fmt::Display for ParseFingerprintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} is not a fingerprint (1 to 16 hex digits)", self.0)
+    }
+}
+
+impl std::error::Error for ParseFingerprintError {}
+
+impl FromStr for Fingerprint {
+    type Err = ParseFingerprintError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ParseFingerprintError(s.to_string());
+        if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        u64::from_str_radix(s, 16)
+            .map(Fingerprint)
+            .map_err(|_| bad())
+    }
+}
+
+/// 64-bit FNV-1a: stable across processes and builds (unlike `std`'s random hasher).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// The template of an error message: its variable parts replaced by placeholders (see the
+/// module documentation for the rules).
+pub fn message_template(message: &str) -> String {
+    let b = message.as_bytes();
+    let mut out = String::with_capacity(message.len());
+    let mut i = 0;
+    while i < b.len() {
+        let at_start = i == 0 || !is_word(b[i - 1]);
+        if at_start {
+            if let Some((end, placeholder)) = token_at(b, i) {
+                out.push_str(placeholder);
+                i = end;
+                continue;
+            }
+        }
+        if b[i].is_ascii_digit() {
+            // Digits inside a word ("user42"): a number all the same.
+            out.push_str("<num>");
+            i += digit_run(b, i);
+            continue;
+        }
+        // Copy one character (whole, when it is not ASCII).
+        let len = utf8_len(b[i]);
+        let end = (i + len).min(b.len());
+        out.push_str(message.get(i..end).unwrap_or(""));
+        i = end;
+    }
+    out
+}
+
+/// The placeholder of the token that starts at `i`, and where it ends.
+fn token_at(b: &[u8], i: usize) -> Option<(usize, &'static str)> {
+    if let Some(end) = quoted(b, i) {
+        return Some((end, "<str>"));
+    }
+    if let Some(end) = url(b, i) {
+        return Some((end, "<url>"));
+    }
+    if let Some(end) = uuid(b, i) {
+        return Some((end, "<uuid>"));
+    }
+    if let Some(end) = timestamp(b, i) {
+        return Some((end, "<ts>"));
+    }
+    if let Some(end) = email(b, i) {
+        return Some((end, "<email>"));
+    }
+    if !is_word(b[i]) {
+        return None;
+    }
+    word(b, i)
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
+}
+
+/// The longest quoted string (and URL scheme, and e-mail local part) a matcher looks for.
+const MAX_QUOTED: usize = 256;
+const MAX_SCHEME: usize = 32;
+const MAX_LOCAL: usize = 64;
+
+/// A quoted string: an opening quote not preceded by a letter (so "can't" is not one),
+/// and the same quote closing it, not followed by a letter or digit.
+fn quoted(b: &[u8], i: usize) -> Option<usize> {
+    let q = b[i];
+    if !matches!(q, b'"' | b'\'' | b'`') {
+        return None;
+    }
+    let mut j = i + 1;
+    // Bounded, so that a message full of unclosed quotes costs linear time.
+    let limit = b.len().min(i + MAX_QUOTED);
+    while j < limit {
+        if b[j] == b'\\' {
+            j += 2;
+            continue;
+        }
+        if b[j] == q && (j + 1 >= b.len() || !b[j + 1].is_ascii_alphanumeric()) {
+            return Some(j + 1);
+        }
+        j += 1;
+    }
+    None
+}
+
+/// `scheme://rest` up to whitespace or a closing bracket or quote, without trailing
+/// punctuation.
+fn url(b: &[u8], i: usize) -> Option<usize> {
+    if !b[i].is_ascii_alphabetic() {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'+' | b'.' | b'-')) {
+        j += 1;
+        if j - i > MAX_SCHEME {
+            return None;
+        }
+    }
+    if !b[j..].starts_with(b"://") {
+        return None;
+    }
+    j += 3;
+    let start = j;
+    while j < b.len()
+        && !b[j].is_ascii_whitespace()
+        && !matches!(b[j], b'"' | b'\'' | b'`' | b'>' | b')' | b']')
+    {
+        j += 1;
+    }
+    while j > start && matches!(b[j - 1], b'.' | b',' | b';' | b':' | b'!' | b'?') {
+        j -= 1;
+    }
+    (j > start).then_some(j)
+}
+
+/// Counts hex digits from `i`, at most `max`.
+fn hex_run(b: &[u8], i: usize, max: usize) -> usize {
+    b[i..]
+        .iter()
+        .take(max)
+        .take_while(|c| c.is_ascii_hexdigit())
+        .count()
+}
+
+fn digit_run(b: &[u8], i: usize) -> usize {
+    b[i.min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .count()
+}
+
+/// True when no word character follows position `end`.
+fn ends_word(b: &[u8], end: usize) -> bool {
+    end >= b.len() || !is_word(b[end])
+}
+
+/// 8-4-4-4-12 hex digits.
+fn uuid(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i;
+    for (n, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
+        if n > 0 {
+            if b.get(j) != Some(&b'-') {
+                return None;
+            }
+            j += 1;
+        }
+        if j > b.len() || hex_run(b, j, len + 1) != len {
+            return None;
+        }
+        j += len;
+    }
+    ends_word(b, j).then_some(j)
+}
+
+/// Exactly `n` digits at `j`.
+fn digits(b: &[u8], j: usize, n: usize) -> bool {
+    j <= b.len() && digit_run(b, j) == n
+}
+
+/// `YYYY-MM-DD`, optionally `[T ]hh:mm[:ss[.fff]]` and a zone (`Z` or `±hh[:]mm`); or a
+/// time of day `hh:mm:ss[.fff]` alone.
+fn timestamp(b: &[u8], i: usize) -> Option<usize> {
+    let date = digits(b, i, 4)
+        && b.get(i + 4) == Some(&b'-')
+        && digits(b, i + 5, 2)
+        && b.get(i + 7) == Some(&b'-')
+        && digits(b, i + 8, 2);
+    if date {
+        let mut j = i + 10;
+        if matches!(b.get(j), Some(b'T' | b't' | b' ')) {
+            if let Some(end) = time_of_day(b, j + 1, false) {
+                j = zone(b, end);
+            }
+        }
+        return ends_word(b, j).then_some(j);
+    }
+    let end = time_of_day(b, i, true)?;
+    ends_word(b, end).then_some(end)
+}
+
+/// `hh:mm` (`hh:mm:ss` when `seconds` is required), with optional fractional seconds.
+fn time_of_day(b: &[u8], i: usize, seconds: bool) -> Option<usize> {
+    if !(digits(b, i, 2) && b.get(i + 2) == Some(&b':') && digits(b, i + 3, 2)) {
+        return None;
+    }
+    let mut j = i + 5;
+    if b.get(j) == Some(&b':') && digits(b, j + 1, 2) {
+        j += 3;
+        if b.get(j) == Some(&b'.') && digit_run(b, j + 1) > 0 {
+            j += 1 + digit_run(b, j + 1);
+        }
+    } else if seconds {
+        return None;
+    }
+    Some(j)
+}
+
+fn zone(b: &[u8], j: usize) -> usize {
+    match b.get(j) {
+        Some(b'Z' | b'z') => j + 1,
+        Some(b'+' | b'-') => match digit_run(b, j + 1) {
+            4 => j + 5,
+            2 if b.get(j + 3) == Some(&b':') && digits(b, j + 4, 2) => j + 6,
+            2 => j + 3,
+            _ => j,
+        },
+        _ => j,
+    }
+}
+
+/// `local@domain.tld`: a local part of letters, digits and `._%+-`, a domain of labels
+/// with a dot, ending in letters.
+fn email(b: &[u8], i: usize) -> Option<usize> {
+    let local = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'%' | b'+' | b'-');
+    let mut j = i;
+    while j < b.len() && local(b[j]) {
+        j += 1;
+        if j - i > MAX_LOCAL {
+            return None;
+        }
+    }
+    if j == i || b.get(j) != Some(&b'@') {
+        return None;
+    }
+    j += 1;
+    let start = j;
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'.' | b'-')) {
+        j += 1;
+    }
+    while j > start && matches!(b[j - 1], b'.' | b'-') {
+        j -= 1;
+    }
+    let domain = &b[start..j];
+    let dot = domain.iter().rposition(|&c| c == b'.')?;
+    let tld = &domain[dot + 1..];
+    (dot > 0 && tld.len() >= 2 && tld.iter().all(u8::is_ascii_alphabetic)).then_some(j)
+}
+
+/// A word (letters, digits, `_`) that holds digits: a hex number or id, a long mixed id,
+/// digits, or a word whose digit runs are numbers. `None` for a word without digits (and
+/// for a short hex-looking word without them, such as "cafe").
+fn word(b: &[u8], i: usize) -> Option<(usize, &'static str)> {
+    let len = b[i..].iter().take_while(|&&c| is_word(c)).count();
+    let end = i + len;
+    let w = &b[i..end];
+    let digit_count = w.iter().filter(|c| c.is_ascii_digit()).count();
+    if (w.starts_with(b"0x") || w.starts_with(b"0X"))
+        && w.len() > 2
+        && w[2..].iter().all(u8::is_ascii_hexdigit)
+    {
+        return Some((end, "<hex>"));
+    }
+    if digit_count == 0 {
+        return None;
+    }
+    if digit_count == w.len() {
+        // Digits, with a decimal part.
+        let mut end = end;
+        if b.get(end) == Some(&b'.')
+            && digit_run(b, end + 1) > 0
+            && ends_word(b, end + 1 + digit_run(b, end + 1))
+        {
+            end += 1 + digit_run(b, end + 1);
+        }
+        return Some((end, "<num>"));
+    }
+    if w.len() >= 6 && w.iter().all(u8::is_ascii_hexdigit) {
+        return Some((end, "<hex>"));
+    }
+    if w.len() >= 8 && digit_count >= 2 {
+        return Some((end, "<id>"));
+    }
+    // A short word mixing letters and digits ("v2", "user42"): its letters are copied and
+    // its digit runs become `<num>` by the caller.
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> String {
+        message_template(s)
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(t("order ORD-123 not found"), "order ORD-<num> not found");
+        assert_eq!(t("retry 3 of 5"), "retry <num> of <num>");
+        assert_eq!(t("took 3.25s"), "took <num>.<num>s");
+        assert_eq!(t("user42 and item7b"), "user<num> and item<num>b");
+        assert_eq!(t("took 3.25 s"), "took <num> s");
+        assert_eq!(t("balance -42"), "balance -<num>");
+        assert_eq!(t("10.0.0.1 refused"), "<num>.<num> refused");
+        assert_eq!(t("no digits here"), "no digits here");
+    }
+
+    #[test]
+    fn uuids_and_hex() {
+        assert_eq!(
+            t("user 6f1c2e4a-9b3d-4c5e-8f7a-1b2c3d4e5f60 is gone"),
+            "user <uuid> is gone"
+        );
+        assert_eq!(
+            t("user 6F1C2E4A-9B3D-4C5E-8F7A-1B2C3D4E5F60"),
+            "user <uuid>"
+        );
+        assert_eq!(t("at 0xdeadBEEF"), "at <hex>");
+        assert_eq!(t("commit 3fa9c01b failed"), "commit <hex> failed");
+        // Words of hex letters only are words.
+        assert_eq!(t("cafe facade"), "cafe facade");
+        // Not a uuid: a group too short.
+        assert_eq!(t("6f1c2e4a-9b3-4c5e"), "<hex>-<num>b<num>-<num>c<num>e");
+    }
+
+    #[test]
+    fn quoted_strings() {
+        assert_eq!(t(r#"field "email" is required"#), "field <str> is required");
+        assert_eq!(t("key 'a b c' missing"), "key <str> missing");
+        assert_eq!(t("run `make x`"), "run <str>");
+        assert_eq!(t(r#"say "he said \"hi\"" now"#), "say <str> now");
+        // Apostrophes are not quotes.
+        assert_eq!(t("can't connect"), "can't connect");
+        assert_eq!(t("the user's cart"), "the user's cart");
+        // An unclosed quote stays as it is.
+        assert_eq!(t("bad \"input"), "bad \"input");
+    }
+
+    #[test]
+    fn emails_and_urls() {
+        assert_eq!(
+            t("no mailbox ana.b+x@mail.example.com."),
+            "no mailbox <email>."
+        );
+        assert_eq!(t("user@localhost is local"), "user@localhost is local");
+        assert_eq!(
+            t("GET https://api.example.com/v1/orders/77?x=1 failed"),
+            "GET <url> failed"
+        );
+        assert_eq!(t("see (http://x.io/a)."), "see (<url>).");
+        assert_eq!(t("postgres://db:5432/app: refused"), "<url>: refused");
+        assert_eq!(t("http:// nothing"), "http:// nothing");
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(t("expired at 2024-05-01T10:00:00Z"), "expired at <ts>");
+        assert_eq!(t("at 2024-05-01 10:00:00.123+02:00 ok"), "at <ts> ok");
+        assert_eq!(t("on 2024-05-01."), "on <ts>.");
+        assert_eq!(t("at 23:59:01.5 local"), "at <ts> local");
+        assert_eq!(t("ratio 12:30"), "ratio <num>:<num>");
+        assert_eq!(t("at 2024-05-01T10:00+0100"), "at <ts>");
+    }
+
+    #[test]
+    fn mixed_ids() {
+        assert_eq!(t("session usr_8fK2pQ9x expired"), "session <id> expired");
+        assert_eq!(t("HTTP2 stream"), "HTTP<num> stream");
+        assert_eq!(t("v2 api"), "v<num> api");
+    }
+
+    #[test]
+    fn long_inputs_cost_linear_time() {
+        let quotes = "\"".repeat(100_000);
+        assert_eq!(t(&quotes), "<str>".repeat(50_000));
+        let unclosed = "\"x ".repeat(30_000);
+        assert_eq!(t(&unclosed), unclosed);
+        let dashes = "a-".repeat(100_000);
+        assert_eq!(t(&dashes), dashes);
+        let long_word = "x".repeat(200) + "@example.com";
+        assert_eq!(t(&long_word), long_word);
+    }
+
+    #[test]
+    fn unicode_is_copied_whole() {
+        assert_eq!(t("Bestellung 42 für Zoë"), "Bestellung <num> für Zoë");
+        assert_eq!(t("注文 7 が見つかりません"), "注文 <num> が見つかりません");
+        assert_eq!(t(""), "");
+    }
+
+    #[test]
+    fn messages_of_one_template_share_a_fingerprint() {
+        let a = Fingerprint::compute("NotFound", "order ORD-1 of 'bob' at 2024-01-01", None, 0);
+        let b = Fingerprint::compute("NotFound", "order ORD-99 of 'al' at 2025-12-31", None, 0);
+        let c = Fingerprint::compute("Timeout", "order ORD-1 of 'bob' at 2024-01-01", None, 0);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn frames_count_only_when_asked() {
+        let x = Some("at handler.rs:10\nat main.rs:3\nat start");
+        let y = Some("at worker.rs:99\nat main.rs:3");
+        let no = |tr| Fingerprint::compute("E", "m", tr, 0);
+        assert_eq!(no(x), no(y));
+        assert_eq!(no(x), no(None));
+        let one = |tr| Fingerprint::compute("E", "m", tr, 1);
+        assert_ne!(one(x), one(y));
+        // Line numbers are normalised: the same place with another line is the same frame.
+        assert_eq!(one(x), one(Some("at handler.rs:77")));
+        assert_eq!(frame_key(x, 2), "at handler.rs:<num>\nat main.rs:<num>");
+    }
+
+    #[test]
+    fn fingerprints_print_and_parse() {
+        let f = Fingerprint(0x00ab_cdef_0123_4567);
+        assert_eq!(f.to_string(), "00abcdef01234567");
+        assert_eq!("00abcdef01234567".parse::<Fingerprint>(), Ok(f));
+        assert_eq!("abc".parse::<Fingerprint>(), Ok(Fingerprint(0xabc)));
+        assert!("".parse::<Fingerprint>().is_err());
+        assert!("xyz".parse::<Fingerprint>().is_err());
+        assert!("+1".parse::<Fingerprint>().is_err());
+        assert!("00abcdef012345678".parse::<Fingerprint>().is_err());
+    }
+}
