@@ -2,7 +2,7 @@
 //!
 //! A fingerprint is the error kind plus the error message's *template*: the message with
 //! its variable parts replaced by placeholders, so "order ORD-123 not found" and "order
-//! ORD-124 not found" share the template "order ORD-<num> not found". Optionally the first
+//! ORD-124 not found" share the template `order ORD-<num> not found`. Optionally the first
 //! frames of the stack trace (or of the details, when there is no trace) are normalised the
 //! same way and added, to tell apart one message raised from different places.
 //!
