@@ -105,34 +105,51 @@ impl Engine {
     /// segments or its checkpoints say so, is refused untouched.
     pub(crate) fn open(dir: &Path, options: EngineOptions) -> Result<Engine> {
         let strict = options.log.recovery == RecoveryMode::Strict;
-        let fs = options.fs;
+        let fs = Arc::clone(&options.fs);
         options.log.validate()?;
         let lock = Log::lock_dir(fs.as_ref(), dir)?;
         let slots = checkpoint::read_slots(fs.as_ref(), dir)?;
         // A checkpoint's position was durable in the log before the checkpoint was written:
         // a log that ends before it lost its tail.
-        let mut log_options = options.log;
+        let mut log_options = options.log.clone();
         log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
         let (log, report) = Log::open_locked(Arc::clone(&fs), lock, log_options)?;
         let (mut state, from, slots) =
             checkpoint::load_newest(fs.as_ref(), dir, slots, &log, &report, strict)?;
         state.fingerprints.enable(options.fingerprint_frames);
-        for item in log.iter_from(from)? {
-            let (pos, rec) = item?;
-            let decoded =
-                wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
-            state.apply(&decoded, pos);
-        }
+        Engine::replay(&log, from, &mut state)?;
         state.release_all_leases();
         state.skip_lost_ids(&report);
+        Engine::assemble(
+            dir,
+            &options,
+            log,
+            report,
+            state,
+            slots,
+            options.wait_for_sync,
+        )
+    }
+
+    /// The engine over a recovered `log` and `state`, with the restored DLQ entries given
+    /// their fingerprints (a snapshot's as the owner's).
+    fn assemble(
+        dir: &Path,
+        options: &EngineOptions,
+        log: Log,
+        report: RecoveryReport,
+        state: State,
+        slots: CheckpointSlots,
+        wait_for_sync: bool,
+    ) -> Result<Engine> {
         let engine = Engine {
             log,
             state: Mutex::new(state),
             ready: Condvar::new(),
             dir: dir.to_path_buf(),
-            fs,
-            wait_for_sync: options.wait_for_sync,
-            strict,
+            fs: Arc::clone(&options.fs),
+            wait_for_sync,
+            strict: options.log.recovery == RecoveryMode::Strict,
             relocate_below: options.relocate_below,
             batch: options.batch,
             idempotency_window_ms: options.idempotency_window_ms,
@@ -143,6 +160,17 @@ impl Engine {
         };
         engine.fingerprint_restored_entries()?;
         Ok(engine)
+    }
+
+    /// Applies every record of `log` from position `from` on to `state`.
+    fn replay(log: &Log, from: u64, state: &mut State) -> Result<()> {
+        for item in log.iter_from(from)? {
+            let (pos, rec) = item?;
+            let decoded =
+                wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
+            state.apply(&decoded, pos);
+        }
+        Ok(())
     }
 
     /// Gives DLQ entries restored from a checkpoint their fingerprints, read from their
@@ -199,32 +227,9 @@ impl Engine {
         let (mut state, from, slots) =
             checkpoint::load_newest_read_only(fs.as_ref(), dir, slots, &log, &report, strict)?;
         state.fingerprints.enable(options.fingerprint_frames);
-        for item in log.iter_from(from)? {
-            let (pos, rec) = item?;
-            let decoded =
-                wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
-            state.apply(&decoded, pos);
-        }
+        Engine::replay(&log, from, &mut state)?;
         state.skip_lost_ids(&report);
-        let engine = Engine {
-            log,
-            state: Mutex::new(state),
-            ready: Condvar::new(),
-            dir: dir.to_path_buf(),
-            fs,
-            wait_for_sync: false,
-            strict,
-            relocate_below: options.relocate_below,
-            batch: options.batch,
-            idempotency_window_ms: options.idempotency_window_ms,
-            report,
-            reads: AtomicU64::new(0),
-            slots: Mutex::new(slots),
-            shadow: Mutex::new(None),
-        };
-        // A snapshot's entries carry their fingerprints as the owner's do.
-        engine.fingerprint_restored_entries()?;
-        Ok(engine)
+        Engine::assemble(dir, options, log, report, state, slots, false)
     }
 
     /// True for a snapshot opened by [`Engine::open_read_only`].
