@@ -23,7 +23,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::HeaderMap;
 use bytes::Bytes;
@@ -37,6 +36,7 @@ use crate::client::{backend, now_ms};
 use crate::moves::message_headers;
 use crate::names::Event;
 use crate::namespace::JetStream;
+use crate::scan::scan_stream;
 use crate::wire::{self, headers, HistoryV1};
 
 /// The DLQ of one JetStream queue. Cheap to clone.
@@ -108,59 +108,21 @@ impl JetStreamDlq {
     ) -> Result<()> {
         let names = &self.js.inner.names;
         let stream = self.js.stream(&names.dlq_stream()).await?;
-        let config = pull::Config {
-            filter_subject: names.dlq_filter(&self.queue),
-            deliver_policy: if from > 1 {
-                DeliverPolicy::ByStartSequence {
-                    start_sequence: from,
-                }
-            } else {
-                DeliverPolicy::All
+        let timeout = self.js.inner.options.request_timeout;
+        scan_stream(
+            &stream,
+            names.dlq_filter(&self.queue),
+            from,
+            timeout,
+            "browse a DLQ",
+            |sequence, m| {
+                visit(
+                    sequence,
+                    wire::decode_entry(&m.payload, m.subject.as_str())?,
+                )
             },
-            ack_policy: AckPolicy::None,
-            inactive_threshold: Duration::from_secs(30),
-            memory_storage: true,
-            ..Default::default()
-        };
-        let mut consumer = stream
-            .create_consumer(config)
-            .await
-            .map_err(|e| backend("browse a DLQ", e))?;
-        let name = consumer
-            .info()
-            .await
-            .map_err(|e| backend("browse a DLQ", e))?
-            .name
-            .clone();
-        let result = async {
-            loop {
-                let mut batch = consumer
-                    .fetch()
-                    .max_messages(256)
-                    .messages()
-                    .await
-                    .map_err(|e| backend("browse a DLQ", e))?;
-                let mut got = 0;
-                let mut more = true;
-                while let Some(m) = batch.next().await {
-                    let m = m.map_err(|e| backend("browse a DLQ", e))?;
-                    got += 1;
-                    let info = m.info().map_err(|e| backend("browse a DLQ", e))?;
-                    let (seq, pending) = (info.stream_sequence, info.pending);
-                    let entry = wire::decode_entry(&m.payload, m.subject.as_str())?;
-                    if !visit(seq, entry)? {
-                        return Ok(());
-                    }
-                    more = pending > 0;
-                }
-                if got == 0 || !more {
-                    return Ok(());
-                }
-            }
-        }
-        .await;
-        let _ = stream.delete_consumer(&name).await;
-        result
+        )
+        .await
     }
 
     /// The entries matching `filter` with their sequences, oldest first.

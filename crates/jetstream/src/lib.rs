@@ -48,6 +48,7 @@ mod namespace;
 mod options;
 mod queue;
 mod repair;
+mod scan;
 mod wire;
 
 pub use dlq::JetStreamDlq;

@@ -13,17 +13,16 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
 use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{self, RetentionPolicy};
 use async_nats::jetstream::ErrorCode;
 use deadletter::{DeadLetter, Error, Filter, Result};
-use futures_util::StreamExt;
 
 use crate::client::backend;
 use crate::names::Names;
 use crate::namespace::JetStream;
+use crate::scan::scan_stream;
 use crate::wire::{self, headers};
 
 /// One forwarded DLQ entry, with where it came from.
@@ -81,74 +80,29 @@ impl FleetDlq {
                 }
                 Err(e) => return Err(backend("browse the fleet DLQ", e)),
             };
-            let config = pull::Config {
-                filter_subject: names.edge_dlq_filter(origin),
-                deliver_policy: DeliverPolicy::All,
-                ack_policy: AckPolicy::None,
-                inactive_threshold: Duration::from_secs(30),
-                memory_storage: true,
-                ..Default::default()
-            };
-            let mut consumer = stream
-                .create_consumer(config)
-                .await
-                .map_err(|e| backend("browse the fleet DLQ", e))?;
-            let name = consumer
-                .info()
-                .await
-                .map_err(|e| backend("browse the fleet DLQ", e))?
-                .name
-                .clone();
-            let result = async {
-                while out.len() < limit {
-                    let mut batch = consumer
-                        .fetch()
-                        .max_messages(256)
-                        .messages()
-                        .await
-                        .map_err(|e| backend("browse the fleet DLQ", e))?;
-                    let (mut got, mut more) = (0, false);
-                    // Each answer is bounded like a request: a server that dies after the
-                    // fetch was sent must not leave the listing waiting forever.
-                    loop {
-                        let next =
-                            tokio::time::timeout(timeout, batch.next())
-                                .await
-                                .map_err(|_| {
-                                    Error::backend(
-                                        "jetstream",
-                                        "browse the fleet DLQ",
-                                        "no answer from the server in time",
-                                    )
-                                })?;
-                        let Some(m) = next else { break };
-                        let m = m.map_err(|e| backend("browse the fleet DLQ", e))?;
-                        got += 1;
-                        let info = m.info().map_err(|e| backend("browse the fleet DLQ", e))?;
-                        let (sequence, pending) = (info.stream_sequence, info.pending);
-                        more = pending > 0;
-                        let Some((o, q)) = names.edge_dlq_parts(m.subject.as_str()) else {
-                            continue;
-                        };
-                        let entry = wire::decode_entry(&m.payload, m.subject.as_str())?;
-                        if filter.matches(&entry) && out.len() < limit {
-                            out.push(FleetEntry {
-                                origin: o.to_string(),
-                                queue: q.to_string(),
-                                sequence,
-                                entry,
-                            });
-                        }
+            scan_stream(
+                &stream,
+                names.edge_dlq_filter(origin),
+                1,
+                timeout,
+                "browse the fleet DLQ",
+                |sequence, m| {
+                    let Some((o, q)) = names.edge_dlq_parts(m.subject.as_str()) else {
+                        return Ok(true);
+                    };
+                    let entry = wire::decode_entry(&m.payload, m.subject.as_str())?;
+                    if filter.matches(&entry) {
+                        out.push(FleetEntry {
+                            origin: o.to_string(),
+                            queue: q.to_string(),
+                            sequence,
+                            entry,
+                        });
                     }
-                    if got == 0 || !more {
-                        break;
-                    }
-                }
-                Ok(())
-            }
-            .await;
-            let _ = stream.delete_consumer(&name).await;
-            result
+                    Ok(out.len() < limit)
+                },
+            )
+            .await
         })?;
         Ok(out)
     }
