@@ -1,0 +1,48 @@
+//! Checkpoint files checked: each slot is read and decoded (checksum, version, position); a
+//! newer version is reported as such, never as damage.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::checkpoint;
+use crate::error::Error;
+
+/// What verification found in one checkpoint file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CheckpointReport {
+    /// The file's name.
+    pub file: String,
+    /// The format version it was written in, when it is intact (a newer version than this
+    /// build reads included: then it is not decoded, and neither `position` nor `error` is
+    /// set).
+    pub version: Option<u16>,
+    /// The log position it covers, when it is valid.
+    pub position: Option<u64>,
+    /// Why it is not valid, when it is damaged.
+    pub error: Option<String>,
+}
+
+/// Reads and decodes one checkpoint file; a read error is reported as its error too (the
+/// segments are what an open cannot do without).
+pub(super) fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
+    let mut report = CheckpointReport {
+        file,
+        version: None,
+        position: None,
+        error: None,
+    };
+    match std::fs::read(path)
+        .map_err(|e| Error::io("read", path, e))
+        .and_then(|bytes| checkpoint::decode(&bytes, path))
+    {
+        Ok(checkpoint) => {
+            report.version = Some(checkpoint.version);
+            report.position = Some(checkpoint.position);
+        }
+        Err(Error::UnsupportedFormat { found, .. }) => report.version = Some(found),
+        Err(e) => report.error = Some(e.to_string()),
+    }
+    report
+}

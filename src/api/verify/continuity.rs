@@ -1,0 +1,110 @@
+//! Where the log's pieces meet: the boundary between consecutive segments (one must end
+//! exactly where the next begins; otherwise a segment is missing, was cut, ends in damage or
+//! overlaps the next), and the log's end against the highest position a valid checkpoint
+//! covers (a log that ends before it lost its tail). Both are judged from the segment and
+//! checkpoint reports alone; a segment whose header is bad is reported against itself and
+//! not against its neighbours.
+
+use serde::{Deserialize, Serialize};
+
+use super::checkpoint::CheckpointReport;
+use super::segment::{HeaderStatus, SegmentReport};
+use crate::storage::format::SEGMENT_HEADER_LEN;
+use crate::storage::log::DEFAULT_SEGMENT_SIZE;
+
+/// What is wrong at the boundary between two consecutive segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BoundaryKind {
+    /// The earlier segment's records end cleanly before the next one begins: a segment
+    /// between them is missing.
+    Missing,
+    /// The earlier segment's file was cut short.
+    Truncated,
+    /// The earlier segment's records end in bad bytes before the next one begins.
+    Damaged,
+    /// The earlier segment's records run past the next one's base.
+    Overlap,
+}
+
+/// A boundary problem between `file` and the segment after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Boundary {
+    /// The earlier segment's file.
+    pub file: String,
+    /// The next segment's file.
+    pub next_file: String,
+    /// What is wrong.
+    pub kind: BoundaryKind,
+    /// Where the earlier segment's records end.
+    pub end: u64,
+    /// Where the next segment begins.
+    pub next_base: u64,
+}
+
+/// The log ends before a position it had made durable (see [`VerifyReport::lost_tail`](super::VerifyReport::lost_tail)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LostTailReport {
+    /// The durable high-water mark: the highest position a valid checkpoint covers.
+    pub expected: u64,
+    /// Where the log's records end.
+    pub actual: u64,
+}
+
+/// The boundary problems between consecutive segments. `reaches_eof[i]` says whether the
+/// data of segment `i` runs into the end of its file (a cut file does).
+pub(super) fn boundaries(segments: &[SegmentReport], reaches_eof: &[bool]) -> Vec<Boundary> {
+    let mut boundaries = Vec::new();
+    for (i, pair) in segments.windows(2).enumerate() {
+        let (cur, next) = (&pair[0], &pair[1]);
+        // A bad entry is reported against itself, not against the segment before it.
+        if cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok {
+            continue;
+        }
+        let expected = next.base;
+        if cur.end == expected {
+            continue;
+        }
+        let data_room = expected - cur.base.min(expected);
+        let kind = if cur.end > expected {
+            BoundaryKind::Overlap
+        } else if reaches_eof[i]
+            && cur.file_len < SEGMENT_HEADER_LEN as u64 + data_room
+            && cur.file_len < DEFAULT_SEGMENT_SIZE
+        {
+            BoundaryKind::Truncated
+        } else if cur.torn_tail.is_some() {
+            BoundaryKind::Damaged
+        } else {
+            BoundaryKind::Missing
+        };
+        boundaries.push(Boundary {
+            file: cur.file.clone(),
+            next_file: next.file.clone(),
+            kind,
+            end: cur.end,
+            next_base: expected,
+        });
+    }
+    boundaries
+}
+
+/// The log's end against the highest position a valid checkpoint covers.
+pub(super) fn lost_tail(
+    segments: &[SegmentReport],
+    checkpoints: &[CheckpointReport],
+) -> Option<LostTailReport> {
+    let expected = checkpoints.iter().filter_map(|c| c.position).max()?;
+    // Only a log whose last segment could be read says where the records end.
+    let last = segments.last()?;
+    if last.header != HeaderStatus::Ok {
+        return None;
+    }
+    (last.end < expected).then_some(LostTailReport {
+        expected,
+        actual: last.end,
+    })
+}

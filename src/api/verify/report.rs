@@ -1,0 +1,100 @@
+//! [`VerifyReport`]: everything a verification found, and the verdicts drawn from it (how
+//! many problems, which files are of a newer version, whether the store is clean).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::checkpoint::CheckpointReport;
+use super::continuity::{Boundary, LostTailReport};
+use super::segment::{HeaderStatus, SegmentReport, TornTailReport};
+
+/// What [`verify`](super::verify) found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct VerifyReport {
+    /// The directory verified.
+    pub dir: PathBuf,
+    /// The newest format version this build reads ([`crate::FORMAT_VERSION`]).
+    pub supported_version: u16,
+    /// One report per segment file, in log order.
+    pub segments: Vec<SegmentReport>,
+    /// Boundary problems between consecutive segments.
+    pub boundaries: Vec<Boundary>,
+    /// Checkpoint files.
+    pub checkpoints: Vec<CheckpointReport>,
+    /// Set when the log's records end before the position a valid checkpoint covers (that
+    /// position was durable in the log before the checkpoint was written): its tail was
+    /// lost. An open refuses it ([`crate::CorruptionKind::LostTail`]).
+    pub lost_tail: Option<LostTailReport>,
+    /// Temporary files: leftovers of an interrupted segment creation or checkpoint (an open
+    /// removes them) or the next segment being prepared.
+    pub temp_files: Vec<String>,
+    /// Files that are not the log's (left alone by an open too).
+    pub other_files: Vec<String>,
+    /// Valid records in all segments.
+    pub records: u64,
+    /// Bytes those records occupy.
+    pub record_bytes: u64,
+    /// Bytes of segment files read.
+    pub bytes_read: u64,
+}
+
+impl VerifyReport {
+    /// Problems found: bad headers, damaged ranges, torn tails in sealed segments, boundary
+    /// problems and damaged checkpoints. A torn tail in the last segment is not counted (see
+    /// [`VerifyReport::torn_tail`]), nor are files in a newer format version (see
+    /// [`VerifyReport::newer_versions`]).
+    pub fn problems(&self) -> usize {
+        let in_segments: usize = self
+            .segments
+            .iter()
+            .map(|s| {
+                let bad_header = !matches!(
+                    s.header,
+                    HeaderStatus::Ok | HeaderStatus::UnsupportedVersion
+                );
+                usize::from(bad_header)
+                    + usize::from(s.is_short())
+                    + s.damaged.len()
+                    + usize::from(!s.last && s.torn_tail.is_some())
+            })
+            .sum();
+        let checkpoints = self
+            .checkpoints
+            .iter()
+            .filter(|c| c.error.is_some())
+            .count();
+        in_segments + self.boundaries.len() + checkpoints + usize::from(self.lost_tail.is_some())
+    }
+
+    /// The files (segments, then checkpoints) written in a newer format version than this
+    /// build reads, with that version. Such a store opens only with a newer deadletter
+    /// ([`crate::Error::UnsupportedFormat`]), and this build did not check those files.
+    pub fn newer_versions(&self) -> Vec<(&str, u16)> {
+        let segments = self
+            .segments
+            .iter()
+            .filter(|s| s.header == HeaderStatus::UnsupportedVersion)
+            .filter_map(|s| Some((s.file.as_str(), s.version?)));
+        let checkpoints = self.checkpoints.iter().filter_map(|c| match c.version {
+            Some(v) if v > self.supported_version => Some((c.file.as_str(), v)),
+            _ => None,
+        });
+        segments.chain(checkpoints).collect()
+    }
+
+    /// True when no problem was found and every file was checked (none is in a newer
+    /// format version).
+    pub fn is_clean(&self) -> bool {
+        self.problems() == 0 && self.newer_versions().is_empty()
+    }
+
+    /// The torn tail of the last segment, which the next open truncates, if any.
+    pub fn torn_tail(&self) -> Option<&TornTailReport> {
+        self.segments
+            .last()
+            .filter(|s| s.last)
+            .and_then(|s| s.torn_tail.as_ref())
+    }
+}
