@@ -28,7 +28,7 @@ use crate::storage::vfs::Vfs;
 
 /// The two slot file names.
 pub const SLOTS: [&str; 2] = ["checkpoint-0", "checkpoint-1"];
-const TEMP: &str = "checkpoint.tmp";
+pub(crate) const TEMP: &str = "checkpoint.tmp";
 
 /// Encodes a checkpoint of `snapshot` covering the log up to `position`.
 pub fn encode(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
