@@ -7,6 +7,11 @@
 //! ENOSPC, EIO, a short write (part of the buffer lands, then an error), or a failed sync
 //! (an error from `sync`/`sync_dir` that made nothing durable).
 //!
+//! Independently of the plan, [`FaultyFs::set_read_errors`] makes reads fail: each `read_at`,
+//! `map` and `len` fails with EIO with a probability, for as long as it is set (a disk with
+//! bad sectors, a flaky controller), counted apart ([`FaultyFs::read_errors`]) so that a
+//! test can tell them from the plan's faults.
+//!
 //! Separately, [`FaultyFs::set_disk_full`] models a full disk: operations that need new
 //! space fail with ENOSPC (creating a file, writing past a file's end, growing a file with
 //! `set_len`), while writes inside a file's current length (a preallocated segment),
@@ -138,6 +143,9 @@ pub struct FaultPlan {
 struct Control {
     plan: Mutex<Option<(FaultPlan, u64)>>,
     disk_full: AtomicBool,
+    /// The probability of a read error, in millionths (0: none).
+    read_error_ppm: AtomicU64,
+    read_errors: AtomicU64,
     injected: AtomicU64,
     ops: AtomicU64,
     rng: Mutex<SimRng>,
@@ -173,6 +181,8 @@ impl FaultyFs {
             ctl: Arc::new(Control {
                 plan: Mutex::new(None),
                 disk_full: AtomicBool::new(false),
+                read_error_ppm: AtomicU64::new(0),
+                read_errors: AtomicU64::new(0),
                 injected: AtomicU64::new(0),
                 ops: AtomicU64::new(0),
                 rng: Mutex::new(SimRng::new(seed)),
@@ -219,7 +229,25 @@ impl FaultyFs {
         self.ctl.disk_full.load(Ordering::SeqCst)
     }
 
-    /// Faults injected so far (plan and disk full).
+    /// From now on each read (`read_at`, `map`, `len`) fails with EIO with `probability`
+    /// (clamped to `[0, 1]`), besides what the plan does; `None` (or 0) stops it.
+    pub fn set_read_errors(&self, probability: Option<f64>) {
+        let ppm = (probability.unwrap_or(0.0).clamp(0.0, 1.0) * 1e6) as u64;
+        self.ctl.read_error_ppm.store(ppm, Ordering::SeqCst);
+    }
+
+    /// True while reads fail at random ([`FaultyFs::set_read_errors`]).
+    pub fn read_errors_on(&self) -> bool {
+        self.ctl.read_error_ppm.load(Ordering::SeqCst) > 0
+    }
+
+    /// Read errors injected by [`FaultyFs::set_read_errors`] so far (also counted in
+    /// [`FaultyFs::injected`]).
+    pub fn read_errors(&self) -> u64 {
+        self.ctl.read_errors.load(Ordering::SeqCst)
+    }
+
+    /// Faults injected so far (plan, read errors and disk full).
     pub fn injected(&self) -> u64 {
         self.ctl.injected.load(Ordering::SeqCst)
     }
@@ -263,6 +291,17 @@ impl FaultyFs {
         *self.ctl.last.lock() = Some(format!("{fault} on {} of {}", k.name(), what.display()));
     }
 
+    /// A read (`k` is READ or MAP) fails at random while read errors are on.
+    fn read_error(&self, k: OpKinds, what: &Path) -> io::Result<()> {
+        let ppm = self.ctl.read_error_ppm.load(Ordering::SeqCst);
+        if ppm == 0 || self.ctl.rng.lock().below(1_000_000) >= ppm {
+            return Ok(());
+        }
+        self.ctl.read_errors.fetch_add(1, Ordering::SeqCst);
+        self.note(k, what, "read error");
+        Err(err(EIO, k.name()))
+    }
+
     fn error_for(fault: Fault, k: OpKinds) -> io::Error {
         match fault {
             Fault::Enospc => err(ENOSPC, k.name()),
@@ -303,6 +342,7 @@ struct FaultyFile {
 impl VfsFile for FaultyFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.fs.simple(OpKinds::READ, &self.path)?;
+        self.fs.read_error(OpKinds::READ, &self.path)?;
         self.inner.read_at(buf, offset)
     }
 
@@ -345,11 +385,13 @@ impl VfsFile for FaultyFile {
 
     fn len(&self) -> io::Result<u64> {
         self.fs.simple(OpKinds::MAP, &self.path)?;
+        self.fs.read_error(OpKinds::MAP, &self.path)?;
         self.inner.len()
     }
 
     fn map(&self) -> io::Result<Arc<dyn MappedView>> {
         self.fs.simple(OpKinds::MAP, &self.path)?;
+        self.fs.read_error(OpKinds::MAP, &self.path)?;
         self.inner.map()
     }
 }
@@ -430,5 +472,27 @@ mod tests {
         fs.set_disk_full(false);
         fs.create(Path::new("b")).unwrap();
         assert_eq!(fs.injected(), 5);
+    }
+
+    #[test]
+    fn read_errors_fail_reads_only_while_on() {
+        let fs = FaultyFs::new(Arc::new(SimDisk::new()), 2);
+        let f = fs.create(Path::new("a")).unwrap();
+        f.write_at(b"data", 0).unwrap();
+        fs.set_read_errors(Some(1.0));
+        let mut buf = [0u8; 4];
+        assert!(f.read_at(&mut buf, 0).is_err());
+        assert!(f.map().is_err());
+        assert!(f.len().is_err());
+        f.write_at(b"more", 4).unwrap();
+        f.sync().unwrap();
+        assert_eq!(fs.read_errors(), 3);
+        fs.set_read_errors(Some(0.5));
+        let failed = (0..400).filter(|_| f.read_at(&mut buf, 0).is_err()).count();
+        assert!((100..300).contains(&failed), "{failed} of 400");
+        fs.set_read_errors(None);
+        assert!(!fs.read_errors_on());
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 4);
+        assert_eq!(&buf, b"data");
     }
 }

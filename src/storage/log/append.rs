@@ -230,7 +230,7 @@ impl Inner {
                 }
             },
         };
-        let seg = Arc::new(Segment::new(
+        let seg = match Segment::new(
             base,
             header.version,
             self.dir.join(segment::segment_name(base)),
@@ -238,7 +238,12 @@ impl Inner {
             size - SEGMENT_HEADER_LEN as u64,
             0,
             Vec::new(),
-        )?);
+        ) {
+            Ok(seg) => Arc::new(seg),
+            // The new segment has its name (a read error mapping it, say): appending on to
+            // the old one would run past its base, as above.
+            Err(e) => return self.poison(e),
+        };
         self.segments.write().insert(base, Arc::clone(&seg));
         w.active = seg;
         Ok(())
