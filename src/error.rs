@@ -265,6 +265,18 @@ pub enum Error {
     },
     /// A configuration value is out of range.
     InvalidConfig(String),
+    /// An actor name (who makes a change, for the audit trail) that is empty, longer
+    /// than 256 bytes or holds control characters.
+    InvalidActor(String),
+    /// A DLQ asked about a time before the earliest one the store still answers for: the
+    /// evidence of what left it earlier was dropped (tombstone limits) or never kept (a
+    /// store written before format version 5).
+    BeforeHorizon {
+        /// The time asked about (ms since the epoch).
+        asked_ms: u64,
+        /// The earliest time answered.
+        earliest_ms: u64,
+    },
     /// Encoding or decoding a typed payload failed.
     Codec(String),
     /// The store or log was closed.
@@ -409,6 +421,18 @@ impl fmt::Display for Error {
                 "queue {queue:?} is full: it holds its limit of {limit} pending messages"
             ),
             Error::InvalidConfig(s) => write!(f, "invalid configuration: {s}"),
+            Error::InvalidActor(s) => write!(
+                f,
+                "invalid actor {s:?}: 1 to 256 bytes without control characters"
+            ),
+            Error::BeforeHorizon {
+                asked_ms,
+                earliest_ms,
+            } => write!(
+                f,
+                "the store no longer knows its DLQs as of {asked_ms} ms: the earliest time it \
+                 answers for is {earliest_ms} ms"
+            ),
             Error::Codec(s) => write!(f, "payload codec error: {s}"),
             Error::Closed => f.write_str("the store is closed"),
             Error::Backend {

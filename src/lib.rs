@@ -138,6 +138,7 @@ mod storage;
 #[cfg(feature = "sim")]
 pub mod sim;
 
+pub use api::actor::Actor;
 pub use api::alert::DlqAlert;
 pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue};
 pub use api::classify::Classifier;
@@ -150,6 +151,7 @@ pub use api::dlq::{
     HISTORY_HOURS,
 };
 pub use api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
+pub use api::history::{HistoryEvent, HistoryStep, MessageHistory, MessageState};
 pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
 pub use api::retry::{Backoff, Jitter, Retry};
@@ -165,7 +167,7 @@ pub use api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport, Worker
 pub use engine::compaction::CompactionReport;
 pub use engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
 pub use engine::fingerprint::{message_template, Fingerprint, ParseFingerprintError};
-pub use engine::state::EXPIRED_KIND;
+pub use engine::state::{AuditAction, AuditEntry, AuditLimits, IdSet, Removal, EXPIRED_KIND};
 pub use error::{CorruptionKind, CorruptionLocation, Error, Result};
 pub use storage::format::FORMAT_VERSION;
 pub use storage::log::{

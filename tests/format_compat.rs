@@ -31,10 +31,10 @@ use common::{copy_dir, T0};
 
 use deadletter::sim::{DebugMessage, Place, StoreHooks};
 use deadletter::{
-    Attempt, Clock, CompactionOptions, Config, DeadLetter, DlqMetadata, DlqStats, Durability,
-    EnqueueOptions, EntryStatus, Error, Failure, FailureInfo, FailureOutcome, FailureReport,
-    Filter, HeaderStatus, ManualClock, OriginalMetadata, Page, QueueOptions, QueueStats,
-    RecoveryMode, ReplayOptions, Store, FORMAT_VERSION,
+    Attempt, AuditAction, Clock, CompactionOptions, Config, DeadLetter, DlqMetadata, DlqStats,
+    Durability, EnqueueOptions, EntryStatus, Error, Failure, FailureInfo, FailureOutcome,
+    FailureReport, Filter, HeaderStatus, HistoryEvent, ManualClock, MessageState, OriginalMetadata,
+    Page, QueueOptions, QueueStats, RecoveryMode, Removal, ReplayOptions, Store, FORMAT_VERSION,
 };
 
 const SEC: u64 = 1000;
@@ -736,6 +736,59 @@ fn check_history(store: &Store, version: u16, ctx: &str) {
     }
 }
 
+/// Lineage and the audit trail: from format version 5 on, the store keeps what operators
+/// did to its DLQs (the scenario's handles are the library's) and the life of each message
+/// that was in one, through the scenario's two compactions. An older store kept none of
+/// it before its newest checkpoint (its horizon).
+fn check_lineage(store: &Store, version: u16, ctx: &str) {
+    if version < 5 {
+        return;
+    }
+    let h = store.history(39).unwrap();
+    assert_eq!(
+        h.state,
+        MessageState::Removed {
+            how: Some(Removal::Deleted),
+            at_ms: T0 + 26 * SEC
+        },
+        "{ctx}"
+    );
+    let last = h.steps.last().unwrap();
+    assert_eq!(last.actor.as_deref(), Some("library"), "{ctx}");
+    assert!(
+        matches!(&h.steps[1].event, HistoryEvent::DeadLettered { error_kind, .. } if error_kind == "FraudSuspected"),
+        "{ctx}: {h:?}"
+    );
+    let replayed = store.history(40).unwrap();
+    assert!(
+        replayed.steps.iter().any(|s| matches!(
+            s.event,
+            HistoryEvent::Replayed { generation: 1, .. }
+        ) && s.actor.as_deref() == Some("library")),
+        "{ctx}: {replayed:?}"
+    );
+    let imported = store.history(41).unwrap();
+    assert!(
+        matches!(
+            imported.steps[1].event,
+            HistoryEvent::Imported {
+                original_id: 40,
+                ..
+            }
+        ),
+        "{ctx}: {imported:?}"
+    );
+    let actions: Vec<AuditAction> = store.audit_trail(100).iter().map(|e| e.action).collect();
+    for action in [
+        AuditAction::MarkReprocessed,
+        AuditAction::Delete,
+        AuditAction::Import,
+        AuditAction::Replay,
+    ] {
+        assert!(actions.contains(&action), "{ctx}: {actions:?}");
+    }
+}
+
 /// Checks every DLQ's entries, field by field: orders-dlq holds `orders`; the others hold
 /// what the scenario left (nothing changes them afterwards).
 fn check_entries(store: &Store, orders: &[DeadLetter], ctx: &str) {
@@ -920,6 +973,7 @@ fn every_fixture_opens_with_its_exact_contents() {
         assert!(store.recovery_report().torn_tail.is_none(), "{ctx}");
         check_scenario(&store, &ctx, version);
         check_history(&store, version, &ctx);
+        check_lineage(&store, version, &ctx);
         // Reading changed nothing: a second open finds the same.
         store.close().unwrap();
         let store = Store::open(dir.path(), config(&clock)).unwrap();

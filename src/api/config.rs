@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::api::clock::{Clock, SystemClock};
 use crate::engine::record::RECORD_OVERHEAD;
+use crate::engine::state::AuditLimits;
 use crate::error::{Error, Result};
 use crate::storage::format::{
     self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
@@ -142,6 +143,11 @@ pub struct Config {
     /// How many first lines of a failure's stack trace (or details) its fingerprint
     /// includes, besides the error kind and message template. Default 0.
     pub fingerprint_frames: usize,
+    /// How much of DLQs' past the store keeps after the records are compacted away:
+    /// tombstones of removed entries (default 100,000, for 30 days), the audit trail
+    /// (10,000 entries, same retention) and lineage steps per message (64). See
+    /// [`crate::Store::history`].
+    pub audit: AuditLimits,
     /// Settings of queues opened with [`crate::Store::queue`].
     pub queue_defaults: QueueOptions,
     /// What to do with damaged committed data at open.
@@ -188,6 +194,7 @@ impl Default for Config {
             max_history: 10,
             include_stack_traces: false,
             fingerprint_frames: 0,
+            audit: AuditLimits::default(),
             queue_defaults: QueueOptions::default(),
             recovery: RecoveryMode::Strict,
             preallocate: true,
@@ -284,6 +291,12 @@ impl Config {
     /// includes ([`crate::Fingerprint`]).
     pub fn fingerprint_frames(mut self, frames: usize) -> Self {
         self.fingerprint_frames = frames;
+        self
+    }
+
+    /// Sets how much of DLQs' past is kept ([`Config::audit`]).
+    pub fn audit_limits(mut self, limits: AuditLimits) -> Self {
+        self.audit = limits;
         self
     }
 

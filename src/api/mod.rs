@@ -10,6 +10,7 @@
 //! and applies them. Reads (lists, stats) take the lock briefly and read the log outside it.
 //! The crate root re-exports this layer's public types; the modules themselves are private.
 
+pub mod actor;
 pub mod alert;
 pub mod backend;
 pub mod classify;
@@ -19,6 +20,7 @@ pub mod control;
 pub mod dlq;
 pub mod durations;
 mod expiry;
+pub mod history;
 pub mod metrics;
 pub mod queue;
 pub mod retry;

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::api::actor::Actor;
 use crate::api::alert::{AlertFn, Alerts};
 use crate::api::config::{Config, QueueOptions};
 use crate::api::dlq::Dlq;
@@ -81,6 +82,7 @@ fn engine_options(config: &Config) -> EngineOptions {
         batch: config.compaction.batch,
         idempotency_window_ms: config.idempotency_window.as_millis() as u64,
         fingerprint_frames: config.fingerprint_frames,
+        audit: config.audit,
     }
 }
 
@@ -113,7 +115,10 @@ fn spawn_compactor(
                 _ => return,
             }
             let Some(inner) = inner.upgrade() else { return };
-            let store = Store { inner };
+            let store = Store {
+                inner,
+                actor: Actor::store(),
+            };
             // An error here (a full disk, say) is retried at the next interval; the same
             // error reaches callers of the failing operation directly.
             let _ = store.compact_now();
@@ -154,6 +159,8 @@ fn spawn_compactor(
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<StoreInner>,
+    /// Who this handle's changes to DLQs are recorded as (see [`Store::with_actor`]).
+    pub(crate) actor: Actor,
 }
 
 impl std::fmt::Debug for Store {
@@ -171,7 +178,10 @@ pub(crate) struct WeakStore(std::sync::Weak<StoreInner>);
 impl WeakStore {
     /// The store, while it is open.
     pub(crate) fn upgrade(&self) -> Option<Store> {
-        self.0.upgrade().map(|inner| Store { inner })
+        self.0.upgrade().map(|inner| Store {
+            inner,
+            actor: Actor::library(),
+        })
     }
 }
 
@@ -255,6 +265,7 @@ impl Store {
                 control: Mutex::new(None),
                 durations: RwLock::new(IdMap::default()),
             }),
+            actor: Actor::library(),
         }
     }
 

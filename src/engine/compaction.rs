@@ -131,6 +131,8 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
             )?;
             // The ids the live index skipped at open, so checkpoints keep skipping them.
             state.skip_lost_ids(&engine.report);
+            state.audit.set_limits(engine.audit.0);
+            state.audit_frames = engine.audit.1;
             shadow.insert(Shadow { state, position })
         }
     };

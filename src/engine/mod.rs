@@ -60,6 +60,20 @@ pub(crate) struct EngineOptions {
     pub idempotency_window_ms: u64,
     /// Stack-trace frames in failure fingerprints.
     pub fingerprint_frames: usize,
+    /// How much of the past the index keeps (lineage, tombstones, audit trail).
+    pub audit: state::AuditLimits,
+}
+
+impl EngineOptions {
+    /// Sets up an index loaded from disk (the live one and compaction's) with this
+    /// engine's settings; fingerprints only for the live one.
+    fn configure(&self, state: &mut State, live: bool) {
+        if live {
+            state.fingerprints.enable(self.fingerprint_frames);
+        }
+        state.audit.set_limits(self.audit);
+        state.audit_frames = self.fingerprint_frames;
+    }
 }
 
 /// True for the errors a read-only open meets when the owner compacts under it: a segment
@@ -87,6 +101,8 @@ pub(crate) struct Engine {
     relocate_below: f64,
     batch: usize,
     idempotency_window_ms: u64,
+    /// Compaction's index keeps lineage with these limits and fingerprint frames.
+    audit: (state::AuditLimits, usize),
     report: RecoveryReport,
     /// Records read from the log since open (to show which calls read nothing).
     reads: AtomicU64,
@@ -116,7 +132,7 @@ impl Engine {
         let (log, report) = Log::open_locked(Arc::clone(&fs), lock, log_options)?;
         let (mut state, from, slots) =
             checkpoint::load_newest(fs.as_ref(), dir, slots, &log, &report, strict)?;
-        state.fingerprints.enable(options.fingerprint_frames);
+        options.configure(&mut state, true);
         Engine::replay(&log, from, &mut state)?;
         state.release_all_leases();
         state.skip_lost_ids(&report);
@@ -153,6 +169,7 @@ impl Engine {
             relocate_below: options.relocate_below,
             batch: options.batch,
             idempotency_window_ms: options.idempotency_window_ms,
+            audit: (options.audit, options.fingerprint_frames),
             report,
             reads: AtomicU64::new(0),
             slots: Mutex::new(slots),
@@ -226,7 +243,7 @@ impl Engine {
         let (log, report) = Log::open_read_only(Arc::clone(&fs), dir, log_options)?;
         let (mut state, from, slots) =
             checkpoint::load_newest_read_only(fs.as_ref(), dir, slots, &log, &report, strict)?;
-        state.fingerprints.enable(options.fingerprint_frames);
+        options.configure(&mut state, true);
         Engine::replay(&log, from, &mut state)?;
         state.skip_lost_ids(&report);
         Engine::assemble(dir, options, log, report, state, slots, false)

@@ -75,6 +75,15 @@ impl Engine {
         }
     }
 
+    /// When the message whose payload record is at `pos` was first enqueued.
+    pub(crate) fn read_enqueued_at(&self, pos: u64) -> Result<u64> {
+        let rec = self.read_record(pos)?;
+        match wire::decode(rec.version(), &rec) {
+            Ok(Decoded::Put(put)) => Ok(put.meta.enqueued_at),
+            _ => Err(self.bad_content(pos)),
+        }
+    }
+
     pub(crate) fn bad_content(&self, pos: u64) -> Error {
         bad_content(pos)
     }

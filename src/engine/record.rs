@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
+use crate::engine::state::AuditEntry;
 
 /// Dense number of a queue inside one store.
 pub type QueueId = u32;
@@ -192,6 +193,9 @@ pub enum Op {
         dlq: DlqMetadata,
         /// First delivery time.
         first_received_at: Option<u64>,
+        /// When the message was first enqueued (format version 5 on; `None` when read
+        /// from an older record).
+        enqueued_at: Option<u64>,
     },
     /// A DLQ entry moved back to a queue (payload unchanged).
     Replay {
@@ -226,6 +230,9 @@ pub enum Op {
         /// When.
         at: u64,
     },
+    /// Who made the change the records just before it describe (format version 5): an
+    /// operator's replay, delete, purge, import or mark, for the audit trail.
+    Audit(AuditEntry),
 }
 
 /// A decoded record.

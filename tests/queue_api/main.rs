@@ -27,6 +27,7 @@ mod common;
 mod helpers;
 
 mod ack_and_lease;
+mod audit_trail;
 mod concurrent_consumers;
 mod delay_and_ttl;
 mod dlq_alert;

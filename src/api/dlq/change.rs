@@ -7,7 +7,7 @@ use super::{Dlq, Filter};
 use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
-use crate::engine::state::DeadStatus;
+use crate::engine::state::{AuditAction, DeadStatus};
 use crate::engine::wire;
 use crate::error::{Error, Result};
 
@@ -23,6 +23,7 @@ impl Dlq {
                 max,
             });
         }
+        let at = self.store.now();
         self.store.commit_with(|st| {
             let id = st.next_id;
             let meta = PutMeta {
@@ -38,7 +39,8 @@ impl Dlq {
             let mut body = Vec::with_capacity(entry.payload.len() + 256);
             wire::encode_put(&mut body, &meta, &entry.payload)?;
             let payload = entry.payload.as_slice();
-            Ok((vec![(body, Decoded::Put(Put { meta, payload }))], id))
+            let audit = self.store.audit_record(at, AuditAction::Import, &[id])?;
+            Ok((vec![(body, Decoded::Put(Put { meta, payload })), audit], id))
         })
     }
 
@@ -49,19 +51,27 @@ impl Dlq {
         self.store.commit_with(|st| {
             self.entry_ref(st, id)?;
             let op = Op::MarkReprocessed { id, success, at };
-            Ok((vec![op_entry(op)?], ()))
+            let audit = self
+                .store
+                .audit_record(at, AuditAction::MarkReprocessed, &[id])?;
+            Ok((vec![op_entry(op)?, audit], ()))
         })
     }
 
     /// Deletes one entry for good.
     pub fn delete(&self, id: MessageId) -> Result<()> {
-        self.delete_ids(&[id], false).map(|_| ())
+        self.delete_ids(&[id], Some(AuditAction::Delete))
+            .map(|_| ())
     }
 
     /// Deletes the entries matching `filter`; returns how many.
     pub fn delete_matching(&self, filter: &Filter) -> Result<u64> {
+        self.delete_matching_as(filter, AuditAction::Delete)
+    }
+
+    fn delete_matching_as(&self, filter: &Filter, action: AuditAction) -> Result<u64> {
         let ids = self.ids(filter, None)?;
-        self.delete_ids(&ids, false)
+        self.delete_ids(&ids, Some(action))
     }
 
     /// Deletes those of `ids` that are entries of this DLQ (one record) and returns them;
@@ -82,11 +92,14 @@ impl Dlq {
                 ids: present.clone(),
                 expired: false,
             };
-            Ok((vec![op_entry(op)?], present))
+            let audit = self.store.audit_record(at, AuditAction::Delete, &present)?;
+            Ok((vec![op_entry(op)?, audit], present))
         })
     }
 
-    fn delete_ids(&self, ids: &[MessageId], expired: bool) -> Result<u64> {
+    /// Deletes `ids` (one record), followed by the audit record of `action`; without one,
+    /// the deletion is retention's (the store's own, which its record says).
+    fn delete_ids(&self, ids: &[MessageId], action: Option<AuditAction>) -> Result<u64> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -95,9 +108,16 @@ impl Dlq {
             for &id in ids {
                 self.entry_ref(st, id)?;
             }
-            let ids = ids.to_vec();
-            let count = ids.len() as u64;
-            Ok((vec![op_entry(Op::Delete { at, ids, expired })?], count))
+            let expired = action.is_none();
+            let mut batch = vec![op_entry(Op::Delete {
+                at,
+                ids: ids.to_vec(),
+                expired,
+            })?];
+            if let Some(action) = action {
+                batch.push(self.store.audit_record(at, action, ids)?);
+            }
+            Ok((batch, ids.len() as u64))
         })
     }
 
@@ -123,7 +143,7 @@ impl Dlq {
                 .map(|&(_, id)| id)
                 .collect()
         };
-        self.delete_ids(&ids, false)
+        self.delete_ids(&ids, Some(AuditAction::Purge))
     }
 
     /// Deletes the entries matching `filter` that were dead-lettered more than
@@ -141,7 +161,7 @@ impl Dlq {
             .now()
             .saturating_sub(older_than.as_millis() as u64);
         match filter.purge_cutoff(cutoff, include_pending) {
-            Some(f) => self.delete_matching(&f),
+            Some(f) => self.delete_matching_as(&f, AuditAction::Purge),
             None => Ok(0),
         }
     }
@@ -167,6 +187,6 @@ impl Dlq {
                 .map(|&(_, id)| id)
                 .collect()
         };
-        self.delete_ids(&ids, true)
+        self.delete_ids(&ids, None)
     }
 }

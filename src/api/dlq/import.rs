@@ -21,6 +21,7 @@ use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::record::{
     Decoded, ImportedEntry as ImportedRecord, Put, PutCause, PutMeta, QueueId,
 };
+use crate::engine::state::AuditAction;
 use crate::engine::{wire, Batch};
 use crate::error::{Error, Result};
 
@@ -145,8 +146,9 @@ impl Importer {
         if fresh.is_empty() {
             return Ok(report);
         }
+        let at = self.store.now();
         let ids = self.store.commit_with(|st| {
-            let mut batch: Batch<'_> = Vec::with_capacity(fresh.len());
+            let mut batch: Batch<'_> = Vec::with_capacity(fresh.len() + 1);
             let mut ids = Vec::with_capacity(fresh.len());
             for (next, (entry, _, queue, _, _)) in (st.next_id..).zip(&fresh) {
                 let meta = PutMeta {
@@ -165,6 +167,7 @@ impl Importer {
                 batch.push((body, Decoded::Put(Put { meta, payload })));
                 ids.push(next);
             }
+            batch.push(self.store.audit_record(at, AuditAction::Import, &ids)?);
             Ok((batch, ids))
         })?;
         for ((entry, key, _, dlq, identity), id) in fresh.into_iter().zip(ids) {

@@ -10,7 +10,7 @@ use super::Filter;
 use crate::api::types::MessageId;
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
-use crate::engine::state::DeadStatus;
+use crate::engine::state::{AuditAction, DeadStatus};
 use crate::engine::wire;
 use crate::error::{Error, Result};
 
@@ -212,6 +212,10 @@ impl Dlq {
         if options.dry_run || batch.is_empty() {
             return Ok(report);
         }
+        batch.push(
+            self.store
+                .audit_record(now, AuditAction::Replay, &report.replayed)?,
+        );
         let effects = self.store.engine().write_locked(&mut st, batch)?;
         drop(st);
         self.store.finish(effects)?;
@@ -267,7 +271,8 @@ impl Dlq {
             };
             let mut body = Vec::with_capacity(payload.len() + 64);
             wire::encode_put(&mut body, &meta, payload)?;
-            Ok((vec![(body, Decoded::Put(Put { meta, payload }))], ()))
+            let audit = self.store.audit_record(now, AuditAction::Replay, &[id])?;
+            Ok((vec![(body, Decoded::Put(Put { meta, payload })), audit], ()))
         })
     }
 }

@@ -192,6 +192,7 @@ impl Queue {
         {
             history.push(report.attempt(m.attempts, now), config.max_history);
         }
+        let enqueued_at = self.store.engine().read_enqueued_at(m.payload_pos)?;
         let f = report.failure;
         Ok(Op::DeadLetter {
             id,
@@ -218,6 +219,7 @@ impl Queue {
                 expires_at_ms: config.retention.map(|r| now + r.as_millis() as u64),
             },
             first_received_at: extra.and_then(|e| e.first_received_at),
+            enqueued_at: Some(enqueued_at),
         })
     }
 

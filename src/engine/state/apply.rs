@@ -4,9 +4,11 @@
 use std::cmp::Reverse;
 
 use super::{
-    DeadInfo, DeadStatus, Effects, Extra, IdMap, Msg, Place, QueueState, State, EXPIRED_KIND,
+    clip, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, Event, Extra, Failed, IdMap,
+    IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND, STORE_ACTOR,
 };
 use crate::engine::envelope::{DlqMetadata, FailureInfo, MessageId};
+use crate::engine::fingerprint::Fingerprint;
 use crate::engine::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
 
 impl State {
@@ -86,7 +88,7 @@ impl State {
         let (attempts, generation, from_dlq, previous_place) = match &m.cause {
             PutCause::Enqueue => (0, 0, None, None),
             PutCause::Imported(entry) => {
-                self.apply_import(m.id, m.queue, pos, entry);
+                self.apply_import(m.id, m.queue, pos, entry, m.enqueued_at);
                 return Effects {
                     ready: false,
                     dlq_changed: true,
@@ -116,6 +118,15 @@ impl State {
                 history = self.replay_history(m.id, old.payload_pos, attempts, true);
             }
             self.leave_dlq(m.id, Leave::Replayed);
+            // The record has no time of its own: its audit record's names it (until then,
+            // the time it is visible from).
+            let replayed = Event::Replayed {
+                from: from_dlq.unwrap_or(m.queue),
+                to: m.queue,
+                generation,
+                corrected: true,
+            };
+            self.record_step(m.id, m.visible_at, replayed);
         } else if matches!(m.cause, PutCause::CorrectedReplay { .. }) {
             // The entry is gone (deleted meanwhile): nothing to replay.
             return Effects::default();
@@ -166,7 +177,14 @@ impl State {
     }
 
     /// An imported entry goes straight into the DLQ of `queue`.
-    fn apply_import(&mut self, id: MessageId, queue: QueueId, pos: u64, e: &ImportedEntry) {
+    fn apply_import(
+        &mut self,
+        id: MessageId,
+        queue: QueueId,
+        pos: u64,
+        e: &ImportedEntry,
+        enqueued_at: u64,
+    ) {
         if self.msgs.contains_key(&id) {
             return;
         }
@@ -186,7 +204,19 @@ impl State {
             extra.first_received_at = e.first_received_at;
         }
         self.queue_mut(queue).counters.ready += 1;
-        self.dead_letter_one(id, pos, &e.failure, &e.dlq);
+        if self.dead_letter_one(id, pos, &e.failure, &e.dlq) {
+            let failed = Box::new(self.failed(id, &e.failure, &e.dlq, e.first_received_at));
+            let imported = Event::Imported {
+                failed,
+                original_id: e.original_id,
+            };
+            let step = Step {
+                at: e.dlq.dead_lettered_at_ms,
+                actor: None,
+                event: imported,
+            };
+            self.audit.record(id, Some(enqueued_at), step);
+        }
     }
 
     fn apply_op(&mut self, op: &Op, pos: u64) -> Effects {
@@ -229,9 +259,9 @@ impl State {
                 }
                 Effects::default()
             }
-            Op::Ack { ids, .. } => {
+            Op::Ack { ids, at } => {
                 for id in ids {
-                    self.ack_one(*id);
+                    self.ack_one(*id, *at);
                 }
                 Effects::default()
             }
@@ -272,9 +302,28 @@ impl State {
                 }
             }
             Op::DeadLetter {
-                id, failure, dlq, ..
+                id,
+                failure,
+                dlq,
+                first_received_at,
+                enqueued_at,
             } => {
-                self.dead_letter_one(*id, pos, failure, dlq);
+                if self.dead_letter_one(*id, pos, failure, dlq) {
+                    let failed = self.failed(*id, failure, dlq, *first_received_at);
+                    let expired = failure.error_kind == EXPIRED_KIND;
+                    let at = dlq.dead_lettered_at_ms;
+                    let step = Step {
+                        at,
+                        actor: expired.then(|| STORE_ACTOR.to_string()),
+                        event: Event::DeadLettered(Box::new(failed)),
+                    };
+                    self.audit.record(*id, *enqueued_at, step);
+                    if expired {
+                        let ids = IdSet::of(&[*id]);
+                        let entry = AuditEntry::new(at, STORE_ACTOR, AuditAction::TtlExpiry, ids);
+                        self.audit.add_entry(entry, false);
+                    }
+                }
                 Effects {
                     ready: false,
                     dlq_changed: true,
@@ -283,10 +332,10 @@ impl State {
             Op::Replay {
                 id,
                 queue,
+                at,
                 visible_at,
                 attempts,
                 generation,
-                ..
             } => {
                 let Some(m) = self.msgs.get(id).copied() else {
                     return Effects::default();
@@ -314,20 +363,46 @@ impl State {
                 let q = self.queue_mut(*queue);
                 q.counters.ready += 1;
                 q.delayed.push(Reverse((*visible_at, *id)));
+                let replayed = Event::Replayed {
+                    from,
+                    to: *queue,
+                    generation: *generation,
+                    corrected: false,
+                };
+                self.record_step(*id, *at, replayed);
                 Effects {
                     ready: true,
                     dlq_changed: true,
                 }
             }
-            Op::Delete { ids, expired, .. } => {
+            Op::Delete { ids, expired, at } => {
                 let mut dlq_changed = false;
+                let (mut retention, mut ttl) = (Vec::new(), Vec::new());
                 for id in ids {
-                    dlq_changed |= self.delete_one(*id, *expired);
+                    let was_dead = self.delete_one(*id, *expired, *at);
+                    dlq_changed |= was_dead;
+                    if *expired {
+                        if was_dead { &mut retention } else { &mut ttl }.push(*id);
+                    }
+                }
+                // The store's own removals are their own audit entries.
+                for (action, ids) in [
+                    (AuditAction::Retention, retention),
+                    (AuditAction::TtlExpiry, ttl),
+                ] {
+                    if !ids.is_empty() {
+                        let entry = AuditEntry::new(*at, STORE_ACTOR, action, IdSet::of(&ids));
+                        self.audit.add_entry(entry, false);
+                    }
                 }
                 Effects {
                     ready: false,
                     dlq_changed,
                 }
+            }
+            Op::Audit(entry) => {
+                self.audit.add_entry(entry.clone(), true);
+                Effects::default()
             }
             Op::MarkReprocessed { id, success, at } => {
                 let Some(info) = self.dead.get_mut(id) else {
@@ -346,6 +421,7 @@ impl State {
                 } else {
                     d.reprocessed_failed += 1;
                 }
+                self.record_step(*id, *at, Event::Marked { success: *success });
                 Effects {
                     ready: false,
                     dlq_changed: true,
@@ -441,7 +517,7 @@ impl State {
         }
     }
 
-    fn ack_one(&mut self, id: MessageId) {
+    fn ack_one(&mut self, id: MessageId, at: u64) {
         self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
             return;
@@ -461,6 +537,7 @@ impl State {
         if let Some(from) = extra.and_then(|e| e.from_dlq) {
             self.queue_mut(from).dlq.reprocessed_ok += 1;
         }
+        self.audit.remove(id, at, Removal::Processed, None);
     }
 
     fn remove_extra(&mut self, id: MessageId) -> Option<Extra> {
@@ -471,19 +548,21 @@ impl State {
         extra
     }
 
+    /// Moves `id` to its queue's DLQ; false (and nothing changed) when it is not in a
+    /// queue.
     fn dead_letter_one(
         &mut self,
         id: MessageId,
         pos: u64,
         failure: &FailureInfo,
         dlq: &DlqMetadata,
-    ) {
+    ) -> bool {
         self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
-            return;
+            return false;
         };
         if m.place == Place::Dead {
-            return;
+            return false;
         }
         let kind = self.strings.intern(&failure.error_kind);
         let worker = dlq
@@ -541,6 +620,76 @@ impl State {
         let qs = self.queue_mut(m.queue);
         *qs.dlq.by_kind.entry(kind).or_default() += 1;
         *qs.dlq.by_worker.entry(worker).or_default() += 1;
+        true
+    }
+
+    /// What the lineage keeps of DLQ entry `id`'s failure, just dead-lettered.
+    fn failed(
+        &self,
+        id: MessageId,
+        failure: &FailureInfo,
+        dlq: &DlqMetadata,
+        first_received_at: Option<u64>,
+    ) -> Failed {
+        let m = self.msgs.get(&id);
+        let fingerprint = match self.fingerprints.of(id) {
+            Some(def) => def.id,
+            None => Fingerprint::of_failure(failure, self.audit_frames),
+        };
+        Failed {
+            queue: m.map(|m| m.queue).unwrap_or(0),
+            generation: self.extras.get(&id).map(|e| e.generation).unwrap_or(0),
+            attempts: m.map(|m| m.attempts).unwrap_or(0),
+            first_received_at,
+            error_kind: failure.error_kind.clone(),
+            message: clip(&failure.error_message),
+            fingerprint,
+            worker: dlq.worker.clone(),
+            dead_at: dlq.dead_lettered_at_ms,
+        }
+    }
+
+    /// Adds a step to the lineage of `id`, if it has one. A DLQ entry without one (restored
+    /// from a checkpoint of a version that kept none) gets one first, from what the index
+    /// holds of it.
+    fn record_step(&mut self, id: MessageId, at: u64, event: Event) {
+        self.ensure_lineage(id);
+        let step = Step {
+            at,
+            actor: None,
+            event,
+        };
+        self.audit.record_if_known(id, step);
+    }
+
+    /// Gives a DLQ entry that has no lineage one, from its index entry (its message text
+    /// is not in the index: it stays empty).
+    fn ensure_lineage(&mut self, id: MessageId) {
+        if self.audit.knows(id) {
+            return;
+        }
+        let (Some(info), Some(m)) = (self.dead.get(&id), self.msgs.get(&id)) else {
+            return;
+        };
+        let kind = self.strings.name(info.kind).to_string();
+        let worker = (info.worker != 0).then(|| self.strings.name(info.worker).to_string());
+        let failed = Failed {
+            queue: m.queue,
+            generation: self.extras.get(&id).map(|e| e.generation).unwrap_or(0),
+            attempts: m.attempts,
+            first_received_at: self.extras.get(&id).and_then(|e| e.first_received_at),
+            fingerprint: Fingerprint::compute(&kind, "", None, 0),
+            error_kind: kind,
+            message: String::new(),
+            worker,
+            dead_at: info.dead_at,
+        };
+        let step = Step {
+            at: info.dead_at,
+            actor: None,
+            event: Event::DeadLettered(Box::new(failed)),
+        };
+        self.audit.record(id, None, step);
     }
 
     /// Where the history of DLQ entry `id` is found once it is replayed with `attempts`: its
@@ -594,12 +743,21 @@ impl State {
     /// A delete is only written for a message that is not leased (a DLQ entry, or a ready
     /// message past its TTL). Replaying the log may still find the message leased: its
     /// lease ended by expiry, which is not logged, before the delete was written.
-    fn delete_one(&mut self, id: MessageId, expired: bool) -> bool {
+    fn delete_one(&mut self, id: MessageId, expired: bool, at: u64) -> bool {
         self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {
             return false;
         };
         let was_dead = m.place == Place::Dead;
+        if was_dead {
+            self.ensure_lineage(id);
+        }
+        let (how, actor) = match (was_dead, expired) {
+            (_, false) => (Removal::Deleted, None),
+            (true, true) => (Removal::Retention, Some(STORE_ACTOR)),
+            (false, true) => (Removal::Ttl, Some(STORE_ACTOR)),
+        };
+        self.audit.remove(id, at, how, actor);
         match m.place {
             Place::Dead => {
                 self.leave_dlq(
@@ -661,6 +819,7 @@ fn record_time(rec: &Decoded<'_>) -> Option<u64> {
             | Op::Delete { at, .. }
             | Op::MarkReprocessed { at, .. } => Some(*at),
             Op::DeadLetter { dlq, .. } => Some(dlq.dead_lettered_at_ms),
+            Op::Audit(entry) => Some(entry.at_ms),
             _ => None,
         },
         Decoded::Relocated(_) => None,

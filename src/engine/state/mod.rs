@@ -14,6 +14,7 @@
 //!   metadata stay in the log.
 
 mod apply;
+mod audit;
 mod fingerprints;
 mod history;
 mod index;
@@ -28,6 +29,10 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
+pub use audit::{
+    clip, AuditAction, AuditEntry, AuditLimits, AuditLog, AuditSnapshot, Event, Failed, IdSet,
+    Lineage, Removal, Step, Tombstone, STORE_ACTOR,
+};
 pub use fingerprints::FingerprintIndex;
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
@@ -231,6 +236,11 @@ pub struct State {
     pub leases_lost_at: u64,
     /// The fingerprint of every DLQ entry (not persisted: recomputed from envelopes).
     pub fingerprints: FingerprintIndex,
+    /// Lineage, tombstones and the audit trail.
+    pub audit: AuditLog,
+    /// Stack-trace frames of the fingerprints lineage records (the engine sets it with the
+    /// audit limits; compaction's index computes them without a fingerprint index).
+    pub audit_frames: usize,
 }
 
 impl State {

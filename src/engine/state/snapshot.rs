@@ -3,7 +3,8 @@
 //! [`crate::engine::wire`]'s business.
 
 use super::{
-    DeadInfo, DlqCounters, Extra, FailureHistory, Interner, Msg, Place, QueueCounters, State,
+    AuditLog, AuditSnapshot, DeadInfo, DlqCounters, Extra, FailureHistory, Interner, Msg, Place,
+    QueueCounters, State,
 };
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
@@ -40,6 +41,8 @@ pub struct Snapshot {
     pub idempotency: Vec<(u64, String, MessageId)>,
     /// Interned strings, by id.
     pub strings: Vec<String>,
+    /// Lineage, tombstones and the audit trail (format version 5 on).
+    pub audit: AuditSnapshot,
 }
 
 impl State {
@@ -93,6 +96,7 @@ impl State {
                 })
                 .collect(),
             strings: self.strings.names().to_vec(),
+            audit: self.audit.snapshot(),
         }
     }
 
@@ -147,6 +151,7 @@ impl State {
             st.idempotency_order.push_back((at, key));
         }
         st.strings = Interner::from_names(snap.strings);
+        st.audit = AuditLog::restore(snap.audit);
         for q in &mut st.queues {
             q.leases.clear();
         }

@@ -24,7 +24,9 @@
 //! bodies and checkpoint bodies are version 1's, byte for byte, so `v1` encodes and decodes
 //! both versions' (the dispatches below send 2 to `v1`). A version that changes a body gets
 //! its own module: version 3 added two records (`v3`, which hands every older record
-//! to `v1`).
+//! to `v1`), version 4 the failure history to the checkpoint body (`v4`), version 5 the
+//! audit record, the dead-letter record with its enqueue time and the audit part of the
+//! checkpoint body (`v5`).
 //!
 //! `docs/FORMAT.md` describes every version's bytes; `tests/format_compat.rs` opens a store
 //! written by every version (`tests/fixtures/v*`) and checks its exact contents.
@@ -36,6 +38,7 @@ mod fixture_bytes;
 mod v1;
 mod v3;
 mod v4;
+mod v5;
 
 use std::ops::Range;
 
@@ -49,7 +52,7 @@ use crate::error::Result;
 
 /// The wire structs records and checkpoints are written with. A version that changes
 /// them moves this alias to its new module; the old module keeps its decoders.
-use v4 as current;
+use v5 as current;
 
 /// A record body that does not decode. Its reader reports it as
 /// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
@@ -86,6 +89,7 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
         1 | 2 => v1::decode_for_apply(body),
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::decode_for_apply(body),
+        5 => v5::decode_for_apply(body),
         _ => Err(BadContent),
     }
 }
@@ -98,6 +102,7 @@ pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadConten
         1 | 2 => v1::decode(body),
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::decode(body),
+        5 => v5::decode(body),
         _ => Err(BadContent),
     }
 }
@@ -110,6 +115,7 @@ pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, Bad
         1 | 2 => v1::put_payload(body),
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::put_payload(body),
+        5 => v5::put_payload(body),
         _ => Err(BadContent),
     }
 }

@@ -15,7 +15,7 @@
 //! are `#[inline]`: the layers between the engine and bincode, called, cost a delivery a
 //! few percent of its CPU time (`benches/queue.rs`, `consume/lease_ack`).
 
-mod records;
+pub(super) mod records;
 pub(super) mod snapshot;
 
 use std::ops::Range;
@@ -255,6 +255,7 @@ mod tests {
                 failure: failure(),
                 dlq: dlq_meta(),
                 first_received_at: Some(100),
+                enqueued_at: None,
             },
             Op::Replay {
                 id: 4,

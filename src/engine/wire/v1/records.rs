@@ -94,7 +94,7 @@ pub(super) struct Attempt<'a> {
 /// The failure of a dead-lettered message, with its history.
 #[derive(Serialize, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]
-pub(super) struct FailureInfo<'a> {
+pub(in crate::engine::wire) struct FailureInfo<'a> {
     error_kind: Text<'a>,
     error_message: Text<'a>,
     details: Option<Text<'a>>,
@@ -109,7 +109,7 @@ pub(super) struct FailureInfo<'a> {
 /// The DLQ's metadata of an entry.
 #[derive(Serialize, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]
-pub(super) struct DlqMetadata<'a> {
+pub(in crate::engine::wire) struct DlqMetadata<'a> {
     dead_lettered_at_ms: u64,
     worker: Option<Text<'a>>,
     environment: Option<Text<'a>>,
@@ -358,11 +358,14 @@ impl From<DlqMetadata<'_>> for envelope::DlqMetadata {
 
 impl<'a> Op<'a> {
     /// The version-1 form of `op`; `None` for a record version 1 does not have (a
-    /// reservation and a start, added by version 3).
+    /// reservation and a start, added by version 3; an audit record, version 5). A
+    /// dead-letter record loses its enqueue time (version 5 writes it).
     #[inline]
     pub(in crate::engine::wire) fn of(op: &'a engine::Op) -> Option<Self> {
         Some(match op {
-            engine::Op::Reserve { .. } | engine::Op::Start { .. } => return None,
+            engine::Op::Reserve { .. } | engine::Op::Start { .. } | engine::Op::Audit(_) => {
+                return None
+            }
             engine::Op::DeclareQueue { queue, name } => Op::DeclareQueue {
                 queue: *queue,
                 name: text(name),
@@ -402,6 +405,7 @@ impl<'a> Op<'a> {
                 failure,
                 dlq,
                 first_received_at,
+                ..
             } => Op::DeadLetter {
                 id: *id,
                 failure: failure.into(),
@@ -482,6 +486,8 @@ impl From<Op<'_>> for engine::Op {
                 failure: failure.into(),
                 dlq: dlq.into(),
                 first_received_at,
+                // Version 1 does not record it.
+                enqueued_at: None,
             },
             Op::Replay {
                 id,

@@ -173,6 +173,12 @@ impl From<Snapshot> for engine::Snapshot {
             dead: s.dead.into_iter().map(|(id, d)| (id, d.into())).collect(),
             idempotency: s.idempotency,
             strings: s.strings,
+            // Versions 1 to 4 kept no lineage: what left a DLQ before this checkpoint is
+            // unknown.
+            audit: engine::AuditSnapshot {
+                horizon: s.latest_time,
+                ..engine::AuditSnapshot::default()
+            },
         }
     }
 }

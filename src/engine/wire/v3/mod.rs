@@ -64,7 +64,7 @@ pub(super) fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> R
 }
 
 /// Encodes any other record.
-#[inline]
+#[cfg(test)]
 pub(super) fn encode_op(op: &Op) -> Result<Vec<u8>> {
     let mut out = vec![TAG_OP];
     append_op(&mut out, op)?;
@@ -72,7 +72,7 @@ pub(super) fn encode_op(op: &Op) -> Result<Vec<u8>> {
 }
 
 #[inline]
-fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
+pub(super) fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
     let encoded = match op {
         Op::Reserve { at, deadline, ids } => {
             out.push(RESERVE);

@@ -4,12 +4,10 @@
 //! [`crate::engine::state::FailureHistory`]), so that the history outlives compaction,
 //! which drops the records it was counted from. `docs/FORMAT.md` describes the change.
 //!
-//! The records did not change, so their encoders and decoders are version 3's; only the
-//! snapshot module is this version's own.
+//! The records did not change, so their decoders are version 3's; only the snapshot module
+//! is this version's own (version 5's checkpoint body starts with it).
 
 pub(super) mod snapshot;
-
-pub(super) use super::v3::{encode_op, encode_put, encode_relocated};
 
 /// The bincode configuration of every version-4 value, as of version 1: bincode 2's
 /// `standard()`, little-endian with variable-length integers and no limit.

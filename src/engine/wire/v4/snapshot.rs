@@ -17,11 +17,10 @@ use super::config;
 use crate::engine::state::{self as engine, FailureHistory, IdMap};
 use crate::engine::wire::borrow;
 use crate::engine::wire::checkpoint::CheckpointError;
-use crate::error::{Error, Result};
 
-/// The whole body.
+/// The whole body (version 5's starts with it).
 #[derive(Serialize, Deserialize)]
-struct Snapshot {
+pub(in crate::engine::wire) struct Snapshot {
     next_id: u64,
     latest_time: u64,
     queues: Vec<QueueSnapshot>,
@@ -117,13 +116,6 @@ enum DeadStatus {
     Reprocessed(bool, u64),
 }
 
-/// Encodes a snapshot as a version-4 checkpoint body (appended to `out`).
-pub(in crate::engine::wire) fn encode(snapshot: engine::Snapshot, out: &mut Vec<u8>) -> Result<()> {
-    bincode::serde::encode_into_std_write(Snapshot::from(snapshot), out, config())
-        .map_err(|e| Error::Codec(e.to_string()))?;
-    Ok(())
-}
-
 /// Decodes a version-4 checkpoint body that starts at file offset `at`.
 pub(in crate::engine::wire) fn decode(
     body: &[u8],
@@ -186,6 +178,11 @@ impl From<Snapshot> for engine::Snapshot {
             dead: s.dead.into_iter().map(|(id, d)| (id, d.into())).collect(),
             idempotency: s.idempotency,
             strings: s.strings,
+            // Version 4 kept no lineage: what left a DLQ before this checkpoint is unknown.
+            audit: engine::AuditSnapshot {
+                horizon: s.latest_time,
+                ..engine::AuditSnapshot::default()
+            },
         }
     }
 }

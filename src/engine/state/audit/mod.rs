@@ -1,0 +1,536 @@
+//! The audit trail, message lineage and tombstones: what the index remembers of changes to
+//! DLQs after the records that made them are compacted away.
+//!
+//! - **Lineage**: for every message that ever entered a DLQ (dead-lettered or imported),
+//!   the steps of its life from then on: each dead-lettering (a replay generation's end,
+//!   with its failure), each replay, marks, and its removal. At most
+//!   [`AuditLimits::steps`] steps per message, the oldest dropped first (and counted).
+//! - **Tombstones**: when such a message leaves the store (deleted, purged, removed by
+//!   retention or TTL, or handled after a replay), its lineage moves here with the time
+//!   and way it was removed. At most [`AuditLimits::tombstones`], and none older than
+//!   [`AuditLimits::retention_ms`] (by the removal time of the newest removal).
+//! - **Trail**: one [`AuditEntry`] per change an operator or the store made to a DLQ:
+//!   what, when, who and which ids (an [`IdSet`]). Operators' entries come from
+//!   `Op::Audit` records, written after the change they describe in the same batch; the
+//!   store's own (retention, TTL) are made from the delete records themselves. At most
+//!   [`AuditLimits::trail`] entries, under the same retention.
+//!
+//! Invariants:
+//! - everything here is changed only by [`crate::engine::state::State::apply`] (through
+//!   the methods below), from the times records carry, so a reopen and compaction's own
+//!   index rebuild exactly what the live index holds, given the same limits;
+//! - `horizon` is the earliest time from which every DLQ entry is still known: whatever
+//!   was dropped (a tombstone, a lineage step) describes only times before it. A state
+//!   restored from a checkpoint of a version without lineage starts with the horizon at
+//!   that checkpoint's latest time.
+
+mod idset;
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+pub use idset::IdSet;
+
+use super::IdMap;
+use crate::engine::envelope::MessageId;
+use crate::engine::fingerprint::Fingerprint;
+use crate::engine::record::QueueId;
+
+/// Error messages kept in lineage and tombstones are cut to this many bytes (at a
+/// character boundary): evidence, not the envelope.
+pub const MESSAGE_BYTES: usize = 512;
+
+/// The actor of the store's own changes (retention, TTL).
+pub const STORE_ACTOR: &str = "store";
+
+/// How much of the past the index keeps (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditLimits {
+    /// Tombstones kept at most.
+    pub tombstones: usize,
+    /// Tombstones and trail entries older than this (milliseconds, behind the newest
+    /// removal or entry) are dropped.
+    pub retention_ms: u64,
+    /// Audit trail entries kept at most.
+    pub trail: usize,
+    /// Lineage steps kept per message.
+    pub steps: usize,
+}
+
+impl Default for AuditLimits {
+    fn default() -> Self {
+        AuditLimits {
+            tombstones: 100_000,
+            retention_ms: 30 * 24 * 3_600_000,
+            trail: 10_000,
+            steps: 64,
+        }
+    }
+}
+
+/// What an [`AuditEntry`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditAction {
+    /// Entries replayed to a queue (with their payload, or a corrected one).
+    Replay,
+    /// Entries deleted.
+    Delete,
+    /// Entries purged (deleted by age).
+    Purge,
+    /// Entries imported from an export.
+    Import,
+    /// Entries marked reprocessed.
+    MarkReprocessed,
+    /// Entries removed by the DLQ's retention (by the store).
+    Retention,
+    /// Messages whose time to live passed, deleted or moved to the DLQ (by the store).
+    TtlExpiry,
+}
+
+/// One change to a DLQ: what, when, who, which entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditEntry {
+    /// When (ms).
+    pub at_ms: u64,
+    /// Who: `user@host` for the command line, a token's name for the dashboard, what the
+    /// library caller set (`library` by default), `store` for retention and TTL.
+    pub actor: String,
+    /// What.
+    pub action: AuditAction,
+    /// The entries.
+    pub ids: IdSet,
+}
+
+impl AuditEntry {
+    /// An entry.
+    pub fn new(at_ms: u64, actor: impl Into<String>, action: AuditAction, ids: IdSet) -> Self {
+        AuditEntry {
+            at_ms,
+            actor: actor.into(),
+            action,
+            ids,
+        }
+    }
+}
+
+/// How a message left the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Removal {
+    /// Deleted by an operator.
+    Deleted,
+    /// Purged (deleted by age) by an operator.
+    Purged,
+    /// Removed from the DLQ by its retention.
+    Retention,
+    /// Its time to live passed while it waited in a queue.
+    Ttl,
+    /// Handled successfully after a replay.
+    Processed,
+}
+
+/// A failure that ended a generation: what the DLQ entry said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failed {
+    /// The queue whose DLQ took it.
+    pub queue: QueueId,
+    /// The replay generation that failed (0: the first).
+    pub generation: u32,
+    /// Deliveries counted.
+    pub attempts: u32,
+    /// First delivery.
+    pub first_received_at: Option<u64>,
+    /// Error kind.
+    pub error_kind: String,
+    /// Error message (at most [`MESSAGE_BYTES`]).
+    pub message: String,
+    /// Failure fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The worker that reported it.
+    pub worker: Option<String>,
+    /// Its dead-lettering time, which orders its DLQ (an imported entry keeps the one it
+    /// had where it was exported from; the step's time is when it arrived).
+    pub dead_at: u64,
+}
+
+/// One step in a message's lineage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// Moved to its queue's DLQ.
+    DeadLettered(Box<Failed>),
+    /// Arrived in a DLQ from an export (its id there was `original_id`).
+    Imported {
+        /// The entry.
+        failed: Box<Failed>,
+        /// Its id in the store it was exported from.
+        original_id: MessageId,
+    },
+    /// Replayed out of the DLQ of `from` into queue `to`, starting generation `generation`.
+    Replayed {
+        /// The DLQ it left.
+        from: QueueId,
+        /// The queue it went to.
+        to: QueueId,
+        /// The generation it starts.
+        generation: u32,
+        /// With a corrected payload.
+        corrected: bool,
+    },
+    /// Marked reprocessed outside the queue.
+    Marked {
+        /// The outcome.
+        success: bool,
+    },
+    /// Left the store.
+    Removed(Removal),
+}
+
+/// A lineage step: when, who (where known), what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// When (ms).
+    pub at: u64,
+    /// Who, where known.
+    pub actor: Option<String>,
+    /// What.
+    pub event: Event,
+}
+
+/// A message's life from its first dead-lettering on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lineage {
+    /// When it was first enqueued, where known.
+    pub enqueued_at: Option<u64>,
+    /// Steps, oldest first.
+    pub steps: Vec<Step>,
+    /// Older steps dropped to keep [`AuditLimits::steps`].
+    pub dropped: u32,
+}
+
+impl Lineage {
+    /// The removal step, if the message left the store.
+    pub fn removal(&self) -> Option<(&Step, Removal)> {
+        self.steps.iter().rev().find_map(|s| match s.event {
+            Event::Removed(how) => Some((s, how)),
+            _ => None,
+        })
+    }
+
+    /// Replays in the lineage.
+    pub fn replays(&self) -> u32 {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s.event, Event::Replayed { .. }))
+            .count() as u32
+    }
+}
+
+/// The evidence of a message that left the store after it had been in a DLQ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tombstone {
+    /// Its id.
+    pub id: MessageId,
+    /// When it was removed.
+    pub removed_at: u64,
+    /// Its life, ending with the removal.
+    pub lineage: Lineage,
+}
+
+/// The persistent part of an [`AuditLog`], for checkpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditSnapshot {
+    /// Lineage of messages still in the store.
+    pub lineage: Vec<(MessageId, Lineage)>,
+    /// Tombstones, oldest removal first.
+    pub tombstones: Vec<Tombstone>,
+    /// The trail, oldest first.
+    pub trail: Vec<AuditEntry>,
+    /// Earliest time from which every DLQ entry is known.
+    pub horizon: u64,
+}
+
+/// Lineage, tombstones and the trail (see the module documentation).
+#[derive(Debug, Default)]
+pub struct AuditLog {
+    limits: AuditLimits,
+    lineage: IdMap<MessageId, Lineage>,
+    tombstones: VecDeque<Tombstone>,
+    /// Sequence number of `tombstones[0]`; `by_id` maps ids to sequence numbers.
+    first_seq: u64,
+    by_id: IdMap<MessageId, u64>,
+    trail: VecDeque<AuditEntry>,
+    horizon: u64,
+}
+
+/// `message` cut to at most [`MESSAGE_BYTES`] at a character boundary.
+pub fn clip(message: &str) -> String {
+    let mut end = message.len().min(MESSAGE_BYTES);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_string()
+}
+
+impl AuditLog {
+    /// Sets the limits (the engine does at open; they apply from the next change on).
+    pub fn set_limits(&mut self, limits: AuditLimits) {
+        self.limits = limits;
+    }
+
+    /// The earliest time from which every DLQ entry is known.
+    pub fn horizon(&self) -> u64 {
+        self.horizon
+    }
+
+    /// The lineage of a message still in the store.
+    pub fn lineage(&self, id: MessageId) -> Option<&Lineage> {
+        self.lineage.get(&id)
+    }
+
+    /// The tombstone of a removed message.
+    pub fn tombstone(&self, id: MessageId) -> Option<&Tombstone> {
+        let seq = *self.by_id.get(&id)?;
+        self.tombstones.get((seq - self.first_seq) as usize)
+    }
+
+    /// The trail, oldest first.
+    pub fn trail(&self) -> impl DoubleEndedIterator<Item = &AuditEntry> + '_ {
+        self.trail.iter()
+    }
+
+    /// Starts (or continues) the lineage of `id` with `step`; `enqueued_at` fills in the
+    /// enqueue time when the lineage does not know it yet.
+    pub fn record(&mut self, id: MessageId, enqueued_at: Option<u64>, step: Step) {
+        let limit = self.limits.steps.max(1);
+        let lineage = self.lineage.entry(id).or_default();
+        if lineage.enqueued_at.is_none() {
+            lineage.enqueued_at = enqueued_at;
+        }
+        lineage.steps.push(step);
+        let excess = lineage.steps.len().saturating_sub(limit);
+        if excess > 0 {
+            let dropped_until = lineage.steps[excess - 1].at;
+            lineage.steps.drain(..excess);
+            lineage.dropped += excess as u32;
+            self.horizon = self.horizon.max(dropped_until);
+        }
+    }
+
+    /// Adds `step` to the lineage of `id` only if it has one (a message that was in a DLQ).
+    pub fn record_if_known(&mut self, id: MessageId, step: Step) -> bool {
+        if !self.lineage.contains_key(&id) {
+            return false;
+        }
+        self.record(id, None, step);
+        true
+    }
+
+    /// True when `id` has a lineage (it is in the store and was in a DLQ).
+    pub fn knows(&self, id: MessageId) -> bool {
+        self.lineage.contains_key(&id)
+    }
+
+    /// `id` left the store at `at` (`how`): if it has a lineage, the lineage ends with the
+    /// removal and becomes a tombstone.
+    pub fn remove(&mut self, id: MessageId, at: u64, how: Removal, actor: Option<&str>) {
+        let step = Step {
+            at,
+            actor: actor.map(str::to_string),
+            event: Event::Removed(how),
+        };
+        if !self.record_if_known(id, step) {
+            return;
+        }
+        let Some(lineage) = self.lineage.remove(&id) else {
+            return;
+        };
+        let seq = self.first_seq + self.tombstones.len() as u64;
+        self.tombstones.push_back(Tombstone {
+            id,
+            removed_at: at,
+            lineage,
+        });
+        self.by_id.insert(id, seq);
+        self.evict(at);
+    }
+
+    /// Adds an entry to the trail. An operator's entry (from an `Op::Audit` record, which
+    /// follows the change it describes) also names its actor on the steps that change
+    /// made: the newest step of each of its ids of the matching kind without an actor.
+    pub fn add_entry(&mut self, entry: AuditEntry, from_record: bool) {
+        if from_record {
+            for id in entry.ids.iter() {
+                self.name_actor(id, &entry);
+            }
+        }
+        let at = entry.at_ms;
+        self.trail.push_back(entry);
+        self.evict(at);
+    }
+
+    fn name_actor(&mut self, id: MessageId, entry: &AuditEntry) {
+        let steps = match self.lineage.get_mut(&id) {
+            Some(l) => &mut l.steps,
+            None => match self.by_id.get(&id) {
+                Some(&seq) => match self.tombstones.get_mut((seq - self.first_seq) as usize) {
+                    Some(t) => &mut t.lineage.steps,
+                    None => return,
+                },
+                None => return,
+            },
+        };
+        let Some(step) = steps.iter_mut().rev().find(|s| {
+            s.actor.is_none()
+                && matches!(
+                    (&s.event, entry.action),
+                    (Event::Replayed { .. }, AuditAction::Replay)
+                        | (Event::Imported { .. }, AuditAction::Import)
+                        | (Event::Marked { .. }, AuditAction::MarkReprocessed)
+                        | (
+                            Event::Removed(Removal::Deleted),
+                            AuditAction::Delete | AuditAction::Purge
+                        )
+                )
+        }) else {
+            return;
+        };
+        step.actor = Some(entry.actor.clone());
+        // A corrected replay's record carries no time of its own: the audit entry's is it.
+        step.at = entry.at_ms;
+        if entry.action == AuditAction::Purge {
+            step.event = Event::Removed(Removal::Purged);
+        }
+    }
+
+    /// Drops tombstones and trail entries past the limits, as of time `now`.
+    fn evict(&mut self, now: u64) {
+        let cutoff = now.saturating_sub(self.limits.retention_ms);
+        while let Some(t) = self.tombstones.front() {
+            if self.tombstones.len() <= self.limits.tombstones && t.removed_at >= cutoff {
+                break;
+            }
+            self.horizon = self.horizon.max(t.removed_at);
+            if let Some(t) = self.tombstones.pop_front() {
+                self.by_id.remove(&t.id);
+            }
+            self.first_seq += 1;
+        }
+        while let Some(e) = self.trail.front() {
+            if self.trail.len() <= self.limits.trail && e.at_ms >= cutoff {
+                break;
+            }
+            self.trail.pop_front();
+        }
+    }
+
+    /// The persistent part.
+    pub fn snapshot(&self) -> AuditSnapshot {
+        AuditSnapshot {
+            lineage: self
+                .lineage
+                .iter()
+                .map(|(&id, l)| (id, l.clone()))
+                .collect(),
+            tombstones: self.tombstones.iter().cloned().collect(),
+            trail: self.trail.iter().cloned().collect(),
+            horizon: self.horizon,
+        }
+    }
+
+    /// Rebuilds from a snapshot (limits default until set).
+    pub fn restore(snap: AuditSnapshot) -> AuditLog {
+        let mut log = AuditLog {
+            horizon: snap.horizon,
+            lineage: snap.lineage.into_iter().collect(),
+            trail: snap.trail.into(),
+            ..AuditLog::default()
+        };
+        for t in snap.tombstones {
+            let seq = log.first_seq + log.tombstones.len() as u64;
+            log.by_id.insert(t.id, seq);
+            log.tombstones.push_back(t);
+        }
+        log
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marked(at: u64) -> Step {
+        Step {
+            at,
+            actor: None,
+            event: Event::Marked { success: true },
+        }
+    }
+
+    #[test]
+    fn steps_tombstones_and_trail_stay_bounded_and_move_the_horizon() {
+        let mut log = AuditLog::default();
+        log.set_limits(AuditLimits {
+            tombstones: 2,
+            retention_ms: 1_000,
+            trail: 2,
+            steps: 3,
+        });
+        for at in 1..=5 {
+            log.record(1, Some(0), marked(at));
+        }
+        let l = log.lineage(1).unwrap();
+        assert_eq!((l.steps.len(), l.dropped, l.steps[0].at), (3, 2, 3));
+        assert_eq!(log.horizon(), 2);
+        // Removing a message without a lineage leaves no tombstone.
+        log.remove(9, 10, Removal::Ttl, None);
+        assert!(log.tombstone(9).is_none());
+        for id in 1..=3 {
+            log.record(id, None, marked(10));
+            log.remove(id, 10 + id, Removal::Deleted, None);
+        }
+        assert!(log.tombstone(1).is_none(), "over the count cap");
+        assert_eq!(log.tombstone(3).unwrap().removed_at, 13);
+        assert_eq!(log.horizon(), 11);
+        // Retention: a removal 1,000 ms later drops the older ones.
+        log.record(4, None, marked(2_000));
+        log.remove(4, 2_012, Removal::Deleted, None);
+        assert!(log.tombstone(2).is_none() && log.tombstone(3).is_none());
+        assert_eq!(log.horizon(), 13);
+        for at in [1, 2, 3] {
+            log.add_entry(
+                AuditEntry::new(at, "a", AuditAction::Delete, IdSet::of(&[at])),
+                false,
+            );
+        }
+        assert_eq!(log.trail().map(|e| e.at_ms).collect::<Vec<_>>(), [2, 3]);
+        let again = AuditLog::restore(log.snapshot());
+        assert_eq!(again.snapshot(), log.snapshot());
+        assert_eq!(again.tombstone(4), log.tombstone(4));
+    }
+
+    #[test]
+    fn an_audit_record_names_the_actor_of_the_change_before_it() {
+        let mut log = AuditLog::default();
+        log.record(7, Some(1), marked(5));
+        log.remove(7, 9, Removal::Deleted, None);
+        let entry = AuditEntry::new(9, "ana@box", AuditAction::Purge, IdSet::of(&[7]));
+        log.add_entry(entry, true);
+        let (step, how) = log.tombstone(7).unwrap().lineage.removal().unwrap();
+        assert_eq!(
+            (step.actor.as_deref(), how),
+            (Some("ana@box"), Removal::Purged)
+        );
+        assert_eq!(log.trail().count(), 1);
+    }
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary() {
+        let long = "é".repeat(MESSAGE_BYTES);
+        let cut = clip(&long);
+        assert!(cut.len() <= MESSAGE_BYTES && cut.len() >= MESSAGE_BYTES - 1);
+        assert_eq!(clip("short"), "short");
+    }
+}
