@@ -51,6 +51,12 @@ pub enum Command {
         after_help = "Examples:\n  deadletter show ./data 42\n  deadletter show ./data 42 --hex"
     )]
     Show(ShowArgs),
+    /// The whole life of one message: enqueue, failures, each dead-lettering and replay
+    /// generation, marks and its removal, with who did what (kept after compaction).
+    #[command(
+        after_help = "Examples:\n  deadletter trace ./data 42\n  deadletter trace ./data 42 --json"
+    )]
+    Trace(TraceArgs),
     /// Failure patterns: distributions by error kind, worker and hour, common context.
     #[command(after_help = "Examples:\n  deadletter analyze ./data\n  \
         deadletter analyze ./data --queue orders --since 24h")]
@@ -162,6 +168,7 @@ impl Command {
             Command::Stats(a) => &a.dir,
             Command::List(a) => &a.dir,
             Command::Show(a) => &a.dir,
+            Command::Trace(a) => &a.dir,
             Command::Analyze(a) => &a.dir,
             Command::Replay(a) => &a.dir,
             Command::Delete(a) => &a.dir,
@@ -314,6 +321,14 @@ pub struct ShowArgs {
     /// Show the payload in hex even when it is text.
     #[arg(long)]
     pub hex: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The message's id.
+    pub id: MessageId,
 }
 
 #[derive(Debug, Args)]
@@ -506,6 +521,9 @@ pub struct ServeArgs {
     /// The token replay and delete requests must carry (random when absent).
     #[arg(long, env = "DEADLETTER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The token's name: the audit trail records the dashboard's changes as made by it.
+    #[arg(long, default_value = "dashboard", value_name = "NAME")]
+    pub token_name: String,
 }
 
 #[derive(Debug, Args)]

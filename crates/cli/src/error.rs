@@ -36,6 +36,8 @@ pub enum CliError {
     Input(String),
     /// The command ran but did not do all it was asked (such as refused replays).
     Incomplete(String),
+    /// `trace`: the store knows nothing of this message.
+    UnknownMessage(u64),
     /// The dashboard could not start.
     Dashboard(deadletter_dashboard::DashboardError),
 }
@@ -59,6 +61,7 @@ impl CliError {
             CliError::Io { .. } => "io",
             CliError::Input(_) => "input",
             CliError::Incomplete(_) => "incomplete",
+            CliError::UnknownMessage(_) => "not_found",
             CliError::Dashboard(_) => "dashboard",
             CliError::Store(e) => match e {
                 E::NotFound(_) => "not_found",
@@ -143,6 +146,11 @@ impl fmt::Display for CliError {
             CliError::Io { what, source } => write!(f, "cannot {what}: {source}"),
             CliError::Input(m) => write!(f, "{m}"),
             CliError::Incomplete(m) => write!(f, "{m}"),
+            CliError::UnknownMessage(id) => write!(
+                f,
+                "the store knows nothing of message {id}: never enqueued, or gone without \
+                 passing through a DLQ and past what its audit trail keeps"
+            ),
             CliError::Dashboard(e) => write!(f, "{e}"),
         }
     }

@@ -14,7 +14,7 @@
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
 //! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transfer`] (export,
 //! import),
-//! [`check`] (verify), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
+//! [`check`] (verify), [`trace`] (a message's life), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
 //! [`forward`] (the forwarder to JetStream), [`fleet`] (the fleet DLQ on JetStream),
 //! [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
@@ -34,6 +34,7 @@ mod remote;
 mod serve;
 mod store_access;
 mod timefmt;
+mod trace;
 mod transfer;
 
 use std::process::ExitCode;
@@ -90,6 +91,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Stats(a) => browse::stats(&a, json),
         Command::List(a) => browse::list(&a, json),
         Command::Show(a) => browse::show(&a, json),
+        Command::Trace(a) => trace::trace(&a, json),
         Command::Analyze(a) => browse::analyze(&a, json),
         Command::Replay(a) => change::replay(&a, json),
         Command::Delete(a) => change::delete(&a, json),

@@ -97,6 +97,11 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
             ns.describe()
         ))),
         Command::Completions(_) => Ok(()),
+        Command::Trace(_) => Err(CliError::Usage(format!(
+            "trace reads the lineage a store directory keeps; {} is a JetStream namespace, \
+             which keeps none",
+            ns.describe()
+        ))),
         Command::Verify(_) => Err(CliError::Usage(format!(
             "verify checks a store directory's files; {} is a JetStream namespace, whose \
              files are the server's",

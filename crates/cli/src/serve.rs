@@ -18,7 +18,11 @@ pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
         return serve_on(snapshots, args, json);
     }
     match store_access::open_write(&args.dir, Open::Existing, true)? {
-        Writable::Local(store) => serve_on(store, args, json),
+        // The dashboard's changes are recorded as made by its token's name.
+        Writable::Local(store) => {
+            let actor = deadletter::Actor::new(args.token_name.as_str())?;
+            serve_on(store.with_actor(actor), args, json)
+        }
         Writable::Owner(_) => unreachable!("open_write for serve never asks an owner"),
     }
 }

@@ -75,9 +75,11 @@ pub fn open_write(dir: &Path, mode: Open, serve: bool) -> Result<Writable, CliEr
     if mode == Open::Existing {
         check_is_store(dir)?;
     }
+    // Changes are recorded in the audit trail as made by user@host, here or by the owner.
+    let actor = crate::trace::cli_actor();
     match Store::open(dir, config_for(dir).control_socket(serve)) {
-        Ok(store) => Ok(Writable::Local(store)),
-        Err(Error::Locked { path, pid, host }) if !serve => match Client::connect(dir) {
+        Ok(store) => Ok(Writable::Local(store.with_actor(actor))),
+        Err(Error::Locked { path, pid, host }) if !serve => match Client::connect_as(dir, &actor) {
             Ok(client) => {
                 let snapshot = Store::open_read_only(dir, config_for(dir))?;
                 Ok(Writable::Owner(Live::new(snapshot, client)))

@@ -8,6 +8,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::protocol::{self, Reply, Request, PROTOCOL_VERSION};
+use crate::api::actor::Actor;
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
 use crate::api::queue::EnqueueOptions;
 use crate::api::types::{DeadLetter, MessageId};
@@ -42,7 +43,17 @@ impl Client {
     /// [`Error::NoOwner`] when no socket is there, nobody answers on it (the owner died, or
     /// serves none), or the owner speaks another protocol version.
     pub fn connect(dir: impl AsRef<Path>) -> Result<Client> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::greet(dir.as_ref(), None)
+    }
+
+    /// [`Client::connect`], with the changes asked on this connection recorded in the
+    /// owner's audit trail as made by `actor` (the command-line tool passes `user@host`).
+    pub fn connect_as(dir: impl AsRef<Path>, actor: &Actor) -> Result<Client> {
+        Self::greet(dir.as_ref(), Some(actor.name().to_string()))
+    }
+
+    fn greet(dir: &Path, actor: Option<String>) -> Result<Client> {
+        let dir = dir.to_path_buf();
         let path = dir.join(super::SOCKET_NAME);
         let no_owner = |reason: String| Error::NoOwner {
             path: dir.clone(),
@@ -76,7 +87,7 @@ impl Client {
             conn: Mutex::new((BufReader::new(stream), writer)),
             owner_pid: 0,
         };
-        match client.call(&Request::Hello)? {
+        match client.call(&Request::Hello { actor })? {
             Reply::Hello { protocol, pid } if protocol == PROTOCOL_VERSION => {
                 client.owner_pid = pid;
                 Ok(client)

@@ -15,9 +15,9 @@ use crate::api::dlq::ReplayReport;
 use crate::api::types::{DeadLetter, MessageId};
 use crate::error::Error;
 
-/// The control protocol version this build speaks (2: `DeadLetter` carries its failure
-/// fingerprint; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// The control protocol version this build speaks (3: `Hello` names the connection's
+/// actor, for the audit trail; see docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
@@ -25,8 +25,9 @@ pub(crate) const MAX_FRAME: usize = 256 << 20;
 /// What a client asks.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Request {
-    /// Who are you? (Answered by [`Reply::Hello`].)
-    Hello,
+    /// Who are you? (Answered by [`Reply::Hello`].) Names who the connection's changes
+    /// are made by (`None`: the owner's own actor).
+    Hello { actor: Option<String> },
     /// Enqueue one message on a queue (created if missing).
     Enqueue {
         queue: String,
@@ -124,6 +125,8 @@ pub(crate) enum RemoteError {
         max: u64,
     },
     InvalidConfig(String),
+    /// A `Hello` named an actor that is not one (version 3).
+    InvalidActor(String),
     /// The server does not speak this protocol version.
     Unsupported {
         version: u16,
@@ -150,6 +153,7 @@ impl From<&Error> for RemoteError {
                 max: *max as u64,
             },
             Error::InvalidConfig(m) => RemoteError::InvalidConfig(m.clone()),
+            Error::InvalidActor(a) => RemoteError::InvalidActor(a.clone()),
             other => RemoteError::Other {
                 kind: error_kind(other).to_string(),
                 message: other.to_string(),
@@ -170,6 +174,7 @@ impl From<RemoteError> for Error {
                 max: max as usize,
             },
             RemoteError::InvalidConfig(m) => Error::InvalidConfig(m),
+            RemoteError::InvalidActor(a) => Error::InvalidActor(a),
             RemoteError::Unsupported { version, supported } => Error::Remote {
                 kind: "Unsupported".into(),
                 message: format!(

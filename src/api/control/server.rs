@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::protocol::{self, ImportReportWire, RemoteError, Reply, Request, PROTOCOL_VERSION};
+use crate::api::actor::Actor;
 use crate::api::dlq::{Importer, ReplayOptions};
 use crate::api::queue::EnqueueOptions;
 use crate::api::store::{Store, WeakStore};
@@ -102,6 +103,7 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
     };
     let mut input = BufReader::new(conn);
     let mut importer = None;
+    let mut actor = None;
     while let Ok(Some((version, body))) = protocol::read_frame(&mut input) {
         let reply = if version != PROTOCOL_VERSION {
             Reply::Failed(RemoteError::Unsupported {
@@ -113,7 +115,7 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
                 Err(e) => Reply::Failed(RemoteError::BadRequest(e)),
                 Ok(request) => match store.upgrade() {
                     None => Reply::Failed(RemoteError::from(&Error::Closed)),
-                    Some(store) => handle(&store, request, &mut importer)
+                    Some(store) => handle(&store, request, &mut importer, &mut actor)
                         .unwrap_or_else(|e| Reply::Failed(RemoteError::from(&e))),
                 },
             }
@@ -125,17 +127,27 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
 }
 
 /// Carries out one request through the store's API. `importer` is the connection's
-/// importer, kept between import requests.
+/// importer, kept between import requests; `actor` who the connection's changes are made
+/// by, as its `Hello` said.
 fn handle(
     store: &Store,
     request: Request,
     importer: &mut Option<(Option<String>, Importer)>,
+    actor: &mut Option<Actor>,
 ) -> Result<Reply> {
+    let store = &match actor {
+        Some(a) => store.with_actor(a.clone()),
+        None => store.clone(),
+    };
     Ok(match request {
-        Request::Hello => Reply::Hello {
-            protocol: PROTOCOL_VERSION,
-            pid: std::process::id(),
-        },
+        Request::Hello { actor: name } => {
+            *actor = name.map(Actor::new).transpose()?;
+            *importer = None;
+            Reply::Hello {
+                protocol: PROTOCOL_VERSION,
+                pid: std::process::id(),
+            }
+        }
         Request::Enqueue {
             queue,
             payload,

@@ -219,6 +219,16 @@ fn a_running_owner_serves_every_command() {
     for gone in [a, b, c, e] {
         assert!(!after.contains(&gone), "{gone} is still in orders-dlq");
     }
+    // The owner recorded who asked (control protocol 3): the tool's user@host.
+    let traced = json(&["--json", "trace", d, &a.to_string()]);
+    let replay = traced["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["event"] == "replayed")
+        .cloned()
+        .expect("a replay step");
+    assert_eq!(replay["actor"], crate::trace::tool_actor(), "{traced}");
 
     let enqueued = owner.stop();
     // Nothing lost or doubled: every order was acked or dead-lettered once, every
@@ -242,6 +252,10 @@ fn a_running_owner_serves_every_command() {
     );
     assert!(payloads.contains(&b"hello".to_vec()));
     assert_eq!(store.dlq("archive-dlq").unwrap().len() as usize, exported);
+    // Replay, delete, two marks, purge, import: each in the trail, as the tool's user.
+    let trail = store.audit_trail(100);
+    assert_eq!(trail.len(), 6, "{trail:?}");
+    assert!(trail.iter().all(|e| e.actor == crate::trace::tool_actor()));
     assert!(!dir.join(deadletter::control::SOCKET_NAME).exists());
 }
 

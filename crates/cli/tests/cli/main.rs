@@ -33,5 +33,6 @@ mod forward;
 mod live;
 mod nats;
 mod serve;
+mod trace;
 mod transfer;
 mod verify;

@@ -1,0 +1,128 @@
+//! `trace`: a message replayed twice with the tool and then deleted with it shows each
+//! step, with the tool's actor (`$USER@host`), after compactions and a reopen, in the
+//! human table and in JSON.
+
+use std::time::Duration;
+
+use deadletter::{Failure, FailureReport, QueueOptions, Store};
+
+use crate::fixture::small_config;
+use crate::run::{fails, json, ok, serial};
+
+/// The actor the tool records, by the rule it uses.
+pub fn tool_actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_string());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "unknown".into()
+    } else {
+        host
+    };
+    format!("{user}@{host}")
+}
+
+fn fail_next(dir: &std::path::Path, generation: u32) {
+    let store = Store::open(dir, small_config()).unwrap();
+    let q = store
+        .queue_with("orders", QueueOptions::default().max_attempts(1))
+        .unwrap();
+    let m = q.lease_for(1, Duration::from_secs(30)).unwrap().remove(0);
+    let f = Failure::permanent("NotFound", format!("order ORD-{generation} not found"));
+    q.dead_letter(&m, &FailureReport::new(&f)).unwrap();
+    store.close().unwrap();
+}
+
+#[test]
+fn trace_shows_each_step_after_compaction_and_reopen() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let store = Store::open(dir.path(), small_config()).unwrap();
+        let id = store.queue("orders").unwrap().enqueue(b"ORD").unwrap();
+        store.close().unwrap();
+        id
+    };
+    let path = dir.path().to_str().unwrap();
+    let sid = id.to_string();
+    for generation in 0..3 {
+        fail_next(dir.path(), generation);
+        if generation < 2 {
+            ok(&["replay", path, &sid]);
+        }
+    }
+    ok(&["delete", path, &sid]);
+    {
+        // Fill and compact twice: the message's own records are reclaimed.
+        let store = Store::open(dir.path(), small_config()).unwrap();
+        let churn = store.queue("churn").unwrap();
+        let mut deleted = 0;
+        for _ in 0..2 {
+            for _ in 0..300 {
+                churn.enqueue(vec![1u8; 4000]).unwrap();
+                let m = churn.lease(1).unwrap().remove(0);
+                churn.ack(&m).unwrap();
+            }
+            deleted += store.compact_now().unwrap().segments_deleted;
+        }
+        assert!(deleted > 0);
+        store.close().unwrap();
+    }
+
+    let actor = tool_actor();
+    let v = json(&["trace", path, &sid, "--json"]);
+    assert_eq!(v["id"], id);
+    assert_eq!(v["state"]["state"], "removed");
+    assert_eq!(v["state"]["how"], "deleted");
+    assert_eq!(v["replays"], 2);
+    let steps: Vec<(String, Option<String>)> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["event"].as_str().unwrap().to_string(),
+                s["actor"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    let by = |e: &str| (e.to_string(), Some(actor.clone()));
+    let plain = |e: &str| (e.to_string(), None);
+    assert_eq!(
+        steps,
+        [
+            plain("enqueued"),
+            plain("dead_lettered"),
+            by("replayed"),
+            plain("dead_lettered"),
+            by("replayed"),
+            plain("dead_lettered"),
+            by("removed"),
+        ]
+    );
+    assert_eq!(v["steps"][5]["message"], "order ORD-2 not found");
+    assert_eq!(v["steps"][5]["generation"], 2);
+
+    let text = ok(&["trace", path, &sid]);
+    assert!(
+        text.contains(&format!("Message {id}: removed (Deleted)")),
+        "{text}"
+    );
+    for needle in [
+        "enqueued",
+        "replayed",
+        "generation 2",
+        "ORD-1 not found",
+        &actor,
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    fails(
+        &["trace", path, "999999"],
+        1,
+        "knows nothing of message 999999",
+    );
+}
