@@ -245,6 +245,14 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
     fn observe_handler(&self, duration: Duration) {
         let _ = duration;
     }
+    /// Records how long handlers ran for several deliveries at once (the worker pool
+    /// calls it once per batch, so that workers do not share a counter per message). This
+    /// default records them one by one with [`MessageQueue::observe_handler`].
+    fn observe_handlers(&self, durations: &[Duration]) {
+        for &d in durations {
+            self.observe_handler(d);
+        }
+    }
 }
 
 /// Acks `done` one by one; returns how many were refused because their lease was lost.
@@ -485,6 +493,9 @@ impl MessageQueue for Queue {
     }
     fn observe_handler(&self, duration: Duration) {
         Queue::observe_handler(self, duration)
+    }
+    fn observe_handlers(&self, durations: &[Duration]) {
+        Queue::observe_handlers(self, durations)
     }
 }
 

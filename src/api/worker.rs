@@ -347,6 +347,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
                         name: &name,
                         rng,
                         done: Vec::new(),
+                        durations: Vec::new(),
                     };
                     if let Err(e) = worker.run(poll) {
                         stop_with(&shared, e);
@@ -414,6 +415,9 @@ impl<Q: MessageQueue> RunningPool<Q> {
             if let Some(e) = self.shared.fatal.lock().take() {
                 return Err(e);
             }
+            // Checked under the lock the workers take to notify, so that the last worker
+            // to let go of its messages cannot notify between the check and the wait.
+            let mut g = self.shared.done_lock.lock();
             let stats = self.shared.queue.stats()?;
             if stats.ready == 0
                 && stats.in_flight == 0
@@ -421,7 +425,6 @@ impl<Q: MessageQueue> RunningPool<Q> {
             {
                 return Ok(());
             }
-            let mut g = self.shared.done_lock.lock();
             self.shared.done.wait_for(&mut g, Duration::from_millis(20));
         }
     }
@@ -481,7 +484,9 @@ impl<Q: MessageQueue> Shared<Q> {
     }
 
     /// Wakes `run_until_idle`, `shutdown` and the heartbeat after a change of counters.
+    /// Taking the lock orders the wake-up after a waiter's check of the counters.
     fn notify_done(&self) {
+        drop(self.done_lock.lock());
         self.done.notify_all();
     }
 
@@ -504,6 +509,8 @@ struct Worker<'a, Q: MessageQueue> {
     rng: SplitMix64,
     /// Messages handled successfully whose ack is not written yet.
     done: Vec<Q::Message>,
+    /// How long each handler of the current batch ran.
+    durations: Vec<Duration>,
 }
 
 impl<Q: MessageQueue> Worker<'_, Q> {
@@ -557,6 +564,13 @@ impl<Q: MessageQueue> Worker<'_, Q> {
     /// Handles a reserved batch in order; when the pool stops, gives back what has not
     /// started. Returns true when every handler succeeded and they took less than
     /// [`QUICK_BATCH`] together.
+    ///
+    /// Per message the loop touches nothing another worker writes: handler times are
+    /// recorded once per batch, one clock reading ends a handler and starts the next
+    /// (unless a start record was written between them), and without start records the
+    /// handled messages move into `done` at the end rather than being cloned (a clone
+    /// counts a reference on the queue's name and the log's map, both shared by every
+    /// worker).
     fn handle_batch(&mut self, batch: Vec<Q::Message>) -> Result<bool> {
         let shared = self.shared;
         let c = &shared.counters;
@@ -570,8 +584,11 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             deadline: Instant::now() + shared.lease,
         };
         let mut all_ok = true;
-        let mut handling = Duration::ZERO;
         let starts = shared.queue.wants_starts();
+        // Without starts: which messages succeeded, their acks still to be collected.
+        let mut succeeded = vec![false; if starts { 0 } else { batch.len() }];
+        self.durations.clear();
+        let mut clock = Instant::now();
         for (i, msg) in batch.iter().enumerate() {
             // The first message always runs: a stop between the reservation and here must
             // not turn a one-message batch into a release.
@@ -586,6 +603,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 if !self.done.is_empty() {
                     self.acked(lost);
                 }
+                clock = Instant::now();
                 runs
             } else {
                 true
@@ -597,30 +615,56 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 self.release_held(1);
                 continue;
             }
-            let (ok, took) = self.handle_one(msg)?;
+            let (ok, ended) = self.handle_one(msg, clock)?;
+            clock = ended;
+            if ok {
+                if starts {
+                    self.done.push(msg.clone());
+                } else {
+                    succeeded[i] = true;
+                }
+            }
             all_ok &= ok;
-            handling += took;
         }
-        slot.held.lock().from = batch.len();
+        *slot.held.lock() = Held::default();
+        shared.queue.observe_handlers(&self.durations);
+        let handling: Duration = self.durations.iter().sum();
+        if succeeded.contains(&true) {
+            let flags = succeeded.into_iter();
+            match Arc::try_unwrap(batch) {
+                Ok(msgs) => self.done.extend(
+                    msgs.into_iter()
+                        .zip(flags)
+                        .filter_map(|(m, ok)| ok.then_some(m)),
+                ),
+                // The heartbeat holds the batch for a moment.
+                Err(msgs) => self.done.extend(
+                    msgs.iter()
+                        .zip(flags)
+                        .filter(|&(_, ok)| ok)
+                        .map(|(m, _)| m.clone()),
+                ),
+            }
+        }
         Ok(all_ok && handling < QUICK_BATCH)
     }
 
-    /// Runs the handler on a started message and reports its outcome (an ack waits in
-    /// `done`). Returns true on success, and the handler's time.
-    fn handle_one(&mut self, msg: &Q::Message) -> Result<(bool, Duration)> {
+    /// Runs the handler on a started message from `started` on and reports its outcome
+    /// (a success is the caller's to ack). Returns true on success, and when the handler
+    /// ended; its time goes to `durations`.
+    fn handle_one(&mut self, msg: &Q::Message, started: Instant) -> Result<(bool, Instant)> {
         let shared = self.shared;
         let c = &shared.counters;
         let running = &shared.slots[self.index].running;
         running.store(true, Ordering::Release);
-        let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| self.handler.handle(msg)));
-        let duration = started.elapsed();
-        shared.queue.observe_handler(duration);
+        let ended = Instant::now();
+        let duration = ended.saturating_duration_since(started);
+        self.durations.push(duration);
         let outcome = match result {
             Ok(Ok(())) => {
-                self.done.push(msg.clone());
                 running.store(false, Ordering::Release);
-                return Ok((true, duration));
+                return Ok((true, ended));
             }
             Ok(Err(failure)) => {
                 let failure = shared.classifier.apply(failure);
@@ -636,12 +680,13 @@ impl<Q: MessageQueue> Worker<'_, Q> {
         self.release_held(1);
         shared.notify_done();
         match outcome {
-            Ok(_) => Ok((false, duration)),
+            // A failure report wrote a record: the next handler starts now.
+            Ok(_) => Ok((false, Instant::now())),
             // The lease was lost meanwhile (expired and redelivered): the other delivery
             // decides.
             Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
                 c.lost_leases.fetch_add(1, Ordering::Relaxed);
-                Ok((false, duration))
+                Ok((false, Instant::now()))
             }
             Err(e) => Err(e),
         }

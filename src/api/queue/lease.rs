@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::{generation_of, FailureReport, Message, Queue};
 use crate::api::types::{Failure, MessageId};
 use crate::engine::record::{Decoded, Op};
-use crate::engine::state::{Msg, Place, State};
+use crate::engine::state::{IdSet, Msg, Place, State};
 use crate::engine::wire;
 use crate::engine::{op_entry, Batch};
 use crate::error::{Error, Result};
@@ -203,19 +203,19 @@ impl Queue {
         // The message acked in this write is taken already: if its lease just expired (it
         // was acked late but before anyone else took it), it is ready now in the index, and
         // leasing it again here would spend a slot on a message the ack removes.
-        let mut popped: Vec<MessageId> = acks.iter().map(|m| m.id).collect();
+        // A set: a batch of acks and a batch of reservations would make a list quadratic.
+        let mut popped: IdSet<MessageId> = acks.iter().map(|m| m.id).collect();
         let mut held_back = Vec::new();
         // The messages acked in this write are no longer in flight.
-        let mut suspect_busy = st.suspect_in_flight(self.id, &popped);
+        let mut suspect_busy = st.suspect_in_flight(self.id, |id| popped.contains(&id));
         while ids.len() < max {
             let Some(id) = st.pop_visible(self.id, now) else {
                 break;
             };
-            if popped.contains(&id) {
+            if !popped.insert(id) {
                 // A second ready-list entry of a message taken in this call.
                 continue;
             }
-            popped.push(id);
             if st.suspects.contains(&id) {
                 // Messages in flight when the process died are tried one at a time, so the
                 // one that kills the process cannot take the others down with it.

@@ -303,6 +303,14 @@ impl Queue {
         self.store.handler_durations(self.id).observe(duration);
     }
 
+    /// Records how long handlers ran for several deliveries, with one addition per
+    /// histogram bucket they fall in (the worker pool records a batch at a time).
+    pub fn observe_handlers(&self, durations: &[std::time::Duration]) {
+        if !durations.is_empty() {
+            self.store.handler_durations(self.id).observe_all(durations);
+        }
+    }
+
     /// The handler durations recorded for this queue, if any.
     pub(crate) fn handler_duration(&self) -> Option<crate::DurationHistogram> {
         self.store.handler_duration_snapshot(self.id)

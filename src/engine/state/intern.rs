@@ -1,6 +1,6 @@
 //! Small maps of the index: a fast hasher for dense integer ids, and interned strings.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A fast hasher for dense integer ids (a Fibonacci multiply).
@@ -26,6 +26,9 @@ impl Hasher for IdHasher {
 
 /// HashMap keyed by ids.
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// HashSet of ids.
+pub type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// Interned strings (error kinds, worker names); id 0 is the empty string.
 #[derive(Debug)]

@@ -202,9 +202,9 @@ impl State {
 
     /// True when a suspect message of queue `q` other than those in `except` (being acked
     /// in the same write) is leased now.
-    pub fn suspect_in_flight(&self, q: QueueId, except: &[MessageId]) -> bool {
+    pub fn suspect_in_flight(&self, q: QueueId, except: impl Fn(MessageId) -> bool) -> bool {
         self.suspects.iter().any(|id| {
-            !except.contains(id)
+            !except(*id)
                 && self
                     .msgs
                     .get(id)
