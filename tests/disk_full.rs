@@ -10,7 +10,10 @@
 //!   the log: once space returns, writing resumes without reopening;
 //! - ENOSPC on a *write* or an *fsync* of a segment (a file system that allocates lazily)
 //!   poisons the log like any failed write or fsync: writes resume after a reopen, and
-//!   nothing acknowledged before is lost.
+//!   nothing acknowledged before is lost;
+//! - on a disk filled to the brim (a disk with a size, `SimDisk::set_capacity`), once
+//!   consumers have acked, compaction frees space on its own: its checkpoint goes over the
+//!   reserve kept for it, and writes resume.
 
 mod common;
 
@@ -192,7 +195,8 @@ fn a_full_store_opens_and_serves_consumers() {
     let q = store.queue("q").unwrap();
     let leased = q.lease(1).unwrap();
     q.ack(&leased[0]).unwrap();
-    // Compaction needs space for a checkpoint: it fails cleanly and changes nothing.
+    // This disk frees nothing (a switch, not a size): compaction writes its checkpoint
+    // over the reserve, then finds no room for the second slot's copy and says so.
     assert!(matches!(store.compact_now(), Err(Error::DiskFull { .. })));
     assert!(!store.storage_stats().poisoned);
     fs.set_disk_full(false);
@@ -248,4 +252,151 @@ fn small_enqueues_cannot_take_the_room_consumers_need() {
     assert_eq!(q.stats().ready as usize, ids.len() - 30);
     fs.set_disk_full(false);
     q.enqueue([1u8; 100]).unwrap();
+}
+
+#[test]
+fn compaction_recovers_a_full_disk_on_its_own() {
+    let (disk, fs) = setup();
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let q = store.queue("q").unwrap();
+    let (mut acked, ()) = fill_n(&q, 4000, 50);
+    store.compact_now().unwrap();
+    // The disk is full to the last byte; producers fill the active segment and fail.
+    disk.set_capacity(Some(disk.used_bytes()));
+    let (more, err) = fill(&q, 4000);
+    assert!(matches!(err, Error::DiskFull { .. }), "{err:?}");
+    acked.extend(more);
+    let segments = store.storage_stats().segments.len();
+    assert!(segments >= 3, "{segments} segments");
+    // Consumers ack all but the newest few (into the room kept for them).
+    let keep = acked.split_off(acked.len() - 3);
+    while let Some(batch) = Some(q.lease(100).unwrap()).filter(|b| !b.is_empty()) {
+        let (ack, release): (Vec<_>, Vec<_>) =
+            batch.into_iter().partition(|m| !keep.contains(&m.id()));
+        q.ack_all(&ack).unwrap();
+        for m in release {
+            q.release(&m, std::time::Duration::from_secs(3600)).unwrap();
+        }
+    }
+    assert!(matches!(
+        q.enqueue([1u8; 4000]),
+        Err(Error::DiskFull { .. })
+    ));
+    // Compaction frees the space on its own: no file removed by hand, no reopen.
+    let report = store.compact_now().expect("compaction on a full disk");
+    assert!(report.segments_deleted > 0, "{report:?}");
+    assert!(!report.reserve_short, "{report:?}");
+    let (resumed, ()) = fill_n(&q, 4000, 10);
+    drop(q);
+    drop(store);
+    disk.power_cut(9);
+    let store = Store::open(DIR, config(&fs)).unwrap();
+    let c = census(&store).unwrap();
+    let present: Vec<MessageId> = c.keys().copied().collect();
+    let expected: Vec<MessageId> = keep.iter().chain(&resumed).copied().collect();
+    assert_eq!(
+        present, expected,
+        "exactly the unacked and the new messages"
+    );
+}
+
+/// A tmpfs of `size` bytes mounted on a fresh directory, unmounted when dropped: a real
+/// file system that really fills. `None` where mounting is not allowed (not root, no
+/// `CAP_SYS_ADMIN`).
+struct Tmpfs {
+    _dir: tempfile::TempDir,
+    mount: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(size: u64) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mount = dir.path().join("fs");
+        std::fs::create_dir(&mount).expect("mount point");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&mount)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(Tmpfs { _dir: dir, mount })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let umount = |lazy: bool| {
+            let mut cmd = std::process::Command::new("umount");
+            if lazy {
+                cmd.arg("-l");
+            }
+            cmd.arg(&self.mount).status().is_ok_and(|s| s.success())
+        };
+        if !umount(false) {
+            umount(true);
+        }
+    }
+}
+
+/// The same as `compaction_recovers_a_full_disk_on_its_own`, on a real file system that
+/// fills (a 2 MiB tmpfs; skipped, saying so, where it cannot be mounted): the reserve is
+/// real, allocated bytes, compaction on the full disk writes its checkpoint over them and
+/// frees the dead segments, and enqueues work again without a reopen.
+#[test]
+fn on_a_real_full_file_system_compaction_frees_space_on_its_own() {
+    let Some(fs) = Tmpfs::mount(2 << 20) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let dir = fs.mount.join("store");
+    let config = || {
+        common::config_at(&ManualClock::new(T0))
+            .segment_size(256 << 10)
+            .max_message_size(16 << 10)
+    };
+    let store = Store::open(&dir, config()).unwrap();
+    // The reserve is there and its bytes are allocated (not a sparse length).
+    let reserve = std::fs::metadata(dir.join("checkpoint.tmp")).expect("the reserve");
+    assert!(reserve.len() >= 64 << 10, "{}", reserve.len());
+    assert!(
+        std::os::unix::fs::MetadataExt::blocks(&reserve) * 512 >= reserve.len(),
+        "the reserve is sparse"
+    );
+    let q = store.queue("q").unwrap();
+    let (mut acked, err) = fill(&q, 12_000);
+    assert!(matches!(err, Error::DiskFull { .. }), "{err:?}");
+    assert!(store.storage_stats().segments.len() >= 4);
+    let keep = acked.split_off(acked.len() - 2);
+    while let Some(batch) = Some(q.lease(50).unwrap()).filter(|b| !b.is_empty()) {
+        let (ack, release): (Vec<_>, Vec<_>) =
+            batch.into_iter().partition(|m| !keep.contains(&m.id()));
+        q.ack_all(&ack).unwrap();
+        for m in release {
+            q.release(&m, std::time::Duration::from_secs(3600)).unwrap();
+        }
+    }
+    assert!(matches!(
+        q.enqueue([1u8; 12_000]),
+        Err(Error::DiskFull { .. })
+    ));
+    let report = store.compact_now().expect("compaction on a full disk");
+    assert!(
+        report.full_disk && report.segments_deleted > 0,
+        "{report:?}"
+    );
+    assert!(!report.reserve_short, "{report:?}");
+    let resumed: Vec<MessageId> = (0..10)
+        .map(|i| q.enqueue([i as u8; 12_000]).expect("space is back"))
+        .collect();
+    drop(q);
+    drop(store);
+    let store = Store::open(&dir, config()).unwrap();
+    let present: Vec<MessageId> = census(&store).unwrap().keys().copied().collect();
+    let expected: Vec<MessageId> = keep.iter().chain(&resumed).copied().collect();
+    assert_eq!(
+        present, expected,
+        "exactly the unacked and the new messages"
+    );
+    drop(store);
+    drop(fs);
 }

@@ -16,13 +16,18 @@
 //! - reads that fail at random (EIO from `read_at`, `map`, `len`) for a window of steps while
 //!   the workload goes on (every seed has at least one window) surface as typed I/O errors,
 //!   never as a panic or wrong bytes, and once they stop the running store reads every
-//!   message and fits the model without a reopen.
+//!   message and fits the model without a reopen;
+//! - a disk filled to the brim (every seed, once: a `SimDisk` with a size) is recovered by
+//!   compaction alone once consumers have acked: compaction on the full disk returns `Ok`,
+//!   frees every sealed segment when nothing is live, and writes resume once a segment's
+//!   worth is free; a log poisoned meanwhile reopens on the full disk.
 //!
 //! `loss_bounds` checks the weaker durability policies (`Never`, `Interval`) at the log level:
 //! a power cut loses only records acknowledged after the last sync, as a prefix.
 //!
 //! Run one seed: `DEADLETTER_SIM_SEED=1234 cargo test --release --features sim --test simulation -- --nocapture`.
-//! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --features sim --test simulation`.
+//! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --features sim --test simulation`
+//! (the loss bounds take the same seed range, per policy).
 
 mod common;
 #[path = "simulation/loss_bounds.rs"]
@@ -49,6 +54,10 @@ const RETENTION_MS: u64 = 2 * 3600 * 1000;
 const VISIBILITY_MS: u64 = 30_000;
 /// Queues: name and whether expired messages go to the DLQ.
 const QUEUES: [(&str, bool); 3] = [("a", true), ("b", false), ("c", true)];
+/// The store's segment size.
+const SEGMENT_SIZE: u64 = 80 << 10;
+/// Rounds of draining and compaction on a full disk.
+const FULL_DISK_ROUNDS: usize = 10;
 /// Default number of seeds (CI, debug build).
 const DEFAULT_SEEDS: u64 = 300;
 
@@ -107,6 +116,9 @@ struct Sim {
     crash_armed: bool,
     /// Steps left in the current window of read errors (0: reads work).
     read_window: u64,
+    /// The disk's size while it is being filled to the brim (`None`: unlimited); kept
+    /// across the reopens that happen meanwhile.
+    capacity: Option<u64>,
     trace: Vec<String>,
     stats: RunStats,
 }
@@ -124,6 +136,16 @@ struct RunStats {
     read_windows: u64,
     /// Reads that failed in them.
     read_errors: u64,
+    /// Disks filled to the brim that compaction then had to recover.
+    full_disks: u64,
+    /// Of those, how many the consumers and compaction emptied (every message gone).
+    full_disk_emptied: u64,
+    /// Segments those compactions deleted.
+    full_disk_segments_freed: u64,
+    /// Of those disks, how many took writes again right after the compaction.
+    full_disk_writes_resumed: u64,
+    /// Reopens on a full disk (the log was poisoned, by a batch cut short: see bug 2).
+    full_disk_reopens: u64,
 }
 
 fn dir() -> PathBuf {
@@ -167,6 +189,7 @@ impl Sim {
             faulty: false,
             crash_armed: false,
             read_window: 0,
+            capacity: None,
             trace: Vec::new(),
             stats: RunStats::default(),
         }
@@ -197,7 +220,7 @@ impl Sim {
     fn config(&self, recovery: RecoveryMode, fs: Arc<dyn Vfs>) -> Config {
         Config::default()
             .durability(Durability::Always)
-            .segment_size(80 << 10)
+            .segment_size(SEGMENT_SIZE)
             .max_message_size(8 << 10)
             .retention(Some(Duration::from_millis(RETENTION_MS)))
             .max_history(3)
@@ -460,6 +483,7 @@ impl Sim {
         self.fs.clear();
         self.fs.set_disk_full(false);
         self.end_read_window();
+        self.disk.set_capacity(self.capacity);
         self.crash_armed = false;
         // A foreign file: ignored by the store.
         if self.rng.chance(0.03) {
@@ -502,7 +526,8 @@ impl Sim {
             Err(e) => self.fail(format!("clean open failed: {e} (flipped: {flipped:?})")),
         };
         self.live = Some(live);
-        self.faulty = false;
+        // A disk that is still full makes writes fail with `DiskFull`.
+        self.faulty = self.capacity.is_some();
         let c = match census(&self.live().store) {
             Ok(c) => c,
             Err(e) => self.fail(format!("census after open: {e}")),
@@ -682,7 +707,8 @@ impl Sim {
         }
     }
 
-    fn enqueue(&mut self) {
+    /// A random enqueue; true when it was refused for want of space.
+    fn enqueue(&mut self) -> bool {
         let q = self.rng.index(QUEUES.len());
         let big = self.rng.chance(0.03);
         let count = if big {
@@ -753,13 +779,20 @@ impl Sim {
                         self.maybe_new.push((q, p, ttl));
                     }
                 }
+                return matches!(e, Error::DiskFull { .. });
             }
         }
+        false
     }
 
     fn lease(&mut self) {
         let q = self.rng.index(QUEUES.len());
         let max = self.rng.range(1, 6) as usize;
+        self.lease_from(q, max);
+    }
+
+    /// Leases up to `max` messages from queue `q`; returns how many it got.
+    fn lease_from(&mut self, q: usize, max: usize) -> usize {
         let queue = self.live().queues[q].clone();
         let now = self.now();
         let what = format!("lease {max} from {}", QUEUES[q].0);
@@ -769,6 +802,7 @@ impl Sim {
                     "{what} -> {:?}",
                     msgs.iter().map(|m| m.id()).collect::<Vec<_>>()
                 ));
+                let got = msgs.len();
                 for msg in msgs {
                     let id = msg.id();
                     if self.held_index(id).is_some() {
@@ -808,6 +842,7 @@ impl Sim {
                         sure: true,
                     });
                 }
+                got
             }
             Err(e) => {
                 self.on_error(&what, &e);
@@ -817,6 +852,7 @@ impl Sim {
                         Self::set_dead_from(m, now);
                     }
                 }
+                0
             }
         }
     }
@@ -831,11 +867,17 @@ impl Sim {
         }
         let n = self.live().held.len();
         let i = self.rng.index(n);
+        let kind = self.rng.below(10);
+        self.finish_held(i, kind);
+    }
+
+    /// Ends the lease of held message `i`: an ack (`kind` 0 to 3), a retry (4 to 6), a
+    /// dead-lettering (7, 8) or a release (9).
+    fn finish_held(&mut self, i: usize, kind: u64) {
         let h = self.live().held.remove(i);
         let id = h.msg.id();
         let q = h.q;
         let queue = self.live().queues[q].clone();
-        let kind = self.rng.below(10);
         let now = self.now();
         let (what, r): (String, Result<Option<Loc>, Error>) = match kind {
             0..=3 => ("ack".into(), queue.ack(&h.msg).map(|_| Some(Loc::Gone))),
@@ -1037,47 +1079,7 @@ impl Sim {
             5 => {
                 let older = Duration::from_millis(self.rng.below(3_600_000));
                 let include_pending = self.rng.chance(0.5);
-                let what = format!(
-                    "purge {}-dlq older than {older:?} (pending: {include_pending})",
-                    QUEUES[q].0
-                );
-                let r = dlq.purge(older, include_pending);
-                let after = self.dlq_ids(q);
-                let removed: Vec<MessageId> = ids
-                    .iter()
-                    .copied()
-                    .filter(|id| after.as_ref().is_some_and(|a| !a.contains(id)))
-                    .collect();
-                match r {
-                    Ok(n) if after.is_none() => {
-                        // Purged, but which ones is unknown: each may be gone.
-                        self.note(format!("{what} -> {n} (not listed after)"));
-                        for id in ids {
-                            self.maybe(id, |l, v| (l == Loc::Dlq(q)).then_some((Loc::Gone, v)));
-                        }
-                    }
-                    Ok(n) => {
-                        self.note(format!("{what} -> {n}"));
-                        if n as usize != removed.len() {
-                            self.fail(format!("purge said {n} but removed {removed:?}"));
-                        }
-                        for id in removed {
-                            if self.model.contains_key(&id) {
-                                self.definite(id, |l, v| {
-                                    (l == Loc::Dlq(q)).then_some((Loc::Gone, v))
-                                });
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        self.on_error(&what, &e);
-                        if is_fault_error(&e) {
-                            for id in ids {
-                                self.maybe(id, |l, v| (l == Loc::Dlq(q)).then_some((Loc::Gone, v)));
-                            }
-                        }
-                    }
-                }
+                self.purge(q, ids, older, include_pending);
             }
             _ => {
                 let Some(id) = pick else { return };
@@ -1098,6 +1100,50 @@ impl Sim {
                                 (l == Loc::Dlq(q)).then_some((Loc::Main(target), v))
                             });
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Purges DLQ `q` (whose entries were `ids` just before) of entries older than `older`.
+    fn purge(&mut self, q: usize, ids: Vec<MessageId>, older: Duration, include_pending: bool) {
+        let dlq = self.live().queues[q].dlq();
+        let what = format!(
+            "purge {}-dlq older than {older:?} (pending: {include_pending})",
+            QUEUES[q].0
+        );
+        let r = dlq.purge(older, include_pending);
+        let after = self.dlq_ids(q);
+        let removed: Vec<MessageId> = ids
+            .iter()
+            .copied()
+            .filter(|id| after.as_ref().is_some_and(|a| !a.contains(id)))
+            .collect();
+        match r {
+            Ok(n) if after.is_none() => {
+                // Purged, but which ones is unknown: each may be gone.
+                self.note(format!("{what} -> {n} (not listed after)"));
+                for id in ids {
+                    self.maybe(id, |l, v| (l == Loc::Dlq(q)).then_some((Loc::Gone, v)));
+                }
+            }
+            Ok(n) => {
+                self.note(format!("{what} -> {n}"));
+                if n as usize != removed.len() {
+                    self.fail(format!("purge said {n} but removed {removed:?}"));
+                }
+                for id in removed {
+                    if self.model.contains_key(&id) {
+                        self.definite(id, |l, v| (l == Loc::Dlq(q)).then_some((Loc::Gone, v)));
+                    }
+                }
+            }
+            Err(e) => {
+                self.on_error(&what, &e);
+                if is_fault_error(&e) {
+                    for id in ids {
+                        self.maybe(id, |l, v| (l == Loc::Dlq(q)).then_some((Loc::Gone, v)));
                     }
                 }
             }
@@ -1127,6 +1173,12 @@ impl Sim {
             4..=8 => now + self.rng.below(300_000),
             _ => now + self.rng.below(2_000),
         };
+        self.set_clock(to);
+    }
+
+    /// Sets the clock to `to`, with what that means for the model and held leases.
+    fn set_clock(&mut self, to: u64) {
+        let now = self.now();
         self.clock.set(to);
         self.now_max = self.now_max.max(to);
         self.note(format!("clock {:+}", to as i64 - now as i64));
@@ -1235,6 +1287,139 @@ impl Sim {
         self.fs.set_read_errors(None);
     }
 
+    /// The disk fills to the brim: it gets a size, what its files hold plus less than two
+    /// segments. Producers enqueue until it is full, consumers drain every queue and DLQ
+    /// (with what room the store keeps for them), and compaction must then free the space
+    /// on its own, its checkpoint going over the reserve kept for it: it returns `Ok`, it
+    /// deletes every sealed segment when nothing is live any more, and once the disk has
+    /// room for a segment again, writes resume. A log poisoned meanwhile (a batch larger
+    /// than the room left, cut short: bug 2) is reopened, cleanly or after a power cut, on
+    /// the full disk. Nothing acknowledged is lost on the way (the model's checks, at every
+    /// reopen and live).
+    fn fill_the_disk(&mut self) {
+        // Faults stop; the store's periodic compaction has run with room to spare.
+        self.fs.clear();
+        self.fs.set_disk_full(false);
+        self.end_read_window();
+        self.crash_armed = false;
+        self.compact();
+        if self.live().store.storage_stats().poisoned {
+            return;
+        }
+        let slack = self.rng.below(2 * SEGMENT_SIZE);
+        let capacity = self.disk.used_bytes() + slack;
+        self.capacity = Some(capacity);
+        self.disk.set_capacity(self.capacity);
+        self.faulty = true;
+        self.stats.full_disks += 1;
+        self.note(format!("the disk is {capacity} bytes: {slack} free"));
+        for _ in 0..1000 {
+            if self.enqueue() {
+                break;
+            }
+        }
+        // Consumers drain everything due (a delay is at most two minutes), as far as the
+        // room the store keeps for them lets them; compaction frees what they made dead,
+        // which lets them go on. A few rounds.
+        let later = self.now() + 130_000;
+        self.set_clock(later);
+        let mut empty = false;
+        for round in 0..FULL_DISK_ROUNDS {
+            if round > 0 {
+                // Leases whose ack found no room run out, and those messages are due again.
+                let later = self.now() + VISIBILITY_MS + 1_000;
+                self.set_clock(later);
+            }
+            self.drain();
+            let reopened = self.live().store.storage_stats().poisoned;
+            if reopened {
+                let cut = self.rng.chance(0.5);
+                self.note(format!("poisoned on the full disk: reopen (cut: {cut})"));
+                self.stats.full_disk_reopens += 1;
+                self.reopen(cut);
+            }
+            let store = self.live().store.clone();
+            let before = store.storage_stats().segments.len();
+            let report = match store.compact_now() {
+                Ok(r) => r,
+                Err(e) => self.fail(format!(
+                    "compaction on a full disk (round {round}, {before} segments): {e}"
+                )),
+            };
+            self.note(format!(
+                "compact on the full disk ({before} segments) -> {report:?}"
+            ));
+            self.stats.full_disk_segments_freed += report.segments_deleted as u64;
+            let after = store.storage_stats().segments.len();
+            empty = match census(&store) {
+                Ok(c) => c.is_empty(),
+                Err(e) => self.fail(format!("census after compaction on a full disk: {e}")),
+            };
+            // On a full disk the checkpoint goes into both slots, so reclaim is held back by
+            // neither. (A run that found room, after a reopen or a run that freed enough,
+            // writes one slot and reclaims below the older one, as usual.)
+            if empty && report.full_disk && after != 1 {
+                self.fail(format!(
+                    "nothing is live, yet compaction on the full disk left {after} segments"
+                ));
+            }
+            if empty || (report.segments_deleted == 0 && !reopened) {
+                break;
+            }
+        }
+        self.stats.full_disk_emptied += u64::from(empty);
+        if capacity.saturating_sub(self.disk.used_bytes()) >= SEGMENT_SIZE {
+            let q = self.rng.index(QUEUES.len());
+            let payload = self.payload();
+            let queue = self.live().queues[q].clone();
+            match queue.enqueue(&payload) {
+                Ok(id) => {
+                    self.note(format!("enqueue after the full disk -> {id}"));
+                    self.model.insert(
+                        id,
+                        MsgModel {
+                            payloads: vec![payload],
+                            poss: [(Loc::Main(q), 0)].into(),
+                            ttl_at: None,
+                            ever_leased: false,
+                            dead_from: None,
+                        },
+                    );
+                    self.stats.full_disk_writes_resumed += 1;
+                }
+                Err(e) => self.fail(format!(
+                    "the disk has room for a segment again, yet an enqueue failed: {e}"
+                )),
+            }
+        }
+        self.capacity = None;
+        self.disk.set_capacity(None);
+        self.note("the disk is unlimited again");
+    }
+
+    /// Purges every DLQ, then acks every message due in every queue, oldest first (the
+    /// order that makes whole segments dead soonest), as far as it goes.
+    fn drain(&mut self) {
+        for q in 0..QUEUES.len() {
+            if let Some(ids) = self.dlq_ids(q) {
+                self.purge(q, ids, Duration::ZERO, true);
+            }
+        }
+        loop {
+            let leased: usize = (0..QUEUES.len()).map(|q| self.lease_from(q, 10)).sum();
+            if self.live().held.is_empty() {
+                break;
+            }
+            self.live().held.sort_by_key(|h| h.msg.id());
+            while !self.live().held.is_empty() {
+                self.finish_held(0, 0);
+            }
+            if leased == 0 {
+                break;
+            }
+        }
+    }
+
     fn second_opener(&mut self) {
         match self.open_store(RecoveryMode::Strict, Arc::new(self.fs.clone())) {
             Err(Error::Locked { .. }) => {}
@@ -1248,7 +1433,9 @@ impl Sim {
         self.stats.ops += 1;
         let before = self.fs.injected() - self.fs.read_errors();
         match self.rng.below(100) {
-            0..=24 => self.enqueue(),
+            0..=24 => {
+                self.enqueue();
+            }
             25..=42 => self.lease(),
             43..=62 => self.finish_lease(),
             63..=72 => self.dlq_op(),
@@ -1291,11 +1478,15 @@ impl Sim {
             Ok(l) => Some(l),
             Err(e) => self.fail(format!("first open: {e}")),
         };
-        // Every seed has at least one window of read errors.
+        // Every seed has at least one window of read errors and one full disk.
         let read_window_at = self.rng.below(steps);
+        let full_disk_at = self.rng.below(steps);
         for i in 0..steps {
             if i == read_window_at && self.read_window == 0 {
                 self.start_read_window();
+            }
+            if i == full_disk_at && self.live.is_some() {
+                self.fill_the_disk();
             }
             self.step();
         }
@@ -1324,11 +1515,15 @@ fn simulation() {
         }
     };
     let started = Instant::now();
+    let results: Vec<(u64, Option<RunStats>)> = seeds
+        .iter()
+        .map(|&seed| (seed, std::panic::catch_unwind(|| run_seed(seed)).ok()))
+        .collect();
     let mut total = RunStats::default();
     let mut failed = Vec::new();
-    for &seed in &seeds {
-        match std::panic::catch_unwind(|| run_seed(seed)) {
-            Ok(s) => {
+    for (seed, outcome) in results {
+        match outcome {
+            Some(s) => {
                 total.ops += s.ops;
                 total.reopens += s.reopens;
                 total.power_cuts += s.power_cuts;
@@ -1338,8 +1533,13 @@ fn simulation() {
                 total.failed_opens += s.failed_opens;
                 total.read_windows += s.read_windows;
                 total.read_errors += s.read_errors;
+                total.full_disks += s.full_disks;
+                total.full_disk_emptied += s.full_disk_emptied;
+                total.full_disk_segments_freed += s.full_disk_segments_freed;
+                total.full_disk_writes_resumed += s.full_disk_writes_resumed;
+                total.full_disk_reopens += s.full_disk_reopens;
             }
-            Err(_) => {
+            None => {
                 eprintln!(
                     "FAILED seed {seed}: replay with DEADLETTER_SIM_SEED={seed} cargo test --release --features sim --test simulation -- --nocapture"
                 );

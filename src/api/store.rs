@@ -296,8 +296,14 @@ impl Store {
         let _run = self.inner.compaction_run.lock();
         let mut report = CompactionReport::default();
         let now = self.advance_expiry_clock();
-        expiry::expire_ttl(self, now, &mut report)?;
-        expiry::expire_retention(self, now, &mut report)?;
+        let expired = expiry::expire_ttl(self, now, &mut report)
+            .and_then(|()| expiry::expire_retention(self, now, &mut report));
+        match expired {
+            // Expiry writes records; what compaction frees needs none: go on, and expire
+            // the rest at the next run.
+            Err(Error::DiskFull { .. }) => report.full_disk = true,
+            other => other?,
+        }
         self.inner.engine.compact(&mut report)?;
         Ok(report)
     }
@@ -373,7 +379,8 @@ impl Store {
     }
 
     /// Bytes of the files in the store's directory (segments, which are preallocated,
-    /// checkpoints, the lock), or `None` if the directory cannot be read.
+    /// checkpoints and the checkpoint reserve, the lock), or `None` if the directory
+    /// cannot be read.
     pub fn disk_bytes(&self) -> Option<u64> {
         let mut total = 0u64;
         for entry in std::fs::read_dir(self.dir()).ok()? {

@@ -2,7 +2,8 @@
 //! opening a store replays only the records after it.
 //!
 //! Two slots (`checkpoint-0`, `checkpoint-1`) are written in turn, each atomically: the
-//! snapshot goes to a temporary file, which is fsynced, renamed over the slot, and the
+//! snapshot goes to a temporary file (written over the reserve kept there between
+//! checkpoints, [`super::reserve`]), which is fsynced, renamed over the slot, and the
 //! directory fsynced. Invariants:
 //! - a slot on disk is either a complete, checksummed snapshot or is rejected whole;
 //! - the snapshot at position `P` reflects exactly the records before `P`;
@@ -50,15 +51,25 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<CheckpointFile> {
     })
 }
 
-/// Writes `bytes` (from [`encode`]) into slot `slot` atomically.
+/// Writes `bytes` (from [`encode`]) into slot `slot` atomically. The temporary file is
+/// the reserve when there is one ([`super::reserve`]): the checkpoint is written over its
+/// zeros, needing no new space while it fits, and the file is cut to the checkpoint's length.
 pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> {
     let temp = dir.join(TEMP);
     let target = dir.join(SLOTS[slot % 2]);
-    let file = fs
-        .create(&temp)
-        .map_err(|e| Error::io("create", &temp, e))?;
+    let file = match fs.open(&temp, false) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fs
+            .create(&temp)
+            .map_err(|e| Error::io("create", &temp, e))?,
+        Err(e) => return Err(Error::io("open", &temp, e)),
+    };
     file.write_at(bytes, 0)
         .map_err(|e| Error::io("write", &temp, e))?;
+    if file.len().map_err(|e| Error::io("stat", &temp, e))? != bytes.len() as u64 {
+        file.set_len(bytes.len() as u64)
+            .map_err(|e| Error::io("set_len", &temp, e))?;
+    }
     file.sync().map_err(|e| Error::io("fsync", &temp, e))?;
     drop(file);
     failpoint("checkpoint-temp-written");

@@ -18,6 +18,15 @@
 //! 4. **reclaim**: whole segments below both the older checkpoint and the first record the
 //!    snapshot of step 3 refers to are deleted.
 //!
+//! **A full disk.** The checkpoint of step 3 is written over the reserve
+//! ([`super::reserve`]), which needs no new space, and the reserve is made again after it.
+//! When the disk is full (a roll failed for want of space, relocation was stopped by it, or
+//! the reserve could not be made again), the same checkpoint also goes into the other slot
+//! before step 4, so that both slots reach past what the acks made dead and reclaim frees
+//! it now rather than a run later; the reserve is made again after step 4, from the space
+//! it freed. Expiry and relocation write records, which need room in the log: a full disk
+//! stops them early and the run goes on (`CompactionReport::full_disk`).
+//!
 //! **Compaction's own index.** Steps 2 to 4 do not read the store's index: compaction keeps
 //! a second one ([`Shadow`]), built at its first run from the newest checkpoint and the log
 //! after it, and brought up to the log's end at each step by replaying the records written
@@ -57,10 +66,11 @@ use std::time::{Duration, Instant};
 use super::checkpoint;
 use super::failpoint::failpoint;
 use super::record::{self, Decoded};
+use super::reserve::{self, Reserve};
 use super::state::{LiveRef, State};
 use super::wire;
 use super::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::format::FRAME_HEADER_LEN;
 
 /// What one compaction run did.
@@ -83,6 +93,14 @@ pub struct CompactionReport {
     pub checkpoint_position: Option<u64>,
     /// The longest time the run held the store's lock at once.
     pub longest_lock_hold: Duration,
+    /// The disk was full (a roll had failed for want of space, expiry or relocation, which
+    /// write records, stopped early for it, or the checkpoint reserve found no room): the
+    /// run went on without what stopped, wrote its checkpoint into both slots and
+    /// reclaimed everything below it.
+    pub full_disk: bool,
+    /// The disk had no room for the whole checkpoint reserve after the run (see
+    /// `docs/RELIABILITY.md`, "A full disk"): the next run or open tries again.
+    pub reserve_short: bool,
 }
 
 /// Compaction's own index: the state the log's records build up to `position`, kept
@@ -101,9 +119,27 @@ impl Engine {
     pub(crate) fn compact(&self, report: &mut CompactionReport) -> Result<()> {
         let mut shadow = self.shadow.lock();
         let result = (|| {
-            relocate(self, &mut shadow, report)?;
-            let first_needed = write_checkpoint(self, &mut shadow, report)?;
-            reclaim(self, first_needed, report)
+            match relocate(self, &mut shadow, report) {
+                // Copies need room in the log; what compaction frees does not.
+                Err(Error::DiskFull { .. }) => report.full_disk = true,
+                other => other?,
+            }
+            let written = write_checkpoint(self, &mut shadow, report, Slots::Next)?;
+            let fs = self.fs.as_ref();
+            let reserve = reserve::size_for(written.len);
+            let kept = reserve::keep(fs, &self.dir, reserve)?;
+            report.full_disk |= kept == Reserve::Short || self.log.is_out_of_space();
+            if !report.full_disk {
+                return reclaim(self, written.first_needed, report);
+            }
+            // The disk is full. Reclaim stops at the older slot's position, which may keep
+            // every segment the acks made dead: the same index goes into that slot too
+            // (written over what the reserve got), then the reserve is made again from
+            // the space reclaimed.
+            let written = write_checkpoint(self, &mut shadow, report, Slots::Both)?;
+            reclaim(self, written.first_needed, report)?;
+            report.reserve_short = reserve::keep(fs, &self.dir, reserve)? == Reserve::Short;
+            Ok(())
         })();
         if result.is_err() {
             // Whatever failed, rebuild the index from disk next time rather than trust it.
@@ -311,13 +347,30 @@ fn relocate(
     Ok(())
 }
 
-/// Writes a checkpoint of the index at the log's end and returns the lowest log position
-/// that checkpoint's index refers to (`u64::MAX`: none).
+/// Which slots must hold the checkpoint at the log's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slots {
+    /// One of them (the older one is written, unless one holds it already).
+    Next,
+    /// Both (the older one is written, unless both hold it already).
+    Both,
+}
+
+/// What [`write_checkpoint`] did.
+struct Written {
+    /// The lowest log position the checkpoint's index refers to (`u64::MAX`: none).
+    first_needed: u64,
+    /// The checkpoint's length in bytes (0 when none was written).
+    len: u64,
+}
+
+/// Writes a checkpoint of the index at the log's end into the slots `slots` asks for.
 fn write_checkpoint(
     engine: &Engine,
     shadow: &mut Option<Shadow>,
     report: &mut CompactionReport,
-) -> Result<u64> {
+    want: Slots,
+) -> Result<Written> {
     let sh = catch_up(engine, shadow)?;
     let position = sh.position;
     // The index reflects every record before `position`; none of them may be lost by a
@@ -333,10 +386,17 @@ fn write_checkpoint(
         .min()
         .unwrap_or(u64::MAX);
     let mut slots = engine.slots.lock();
-    if slots.positions.contains(&Some(position)) {
+    let done = match want {
+        Slots::Next => slots.positions.contains(&Some(position)),
+        Slots::Both => slots.positions == [Some(position); 2],
+    };
+    if done {
         // Nothing was written since the last checkpoint.
         report.checkpoint_position = Some(position);
-        return Ok(first_needed);
+        return Ok(Written {
+            first_needed,
+            len: 0,
+        });
     }
     let bytes = checkpoint::encode(position, snapshot)?;
     let slot = slots.next;
@@ -347,7 +407,10 @@ fn write_checkpoint(
     slots.positions[slot] = Some(position);
     slots.next = 1 - slot;
     report.checkpoint_position = Some(position);
-    Ok(first_needed)
+    Ok(Written {
+        first_needed,
+        len: bytes.len() as u64,
+    })
 }
 
 fn reclaim(engine: &Engine, first_needed: u64, report: &mut CompactionReport) -> Result<()> {

@@ -24,6 +24,7 @@ pub mod failpoint;
 pub mod fingerprint;
 mod read;
 pub mod record;
+mod reserve;
 pub mod state;
 pub mod wire;
 
@@ -136,7 +137,7 @@ impl Engine {
         Engine::replay(&log, from, &mut state)?;
         state.release_all_leases();
         state.skip_lost_ids(&report);
-        Engine::assemble(
+        let engine = Engine::assemble(
             dir,
             &options,
             log,
@@ -144,7 +145,11 @@ impl Engine {
             state,
             slots,
             options.wait_for_sync,
-        )
+        )?;
+        // The checkpoint reserve, if the disk has room for it (a store on a full disk opens
+        // without it; compaction makes it once it has freed space).
+        reserve::keep(fs.as_ref(), dir, reserve::size_at_open(fs.as_ref(), dir))?;
+        Ok(engine)
     }
 
     /// The engine over a recovered `log` and `state`, with the restored DLQ entries given

@@ -27,8 +27,9 @@ pub struct VerifyReport {
     /// position was durable in the log before the checkpoint was written): its tail was
     /// lost. An open refuses it ([`crate::CorruptionKind::LostTail`]).
     pub lost_tail: Option<LostTailReport>,
-    /// Temporary files: leftovers of an interrupted segment creation or checkpoint (an open
-    /// removes them) or the next segment being prepared.
+    /// Temporary files: leftovers of an interrupted segment creation (an open removes
+    /// them), the next segment being prepared, or `checkpoint.tmp`, a checkpoint being
+    /// written or, between checkpoints, the reserve kept for the next one.
     pub temp_files: Vec<String>,
     /// Files that are not the log's (left alone by an open too).
     pub other_files: Vec<String>,

@@ -77,6 +77,9 @@ impl VfsFile for SimFile {
         if buf.is_empty() {
             return Ok(());
         }
+        let len = self.inode.lock().data.len() as u64;
+        self.disk
+            .room_for((offset + buf.len() as u64).saturating_sub(len))?;
         let mut inode = self.inode.lock();
         let data = Arc::make_mut(&mut inode.data);
         let end = offset as usize + buf.len();
@@ -102,6 +105,8 @@ impl VfsFile for SimFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.writable()?;
+        let now = self.inode.lock().data.len() as u64;
+        self.disk.room_for(len.saturating_sub(now))?;
         let mut inode = self.inode.lock();
         Arc::make_mut(&mut inode.data).resize(len as usize, 0);
         inode.pending.push(Pending::SetLen(len));
@@ -159,7 +164,7 @@ impl Vfs for SimDisk {
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
-        let mut st = self.shared.state.lock();
+        let st = self.shared.state.lock();
         let dir = parent_of(path);
         if !st.dir_exists(&dir) {
             return Err(not_found(&dir));
@@ -178,6 +183,14 @@ impl Vfs for SimDisk {
                 i.pending.push(Pending::SetLen(0));
             }
             return Ok(self.handle(path, inode, false));
+        }
+        drop(st);
+        // A new file needs room for its first byte (a block, on a real disk).
+        self.room_for(1)?;
+        let mut st = self.shared.state.lock();
+        if st.names.contains_key(path) {
+            drop(st);
+            return self.create(path);
         }
         let ino = st.new_inode(Inode::default());
         st.names.insert(path.to_path_buf(), ino);

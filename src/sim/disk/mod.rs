@@ -144,6 +144,8 @@ struct Shared {
     syncs: AtomicU64,
     dir_syncs: AtomicU64,
     power_cuts: AtomicU64,
+    /// The disk's size in bytes (`u64::MAX`: unlimited); see [`SimDisk::set_capacity`].
+    capacity: AtomicU64,
 }
 
 /// An in-memory file system with power-cut simulation. Clones share the same disk.
@@ -298,8 +300,45 @@ impl SimDisk {
                 syncs: AtomicU64::new(0),
                 dir_syncs: AtomicU64::new(0),
                 power_cuts: AtomicU64::new(0),
+                capacity: AtomicU64::new(u64::MAX),
             }),
         }
+    }
+
+    /// Gives the disk a size: from now on, growing a file (a write past its end, `set_len`
+    /// longer) fails with ENOSPC when the bytes of every named file would exceed
+    /// `capacity`, and creating a file fails when not one byte is free. Writes inside a
+    /// file's length, shrinking, renames, removals and syncs work as before; removing or
+    /// shrinking a file frees its bytes at once (a removed file still open counts no more).
+    /// `None` makes the disk unlimited again. Space is counted in bytes of file data
+    /// (the volatile image), not blocks; the check is not atomic against another thread
+    /// growing a file at the same time.
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        self.shared
+            .capacity
+            .store(capacity.unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// Bytes of data in every named file (the volatile image): what
+    /// [`SimDisk::set_capacity`] counts.
+    pub fn used_bytes(&self) -> u64 {
+        let inodes: Vec<Arc<Mutex<Inode>>> = {
+            let st = self.shared.state.lock();
+            st.names
+                .values()
+                .map(|ino| Arc::clone(&st.inodes[ino]))
+                .collect()
+        };
+        inodes.iter().map(|i| i.lock().data.len() as u64).sum()
+    }
+
+    /// ENOSPC unless `growth` more bytes fit within the capacity.
+    fn room_for(&self, growth: u64) -> io::Result<()> {
+        let capacity = self.shared.capacity.load(Ordering::SeqCst);
+        if capacity == u64::MAX || growth == 0 || self.used_bytes() + growth <= capacity {
+            return Ok(());
+        }
+        Err(io::Error::from_raw_os_error(28))
     }
 
     /// Counters of the disk's work.
@@ -402,6 +441,8 @@ impl SimDisk {
                 );
             }
         }
+        let capacity = self.shared.capacity.load(Ordering::SeqCst);
+        copy.shared.capacity.store(capacity, Ordering::SeqCst);
         copy
     }
 
@@ -492,6 +533,39 @@ mod tests {
 
     fn p(s: &str) -> PathBuf {
         PathBuf::from(s)
+    }
+
+    #[test]
+    fn a_disk_with_a_capacity_refuses_growth_past_it_and_frees_what_is_removed() {
+        let disk = SimDisk::new();
+        disk.create_dir_all(&p("/d")).unwrap();
+        let a = disk.create(&p("/d/a")).unwrap();
+        a.write_at(&[1; 600], 0).unwrap();
+        disk.set_capacity(Some(1000));
+        let b = disk.create(&p("/d/b")).unwrap();
+        b.set_len(400).unwrap();
+        assert_eq!(disk.used_bytes(), 1000);
+        let full = b.write_at(b"x", 400).unwrap_err();
+        assert_eq!(full.kind(), io::ErrorKind::StorageFull);
+        assert!(b.set_len(401).is_err());
+        assert!(disk.create(&p("/d/c")).is_err());
+        // Inside a file's length, nothing new is needed.
+        b.write_at(&[2; 400], 0).unwrap();
+        a.sync().unwrap();
+        // Shrinking and removing free space.
+        a.set_len(100).unwrap();
+        b.write_at(&[3; 500], 400).unwrap();
+        disk.remove(&p("/d/b")).unwrap();
+        assert_eq!(disk.used_bytes(), 100);
+        disk.create(&p("/d/c"))
+            .unwrap()
+            .write_at(&[4; 900], 0)
+            .unwrap();
+        disk.set_capacity(None);
+        disk.create(&p("/d/e"))
+            .unwrap()
+            .write_at(&[5; 5000], 0)
+            .unwrap();
     }
 
     #[test]

@@ -224,6 +224,9 @@ impl Inner {
                     // would then run past its base, and the two would overlap at the next
                     // open. Refuse writes until a reopen. A failure before (no space for the
                     // file, say) leaves no segment behind, and appends may go on.
+                    if matches!(e, Error::DiskFull { .. }) {
+                        self.out_of_space.store(true, Ordering::Release);
+                    }
                     let name = segment::segment_name(base);
                     let named = self.fs.list(&self.dir).map_or(true, |n| n.contains(&name));
                     return if named { self.poison(e) } else { Err(e) };
@@ -246,6 +249,7 @@ impl Inner {
         };
         self.segments.write().insert(base, Arc::clone(&seg));
         w.active = seg;
+        self.out_of_space.store(false, Ordering::Release);
         Ok(())
     }
 }

@@ -112,6 +112,8 @@ struct Inner {
     spare: Mutex<Option<Arc<dyn VfsFile>>>,
     /// True once the spare for the next roll was asked for.
     spare_requested: AtomicBool,
+    /// True from a roll that failed for want of space to the next roll that worked.
+    out_of_space: AtomicBool,
     /// Wakes the thread that prepares spares.
     preparer: crossbeam_channel::Sender<PrepMsg>,
     /// Whole segments quarantined at open (bad header): `[start, end)` and the file.
@@ -271,6 +273,7 @@ impl Log {
             writes: AtomicU64::new(0),
             spare: Mutex::new(None),
             spare_requested: AtomicBool::new(false),
+            out_of_space: AtomicBool::new(false),
             preparer: prep_tx,
             lost_segments: report
                 .quarantined
@@ -411,6 +414,12 @@ impl Log {
     /// True after a failed write or fsync: the log must be reopened to write again.
     pub fn is_poisoned(&self) -> bool {
         self.inner.poisoned.load(Ordering::Acquire)
+    }
+
+    /// True when the last roll failed for want of space (ENOSPC creating the next
+    /// segment) and none worked since: payload records are refused until space returns.
+    pub fn is_out_of_space(&self) -> bool {
+        self.inner.out_of_space.load(Ordering::Acquire)
     }
 
     /// Drops the log as a crash would: buffered records are discarded, nothing is synced.
