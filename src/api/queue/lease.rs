@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::{generation_of, FailureReport, Message, Queue};
 use crate::api::types::{Failure, MessageId};
 use crate::engine::record::{Decoded, Op};
-use crate::engine::state::{IdSet, Msg, Place, State};
+use crate::engine::state::{IdHashSet, Msg, Place, State};
 use crate::engine::wire;
 use crate::engine::{op_entry, Batch};
 use crate::error::{Error, Result};
@@ -204,7 +204,7 @@ impl Queue {
         // was acked late but before anyone else took it), it is ready now in the index, and
         // leasing it again here would spend a slot on a message the ack removes.
         // A set: a batch of acks and a batch of reservations would make a list quadratic.
-        let mut popped: IdSet<MessageId> = acks.iter().map(|m| m.id).collect();
+        let mut popped: IdHashSet<MessageId> = acks.iter().map(|m| m.id).collect();
         let mut held_back = Vec::new();
         // The messages acked in this write are no longer in flight.
         let mut suspect_busy = st.suspect_in_flight(self.id, |id| popped.contains(&id));

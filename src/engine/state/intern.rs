@@ -28,7 +28,7 @@ impl Hasher for IdHasher {
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// HashSet of ids.
-pub type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
+pub type IdHashSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// Interned strings (error kinds, worker names); id 0 is the empty string.
 #[derive(Debug)]

@@ -36,7 +36,7 @@ pub use audit::{
 pub use fingerprints::FingerprintIndex;
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
-pub use intern::{IdMap, IdSet, Interner};
+pub use intern::{IdHashSet, IdMap, Interner};
 pub use live::LiveRef;
 pub use snapshot::{QueueSnapshot, Snapshot};
 
