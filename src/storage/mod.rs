@@ -5,6 +5,8 @@
 //! maps, the crate's only `unsafe` code), [`format`](mod@format) (the segment header and record frame,
 //! no I/O), [`segment`] (one segment file and its recovery scan) and [`log`] (the
 //! directory of segments: append, group commit, read by position, recovery at open).
+//! [`tail_hint`] bounds where the active segment was ever written, so that an open reads
+//! only that far.
 //!
 //! Invariants the layers above rely on: a record's position never changes and is never
 //! reused; nothing that fails its checksum is returned as data; a write acknowledged under
@@ -16,4 +18,5 @@ pub mod log;
 #[allow(unsafe_code)]
 mod mmap;
 pub mod segment;
+pub(crate) mod tail_hint;
 pub mod vfs;

@@ -11,6 +11,8 @@
 //! - `segments`: rolling at the size limit and deleting whole segments;
 //! - `spare_segment`: the background spare is never damaged by a roll (a regression test);
 //! - `failed_fsync`: a failed fsync poisons the log until it is reopened;
+//! - `tail_hint`: the active segment is never written past its tail hint, and an open reads
+//!   no further;
 //! - `versions`: segments of an older format version are read and sealed, a newer one is
 //!   refused untouched.
 //!
@@ -29,5 +31,6 @@ mod lock;
 mod segments;
 mod smoke;
 mod spare_segment;
+mod tail_hint;
 mod torn_tail;
 mod versions;

@@ -150,6 +150,19 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 lost.actual, lost.expected
             ));
         }
+        if let Some(bound) = report.tail_hint {
+            text.push_str(&format!(
+                "tail hint: the last segment was never written past data offset {bound} (an \
+                 open reads no further)\n"
+            ));
+        }
+        if let Some((at, bytes)) = report.written_past_hint() {
+            text.push_str(&format!(
+                "WRITTEN PAST THE TAIL HINT: {bytes} bytes from file offset {at}, where the log \
+                 never wrote (damage from outside; an open does not read them, appends \
+                 overwrite them)\n"
+            ));
+        }
         for f in &report.temp_files {
             text.push_str(&format!(
                 "temporary file {f} (an open removes or uses it)\n"

@@ -17,6 +17,10 @@
 //! (index snapshots written by compaction) are checked against their checksum and decoded
 //! too.
 //!
+//! The last segment's tail hint (see `storage/tail_hint.rs`), when intact, is reported as its
+//! bound, not as a leftover; the segment is still read whole, and bytes past the bound (where
+//! the log never writes) are a problem ([`VerifyReport::written_past_hint`]).
+//!
 //! A segment or checkpoint written in a newer format version than this build reads is not
 //! damage, and is not counted as a problem: it is listed in
 //! [`VerifyReport::newer_versions`], left unchecked (its layout is unknown here), and makes
@@ -39,6 +43,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::storage::format::FORMAT_VERSION;
+use crate::storage::tail_hint;
 
 pub use checkpoint::CheckpointReport;
 pub use continuity::{Boundary, BoundaryKind, LostTailReport};
@@ -70,9 +75,9 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 /// store.close()?;
 ///
 /// // A write the crash interrupted: bytes after the last record that are not a record.
-/// let segment = dir.join(&report.segments[0].file);
-/// let mut file = std::fs::OpenOptions::new().write(true).open(&segment)?;
-/// file.seek(SeekFrom::End(-64))?;
+/// let segment = &report.segments[0];
+/// let mut file = std::fs::OpenOptions::new().write(true).open(dir.join(&segment.file))?;
+/// file.seek(SeekFrom::Start(32 + segment.end - segment.base))?;
 /// file.write_all(b"half a record")?;
 /// let report = verify(&dir)?;
 /// assert!(report.torn_tail().is_some());
@@ -108,12 +113,27 @@ pub fn verify_with(
             .collect(),
         lost_tail: None,
         temp_files: listing.temp_files,
+        tail_hint: None,
         other_files: listing.other_files,
         records: 0,
         record_bytes: 0,
         bytes_read: 0,
     };
     let bases = listing.segments;
+    // The last segment's tail hint is no leftover: it is reported as what it claims.
+    if let Some(&(last, _)) = bases.last() {
+        let name = tail_hint::hint_name(last);
+        if let Some(at) = report.temp_files.iter().position(|f| *f == name) {
+            let bound = std::fs::read(dir.join(&name))
+                .ok()
+                .filter(|b| b.len() == tail_hint::HINT_LEN)
+                .and_then(|b| tail_hint::decode(&b, last));
+            if bound.is_some() {
+                report.temp_files.remove(at);
+                report.tail_hint = bound;
+            }
+        }
+    }
     let bytes_total = bases.iter().map(|(_, len)| len).sum();
     let mut done = VerifyProgress {
         segments_done: 0,

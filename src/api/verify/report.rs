@@ -31,6 +31,11 @@ pub struct VerifyReport {
     /// them), the next segment being prepared, or `checkpoint.tmp`, a checkpoint being
     /// written or, between checkpoints, the reserve kept for the next one.
     pub temp_files: Vec<String>,
+    /// The bound of the last segment's tail hint, when it has an intact one: no byte of its
+    /// data at or past this offset was ever written by the log, and an open reads no further
+    /// (see "The tail hint" in `docs/FORMAT.md`). Its file is not listed in `temp_files`.
+    #[serde(default)]
+    pub tail_hint: Option<u64>,
     /// Files that are not the log's (left alone by an open too).
     pub other_files: Vec<String>,
     /// Valid records in all segments.
@@ -66,7 +71,28 @@ impl VerifyReport {
             .iter()
             .filter(|c| c.error.is_some())
             .count();
-        in_segments + self.boundaries.len() + checkpoints + usize::from(self.lost_tail.is_some())
+        in_segments
+            + self.boundaries.len()
+            + checkpoints
+            + usize::from(self.lost_tail.is_some())
+            + usize::from(self.written_past_hint().is_some())
+    }
+
+    /// Bytes of the last segment's torn tail that lie past what an open reads of it with its
+    /// tail hint (the bound, one frame header, up to the next 4 KiB of the file): the log
+    /// never wrote there, so they are damage from outside (a stray write, bit rot in the
+    /// preallocated zeros), not a write a crash interrupted. An open does not read them
+    /// (appends overwrite them as the segment fills), so they count as a problem. Returns
+    /// the file offset where the open stops reading and how many bytes from there to the
+    /// last non-zero one.
+    pub fn written_past_hint(&self) -> Option<(u64, u64)> {
+        let header = crate::storage::format::SEGMENT_HEADER_LEN as u64;
+        let last = self.segments.last().filter(|s| s.last)?;
+        let data_len = last.file_len.saturating_sub(header);
+        let limit = header + crate::storage::tail_hint::read_limit(self.tail_hint?, data_len);
+        let torn = last.torn_tail.as_ref()?;
+        let torn_end = torn.file_offset + torn.bytes;
+        (torn_end > limit).then(|| (limit, torn_end - limit))
     }
 
     /// The files (segments, then checkpoints) written in a newer format version than this
@@ -91,7 +117,8 @@ impl VerifyReport {
         self.problems() == 0 && self.newer_versions().is_empty()
     }
 
-    /// The torn tail of the last segment, which the next open truncates, if any.
+    /// The torn tail of the last segment, which the next open truncates, if any (up to the
+    /// tail hint's bound: see [`VerifyReport::written_past_hint`]).
     pub fn torn_tail(&self) -> Option<&TornTailReport> {
         self.segments
             .last()

@@ -155,12 +155,20 @@ impl Inner {
         if self.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);
         }
+        // Nothing is written past the active segment's tail hint (storage/tail_hint.rs).
+        let new_end = w.active.end() + w.buf.len() as u64;
+        let (base, capacity) = (w.active.base, w.active.capacity);
+        if let Err(e) = w
+            .hint
+            .make_room(self.fs.as_ref(), &self.dir, base, new_end, capacity)
+        {
+            return self.poison(e);
+        }
         let offset = SEGMENT_HEADER_LEN as u64 + w.active.end();
         if let Err(e) = w.active.file.write_at(&w.buf, offset) {
             return self.poison(Error::io("write", &w.active.path, e));
         }
         self.writes.fetch_add(1, Ordering::Relaxed);
-        let new_end = w.active.end() + w.buf.len() as u64;
         w.active.set_end(new_end);
         w.buf.clear();
         self.flushed

@@ -33,6 +33,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::storage::segment::{self, Segment};
+use crate::storage::tail_hint::HintKeeper;
 use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
@@ -83,6 +84,8 @@ struct Writer {
     active: Arc<Segment>,
     /// Frames not yet written; they start at data offset `active.end()`.
     buf: Vec<u8>,
+    /// The active segment's tail hint, raised before a write passes it.
+    hint: HintKeeper,
 }
 
 impl Writer {
@@ -213,8 +216,8 @@ impl Log {
     ) -> Result<(Log, RecoveryReport)> {
         opts.validate()?;
         let DirLock { dir, guard: lock } = lock;
-        let (segments, report) = recover(fs.as_ref(), &dir, &opts, false)?;
-        Self::start(fs, dir, opts, segments, report, Some(lock))
+        let (segments, report, hint) = recover(fs.as_ref(), &dir, &opts, false)?;
+        Self::start(fs, dir, opts, segments, report, hint, Some(lock))
     }
 
     /// Opens a read-only snapshot of the log in `dir`, without its lock: the records
@@ -228,8 +231,8 @@ impl Log {
     ) -> Result<(Log, RecoveryReport)> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let (segments, report) = recover(fs.as_ref(), &dir, &opts, true)?;
-        Self::start(fs, dir, opts, segments, report, None)
+        let (segments, report, _) = recover(fs.as_ref(), &dir, &opts, true)?;
+        Self::start(fs, dir, opts, segments, report, None, None)
     }
 
     fn start(
@@ -238,6 +241,7 @@ impl Log {
         opts: LogOptions,
         segments: BTreeMap<u64, Arc<Segment>>,
         report: RecoveryReport,
+        hint: Option<u64>,
         lock: Option<Box<dyn LockGuard>>,
     ) -> Result<(Log, RecoveryReport)> {
         let read_only = lock.is_none();
@@ -253,6 +257,21 @@ impl Log {
             None => return Err(Error::InvalidConfig("recovery left no segment".into())),
         };
         let end = active.end_position();
+        let mut hint = HintKeeper::new(active.base, hint);
+        if !read_only {
+            // An active segment recovery read whole (it had no usable hint: written by an
+            // older build, its hint lost, a new segment) gets one now, so that the next open
+            // is cheap even if nothing is appended before it. Best effort: nothing has been
+            // written past it, so a failed attempt leaves no hint, a torn one (not used) or a
+            // true one; the first append tries again or goes on without (see `make_room`).
+            let _ = hint.make_room(
+                fs.as_ref(),
+                &dir,
+                active.base,
+                active.end(),
+                active.capacity,
+            );
+        }
         let (prep_tx, prep_rx) = crossbeam_channel::unbounded();
         let inner = Arc::new(Inner {
             dir,
@@ -262,6 +281,7 @@ impl Log {
             writer: Mutex::new(Writer {
                 active,
                 buf: Vec::new(),
+                hint,
             }),
             flushed: AtomicU64::new(end),
             synced: AtomicU64::new(end),

@@ -19,6 +19,7 @@ use super::{LogOptions, RecoveryMode, CONTROL_SOCKET, LOCK_FILE, MAX_BASE, MAX_S
 use crate::error::{CorruptionKind, Error, Result};
 use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
+use crate::storage::tail_hint;
 use crate::storage::vfs::{Vfs, VfsFile};
 
 /// A torn write found and removed at open.
@@ -149,6 +150,10 @@ fn read_entry(
     )
 }
 
+/// What recovery hands the log: the segments, the report, and the bound of the active
+/// segment's tail hint when it keeps one (see `storage/tail_hint.rs`).
+pub(super) type Recovered = (BTreeMap<u64, Arc<Segment>>, RecoveryReport, Option<u64>);
+
 /// Scans the directory, verifies every segment and returns them ready to use (to read
 /// only, when `read_only`: see the module documentation).
 pub(super) fn recover(
@@ -156,7 +161,7 @@ pub(super) fn recover(
     dir: &Path,
     opts: &LogOptions,
     read_only: bool,
-) -> Result<(BTreeMap<u64, Arc<Segment>>, RecoveryReport)> {
+) -> Result<Recovered> {
     let mut report = RecoveryReport::default();
     let names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
     let mut bases = Vec::new();
@@ -212,6 +217,11 @@ pub(super) fn recover(
             return Err(corrupt(kind, &path, offset));
         }
     }
+    // The last segment's tail hint: no byte at or past its bound was ever written, so the
+    // scan of that segment reads only up to it (when the records then end cleanly).
+    let hint = bases
+        .last()
+        .and_then(|&base| Some((base, tail_hint::read(fs, dir, base)?)));
     let mut segments = BTreeMap::new();
     // Lowest position a new active segment may start at.
     let mut next_free = 0u64;
@@ -268,8 +278,20 @@ pub(super) fn recover(
         // may be writing past its last record while the scan looks (see `storage/mmap.rs`).
         let data_len = len.saturating_sub(header_len);
         let sealed = !is_last || short.is_some();
-        let clean = segment::scan_clean(file.as_ref(), base, data_len, opts.max_record_size)
-            .map_err(|e| Error::io("read", &path, e))?;
+        // Behind the hint's bound every byte is zero (storage/tail_hint.rs): the clean scan
+        // stops a little past it, after checking that no frame header starts at the bound
+        // either (a cheap check of the claim itself). Anything but a clean end before it is
+        // left to the whole scan.
+        let zero_from = match hint {
+            Some((b, bound)) if b == base && !sealed => tail_hint::read_limit(bound, data_len),
+            _ => data_len,
+        };
+        let clean = segment::scan_clean(file.as_ref(), base, zero_from, opts.max_record_size)
+            .map_err(|e| Error::io("read", &path, e))?
+            .map(|scan| segment::ScanResult {
+                reaches_eof: scan.end == data_len,
+                ..scan
+            });
         let scan = match clean {
             Some(scan) => scan,
             None if read_only => {
@@ -410,21 +432,8 @@ pub(super) fn recover(
     }
     report.segments = segments.len();
     if read_only {
-        return Ok((segments, report));
+        return Ok((segments, report, None));
     }
-    for name in temp_files {
-        let path = dir.join(&name);
-        fs.remove(&path)
-            .map_err(|e| Error::io("remove", &path, e))?;
-        report.removed_temp_files.push(name);
-    }
-    report.segments = segments.len();
-    // Make the directory durable as it is now. A name an earlier process created or renamed
-    // (a segment, a checkpoint slot) whose directory sync failed, or that died before it, is
-    // in the listing but could still vanish at a power cut: nothing may be appended to it or
-    // relied on until it is durable.
-    fs.sync_dir(dir)
-        .map_err(|e| Error::io("fsync dir", dir, e))?;
     // A new active segment is needed when none is left (none at all, the last one
     // removed, replaced or quarantined) or when the last one holds records of an older
     // format version: it is then sealed as it is (its data ends where the new one begins).
@@ -435,8 +444,36 @@ pub(super) fn recover(
         .unwrap_or(0)
         .max(next_free);
     // A log that ends before its durable high-water mark lost its tail (strict: refused
-    // above, or here when no segment is left at all). Appends resume past the mark.
+    // below, or above when segments are left). Appends resume past the mark.
     let lost_tail = log_end < opts.high_water;
+    let needs_active = lost_tail
+        || last_is_short
+        || match segments.values().next_back() {
+            None => true,
+            Some(last) => {
+                last.base != *bases.last().unwrap_or(&u64::MAX)
+                    || last.version < opts.format_version
+            }
+        };
+    // The hint stays with the segment it describes if that segment stays active; every
+    // other file named like a temporary segment goes.
+    let kept_hint = hint.filter(|_| !needs_active);
+    let kept_name = kept_hint.map(|(base, _)| tail_hint::hint_name(base));
+    for name in temp_files {
+        if Some(&name) == kept_name.as_ref() {
+            continue;
+        }
+        let path = dir.join(&name);
+        fs.remove(&path)
+            .map_err(|e| Error::io("remove", &path, e))?;
+        report.removed_temp_files.push(name);
+    }
+    // Make the directory durable as it is now. A name an earlier process created or renamed
+    // (a segment, a checkpoint slot) whose directory sync failed, or that died before it, is
+    // in the listing but could still vanish at a power cut: nothing may be appended to it or
+    // relied on until it is durable.
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io("fsync dir", dir, e))?;
     if lost_tail {
         let path = segments
             .values()
@@ -456,15 +493,6 @@ pub(super) fn recover(
             end: opts.high_water,
         });
     }
-    let needs_active = lost_tail
-        || last_is_short
-        || match segments.values().next_back() {
-            None => true,
-            Some(last) => {
-                last.base != *bases.last().unwrap_or(&u64::MAX)
-                    || last.version < opts.format_version
-            }
-        };
     if needs_active {
         let base = log_end.max(opts.high_water);
         let header = SegmentHeader::new(base, opts.format_version, opts.segment_size);
@@ -481,5 +509,5 @@ pub(super) fn recover(
         segments.insert(base, Arc::new(seg));
         report.segments = segments.len();
     }
-    Ok((segments, report))
+    Ok((segments, report, kept_hint.map(|(_, bound)| bound)))
 }

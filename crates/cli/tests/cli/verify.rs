@@ -194,6 +194,47 @@ fn acknowledged_store() -> (tempfile::TempDir, Vec<u64>, std::path::PathBuf) {
     (dir, ids, active)
 }
 
+/// The tail hint is reported as what it claims, not as a leftover; bytes past it, where the
+/// log never writes, are damage (exit 1) that an open does not read.
+#[test]
+fn bytes_past_the_tail_hint_are_damage() {
+    let _serial = serial();
+    let (dir, _, active) = acknowledged_store();
+    let path = dir.path().to_str().unwrap();
+    let v = json(&["verify", path, "--json"]);
+    let bound = v["tail_hint"].as_u64().expect("a tail hint");
+    assert_eq!(v["temp_files"].as_array().unwrap().len(), 0, "{v}");
+    let text = ok(&["verify", path]);
+    assert!(
+        text.contains(&format!(
+            "tail hint: the last segment was never written past data offset {bound}"
+        )),
+        "{text}"
+    );
+    // A stray byte well past what an open reads (the bound, a frame header, its 4 KiB page).
+    let at = SEGMENT_HEADER_LEN as u64 + bound + 3 * 4096;
+    assert!(at < std::fs::metadata(&active).unwrap().len());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&active)
+            .unwrap();
+        f.write_all_at(b"x", at).unwrap();
+    }
+    let o = run(&["verify", path]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("WRITTEN PAST THE TAIL HINT"),
+        "{}",
+        stdout(&o)
+    );
+    // The store still opens and holds every message.
+    let store = deadletter::Store::open(dir.path(), crate::fixture::small_config()).unwrap();
+    assert_eq!(store.queue("orders").unwrap().stats().ready, 200);
+    store.close().unwrap();
+}
+
 /// The three cuts of the active segment (to 10,000 bytes, to 0, in the middle of
 /// its records): `verify` reports each as damage and exits 1, never as a torn tail; a
 /// strict open refuses it with the sizes; a quarantine open hands out no id again.
@@ -203,7 +244,14 @@ fn a_cut_active_segment_is_damage_not_a_torn_tail() {
     for case in ["10000", "0", "middle"] {
         let (dir, ids, active) = acknowledged_store();
         let path = dir.path().to_str().unwrap();
-        let records_end = deadletter::verify(dir.path()).unwrap().segments[0].end;
+        let before = deadletter::verify(dir.path()).unwrap();
+        // The cut must be found with the tail hint in place (an open reads the active
+        // segment only up to it): the hint never hides a cut.
+        assert!(
+            before.tail_hint.is_some(),
+            "{case}: the store has a tail hint"
+        );
+        let records_end = before.segments[0].end;
         let cut = match case {
             "10000" => 10_000,
             "0" => 0,
