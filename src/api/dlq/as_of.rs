@@ -7,7 +7,11 @@
 //! failure's kind, message (at most 512 bytes), fingerprint, worker, deliveries and
 //! status, not its payload, tags or attributes. A filter on those is
 //! [`Error::NotKept`]. An entry of a store written before format version 5 that has left
-//! its DLQ since shows an empty message (the index never held it).
+//! its DLQ since shows an empty message (the index never held it); and while the log
+//! still holds records of version 4 or older after the newest checkpoint, an import or a
+//! corrected replay among them is placed at the entry's dead-lettering time or the
+//! replayed message's visible time (those records carry no time of their own; version 5
+//! writes it in the audit record that follows them).
 //!
 //! A `DlqAsOf` is computed once, in one pass over the lineages and tombstones (at most
 //! [`crate::AuditLimits::tombstones`] of them) under the index lock, and then answers
