@@ -277,6 +277,9 @@ pub enum Error {
         /// The earliest time answered.
         earliest_ms: u64,
     },
+    /// A filter of a DLQ's past ([`crate::Dlq::as_of`]) on what the store does not keep of
+    /// past entries (their payloads, tags, attributes); names what was asked for.
+    NotKept(String),
     /// Encoding or decoding a typed payload failed.
     Codec(String),
     /// The store or log was closed.
@@ -432,6 +435,12 @@ impl fmt::Display for Error {
                 f,
                 "the store no longer knows its DLQs as of {asked_ms} ms: the earliest time it \
                  answers for is {earliest_ms} ms"
+            ),
+            Error::NotKept(what) => write!(
+                f,
+                "a DLQ's past cannot be filtered by {what}: the store keeps no payload, tags \
+                 or attributes of past entries (filter by error kind, message, worker, time, \
+                 attempts, status or fingerprint)"
             ),
             Error::Codec(s) => write!(f, "payload codec error: {s}"),
             Error::Closed => f.write_str("the store is closed"),

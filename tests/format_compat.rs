@@ -789,6 +789,82 @@ fn check_lineage(store: &Store, version: u16, ctx: &str) {
     }
 }
 
+/// Time travel: every DLQ as of now shows what its list shows, whatever the version (an
+/// entry restored from a checkpoint that kept no lineage is answered from the index and its
+/// envelope). An older store answers from its horizon on (its newest checkpoint's time)
+/// and refuses earlier times with a typed error; from version 5 on the store knows its DLQs
+/// from the start, which were empty before the scenario.
+fn check_as_of(store: &Store, version: u16, ctx: &str) {
+    let horizon = store.audit_horizon();
+    for name in store.queue_names() {
+        let dlq = store.existing_queue(&name).unwrap().dlq();
+        let live = dlq.list(&Filter::all(), Page::first(100)).unwrap();
+        let past = dlq.as_of(T1).unwrap();
+        let shown = past.list(&Filter::all(), Page::first(100)).unwrap();
+        let view: Vec<_> = shown
+            .iter()
+            .map(|e| {
+                (
+                    e.id,
+                    e.dead_lettered_at_ms,
+                    e.error_kind.clone(),
+                    e.error_message.clone(),
+                    e.worker.clone(),
+                    e.attempts,
+                    e.generation,
+                    e.status,
+                )
+            })
+            .collect();
+        let want: Vec<_> = live
+            .iter()
+            .map(|e| {
+                (
+                    e.id(),
+                    e.dlq.dead_lettered_at_ms,
+                    e.failure.error_kind.clone(),
+                    e.failure.error_message.clone(),
+                    e.dlq.worker.clone(),
+                    e.metadata.delivery_count,
+                    e.generation,
+                    e.status,
+                )
+            })
+            .collect();
+        assert_eq!(view, want, "{ctx}: {name} as of now");
+        let (now, then) = (dlq.stats(), past.stats());
+        assert_eq!(
+            (
+                then.total,
+                then.pending,
+                then.reprocessed,
+                &then.by_error_kind
+            ),
+            (now.total, now.pending, now.reprocessed, &now.by_error_kind),
+            "{ctx}: {name} counts as of now"
+        );
+        let before = if version < 5 { horizon - 1 } else { T0 - 1 };
+        match dlq.as_of(before) {
+            Err(Error::BeforeHorizon {
+                asked_ms,
+                earliest_ms,
+            }) => {
+                assert!(version < 5, "{ctx}: {name}");
+                assert_eq!((asked_ms, earliest_ms), (before, horizon), "{ctx}");
+            }
+            Ok(empty) => {
+                assert!(version >= 5 && empty.is_empty(), "{ctx}: {name}");
+            }
+            Err(e) => panic!("{ctx}: {name} as of {before}: {e}"),
+        }
+    }
+    if version < 5 {
+        assert!(horizon > T0 && horizon <= T_END, "{ctx}: horizon {horizon}");
+    } else {
+        assert_eq!(horizon, 0, "{ctx}");
+    }
+}
+
 /// Checks every DLQ's entries, field by field: orders-dlq holds `orders`; the others hold
 /// what the scenario left (nothing changes them afterwards).
 fn check_entries(store: &Store, orders: &[DeadLetter], ctx: &str) {
@@ -974,6 +1050,7 @@ fn every_fixture_opens_with_its_exact_contents() {
         check_scenario(&store, &ctx, version);
         check_history(&store, version, &ctx);
         check_lineage(&store, version, &ctx);
+        check_as_of(&store, version, &ctx);
         // Reading changed nothing: a second open finds the same.
         store.close().unwrap();
         let store = Store::open(dir.path(), config(&clock)).unwrap();

@@ -9,6 +9,12 @@
 //! replay generation and suspect flag, on every DLQ envelope, and on the counters of
 //! `Queue::stats` and `Dlq::stats`.
 //!
+//! Time travel (issue 13): what each DLQ's list and counts showed is recorded per time (the
+//! state at the end of that millisecond); `Dlq::as_of` must show the same for every time
+//! from the store's audit horizon on, and refuse earlier ones with `Error::BeforeHorizon`:
+//! the current time and one earlier time after every step, every recorded time after a
+//! compaction, a reopen or an abandonment. Small audit limits make the horizon move.
+//!
 //! The seed is printed at the start; set `DEADLETTER_MODEL_SEED` to replay it and
 //! `PROPTEST_CASES` for more cases. A failure prints the minimal failing sequence of steps;
 //! each bug found this way has a named regression test at the end of this file.
@@ -21,9 +27,9 @@ use std::time::Duration;
 use common::T0;
 use deadletter::sim::{Place, StoreHooks};
 use deadletter::{
-    CompactionOptions, Config, DeadLetter, Durability, EnqueueOptions, EntryStatus, Error, Failure,
-    FailureOutcome, FailureReport, Filter, ManualClock, Message, Queue, QueueOptions,
-    ReplayOptions, Store,
+    AuditLimits, CompactionOptions, Config, DeadLetter, Durability, EnqueueOptions, EntryStatus,
+    Error, Failure, FailureOutcome, FailureReport, Filter, Fingerprint, ManualClock, Message,
+    PastDlqEntry, Queue, QueueOptions, ReplayOptions, Store,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{
@@ -49,6 +55,13 @@ const FILTER_KINDS: [&str; 6] = [
 ];
 const WORKERS: [&str; 2] = ["w0", "w1"];
 const DEFAULT_CASES: u32 = 256;
+/// Tombstones and lineage steps kept: small, so that what is dropped moves the horizon.
+const AUDIT_LIMITS: AuditLimits = AuditLimits {
+    tombstones: 4,
+    retention_ms: 30 * 24 * 3_600_000,
+    trail: 10_000,
+    steps: 4,
+};
 
 /// How often interesting events happened over a run (printed at the end, to show what the
 /// random sequences reach).
@@ -788,7 +801,72 @@ struct Harness {
     held: Vec<Held>,
     payloads_made: u64,
     step_no: usize,
+    /// What each DLQ showed at each time, by time.
+    shown: BTreeMap<u64, [Shown; 2]>,
 }
+
+/// A DLQ entry as its list showed it, in the terms time travel keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ShownEntry {
+    id: u64,
+    dead_lettered_at: u64,
+    kind: String,
+    message: String,
+    worker: Option<String>,
+    attempts: u32,
+    generation: u32,
+    status: EntryStatus,
+    fingerprint: Option<Fingerprint>,
+}
+
+impl ShownEntry {
+    fn live(e: &DeadLetter) -> Self {
+        ShownEntry {
+            id: e.id(),
+            dead_lettered_at: e.dlq.dead_lettered_at_ms,
+            kind: e.failure.error_kind.clone(),
+            message: e.failure.error_message.clone(),
+            worker: e.dlq.worker.clone(),
+            attempts: e.metadata.delivery_count,
+            generation: e.generation,
+            status: e.status,
+            fingerprint: e.fingerprint,
+        }
+    }
+
+    fn past(e: &PastDlqEntry) -> Self {
+        ShownEntry {
+            id: e.id,
+            dead_lettered_at: e.dead_lettered_at_ms,
+            kind: e.error_kind.clone(),
+            message: e.error_message.clone(),
+            worker: e.worker.clone(),
+            attempts: e.attempts,
+            generation: e.generation,
+            status: e.status,
+            fingerprint: Some(e.fingerprint),
+        }
+    }
+}
+
+/// A DLQ's list and counts (total, pending, reprocessed, oldest and newest age, by kind,
+/// by worker, by fingerprint) as shown at one time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shown {
+    entries: Vec<ShownEntry>,
+    counts: ShownCounts,
+}
+
+type ShownCounts = (
+    u64,
+    u64,
+    u64,
+    Option<u64>,
+    Option<u64>,
+    BTreeMap<String, u64>,
+    BTreeMap<String, u64>,
+    BTreeMap<Fingerprint, u64>,
+);
 
 fn temp_dir() -> tempfile::TempDir {
     // RAM-backed when available: the test fsyncs a lot.
@@ -816,6 +894,7 @@ fn config(clock: &ManualClock) -> Config {
                 .interval(None)
                 .max_forward_jump(Duration::from_secs(365 * 24 * 3600)),
         )
+        .audit_limits(AUDIT_LIMITS)
 }
 
 fn queue_options(q: usize) -> QueueOptions {
@@ -868,6 +947,7 @@ impl Harness {
             held: Vec::new(),
             payloads_made: 0,
             step_no: 0,
+            shown: BTreeMap::new(),
         };
         h.open_store();
         h
@@ -1340,7 +1420,120 @@ impl Harness {
             Step::Reopen => self.reopen(false)?,
             Step::Abandon => self.reopen(true)?,
         }
-        self.check()
+        self.check()?;
+        self.check_past(step)
+    }
+
+    /// What DLQ `q` shows now.
+    fn shown_now(&self, q: usize) -> R<Shown> {
+        let dlq = self.queue(q).dlq();
+        let listed = dlq
+            .list(&Filter::all(), deadletter::Page::first(usize::MAX))
+            .map_err(|e| format!("list: {e}"))?;
+        let d = dlq.stats();
+        Ok(Shown {
+            entries: listed.iter().map(ShownEntry::live).collect(),
+            counts: (
+                d.total,
+                d.pending,
+                d.reprocessed,
+                d.oldest_age_ms,
+                d.newest_age_ms,
+                d.by_error_kind,
+                d.by_worker,
+                d.by_fingerprint,
+            ),
+        })
+    }
+
+    /// What DLQ `q` showed at time `t` by `Dlq::as_of`, `None` before the horizon.
+    fn shown_at(&self, q: usize, t: u64) -> R<Option<Shown>> {
+        let horizon = self.store().audit_horizon();
+        let past = match self.queue(q).dlq().as_of(t) {
+            Ok(past) => past,
+            Err(Error::BeforeHorizon {
+                asked_ms,
+                earliest_ms,
+            }) => {
+                ensure!(
+                    t < horizon && asked_ms == t && earliest_ms == horizon,
+                    "as_of({t}) refused as before the horizon {earliest_ms} (asked {asked_ms}); the horizon is {horizon}"
+                );
+                note("time travel: before the horizon");
+                return Ok(None);
+            }
+            Err(e) => return Err(format!("as_of({t}): {e}")),
+        };
+        ensure!(
+            t >= horizon,
+            "as_of({t}) answered before the horizon {horizon}"
+        );
+        let listed = past
+            .list(&Filter::all(), deadletter::Page::first(usize::MAX))
+            .map_err(|e| format!("as_of({t}) list: {e}"))?;
+        let s = past.stats();
+        ensure!(
+            s.as_of_ms == t && past.len() == listed.len(),
+            "as_of({t}) stats at {} of {} entries, list of {}",
+            s.as_of_ms,
+            past.len(),
+            listed.len()
+        );
+        Ok(Some(Shown {
+            entries: listed.iter().map(ShownEntry::past).collect(),
+            counts: (
+                s.total,
+                s.pending,
+                s.reprocessed,
+                s.oldest_age_ms,
+                s.newest_age_ms,
+                s.by_error_kind,
+                s.by_worker,
+                s.by_fingerprint,
+            ),
+        }))
+    }
+
+    /// Records what the DLQs show now, then checks time travel against what was recorded:
+    /// now and one earlier time, or (after a compaction, a reopen, an abandonment) every
+    /// time recorded.
+    fn check_past(&mut self, step: &Step) -> R {
+        let now = self.model.now;
+        let shown = [self.shown_now(0)?, self.shown_now(1)?];
+        self.shown.insert(now, shown);
+        let times: Vec<u64> = if matches!(step, Step::Compact | Step::Reopen | Step::Abandon) {
+            self.shown.keys().copied().collect()
+        } else {
+            let earlier = self.shown.keys().nth(self.step_no % self.shown.len());
+            [Some(now), earlier.copied()]
+                .into_iter()
+                .flatten()
+                .collect()
+        };
+        for t in times {
+            for (q, name) in QUEUES.iter().enumerate() {
+                let Some(past) = self.shown_at(q, t)? else {
+                    continue;
+                };
+                let then = &self.shown[&t][q];
+                ensure!(
+                    past.entries == then.entries,
+                    "DLQ {name} as of {t} (now {now}) lists {:#?}\nit showed {:#?}",
+                    past.entries,
+                    then.entries
+                );
+                ensure!(
+                    past.counts == then.counts,
+                    "DLQ {name} as of {t} (now {now}) counts {:?}, it showed {:?}",
+                    past.counts,
+                    then.counts
+                );
+                if t < now && !then.entries.is_empty() {
+                    note("time travel: a past list checked");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Store and model agree on everything observable.

@@ -18,7 +18,9 @@
 //! - `replay`: replay rules;
 //! - `dlq_import`: exported entries imported into another store, once each;
 //! - `waiting_age`: the oldest waiting age after a reopen that cut leases;
-//! - `fingerprints`: failure fingerprints, and replay, delete and purge by fingerprint.
+//! - `fingerprints`: failure fingerprints, and replay, delete and purge by fingerprint;
+//! - `audit_trail`: who changed a DLQ, and a message's whole life after compaction;
+//! - `time_travel`: a DLQ as of a past time.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -42,6 +44,7 @@ mod queue_limit;
 mod replay;
 mod stale_delivery;
 mod store_lock;
+mod time_travel;
 mod typed_errors;
 mod typed_payloads;
 mod waiting_age;

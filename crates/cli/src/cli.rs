@@ -44,7 +44,8 @@ pub enum Command {
         deadletter list ./data --grep ORD-123            # the entry of order ORD-123\n  \
         deadletter list ./data --error-kind Timeout --since 2h\n  \
         deadletter list ./data --regex 'ORD-12[0-9]' --attr region=eu\n  \
-        deadletter list ./data --after 4711              # the next page")]
+        deadletter list ./data --after 4711              # the next page\n  \
+        deadletter list ./data --as-of 2h                # the DLQs two hours ago")]
     List(ListArgs),
     /// Show one DLQ entry: its whole envelope and payload.
     #[command(
@@ -296,6 +297,11 @@ const FILTER_ARGS: [&str; 13] = [
 pub struct StatsArgs {
     /// The store directory.
     pub dir: PathBuf,
+    /// The DLQs as they were at this time (2024-05-01T10:00:00Z, ms since the epoch, or a
+    /// duration ago such as 2h), within what the store keeps (see `trace`); the queues' own
+    /// counts are not kept.
+    #[arg(long, value_name = "TIME", value_parser = timefmt::parse_time_arg)]
+    pub as_of: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -310,6 +316,11 @@ pub struct ListArgs {
     /// Entries per page.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub limit: u64,
+    /// The entries as they were at this time (same forms as --since), within what the
+    /// store keeps of them: their failure, not their payload, attributes or tags.
+    #[arg(long, value_name = "TIME", value_parser = timefmt::parse_time_arg,
+          conflicts_with_all = ["grep", "regex", "attrs", "tags"])]
+    pub as_of: Option<u64>,
 }
 
 #[derive(Debug, Args)]

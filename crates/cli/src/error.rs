@@ -78,6 +78,8 @@ impl CliError {
                 E::Remote { .. } => "remote",
                 E::Io { .. } => "io",
                 E::Backend { .. } => "backend",
+                E::BeforeHorizon { .. } => "before_horizon",
+                E::NotKept(_) => "not_kept",
                 _ => "store",
             },
         }

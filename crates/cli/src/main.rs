@@ -14,7 +14,8 @@
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
 //! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transfer`] (export,
 //! import),
-//! [`check`] (verify), [`trace`] (a message's life), [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
+//! [`check`] (verify), [`trace`] (a message's life), [`past`] (DLQs as of a past time),
+//! [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
 //! [`forward`] (the forwarder to JetStream), [`fleet`] (the fleet DLQ on JetStream),
 //! [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
@@ -29,6 +30,7 @@ mod fleet;
 mod forward;
 mod live;
 mod output;
+mod past;
 mod progress;
 mod remote;
 mod serve;
@@ -88,8 +90,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
         return remote::run(&url, &namespace, &cli.command, json);
     }
     match cli.command {
-        Command::Stats(a) => browse::stats(&a, json),
-        Command::List(a) => browse::list(&a, json),
+        Command::Stats(a) => match a.as_of {
+            Some(at) => past::stats(&a, at, json),
+            None => browse::stats(&a, json),
+        },
+        Command::List(a) => match a.as_of {
+            Some(at) => past::list(&a, at, json),
+            None => browse::list(&a, json),
+        },
         Command::Show(a) => browse::show(&a, json),
         Command::Trace(a) => trace::trace(&a, json),
         Command::Analyze(a) => browse::analyze(&a, json),

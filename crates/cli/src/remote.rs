@@ -66,6 +66,17 @@ impl Source for Namespace {
 
 /// Runs `command` on the namespace `namespace` of the server at `url`.
 pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<(), CliError> {
+    let as_of = match command {
+        Command::Stats(a) => a.as_of.is_some(),
+        Command::List(a) => a.as_of.is_some(),
+        _ => false,
+    };
+    if as_of {
+        return Err(CliError::Usage(format!(
+            "--as-of reads the lineage a store directory keeps; {url}/{namespace} is a \
+             JetStream namespace, which keeps none"
+        )));
+    }
     let ns = Namespace {
         js: JetStream::connect_with(url, JetStreamOptions::new(namespace))?,
         url: url.to_string(),

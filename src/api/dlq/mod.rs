@@ -10,6 +10,7 @@
 //! (listing and loading envelopes), `stats` (counters and analysis), `replay`, and
 //! `change` (import, mark, delete, purge, retention), `import` (batches, once each).
 
+mod as_of;
 mod browse;
 mod change;
 mod filter;
@@ -29,6 +30,7 @@ use crate::engine::record::QueueId;
 use crate::engine::state::{DeadInfo, Msg};
 use crate::error::Result;
 
+pub use as_of::{DlqAsOf, PastDlqEntry, PastDlqStats};
 pub use filter::{Cursor, EntryPredicate, Filter, Page};
 pub use fingerprints::FingerprintStats;
 pub use import::{ImportReport, ImportedEntry, Importer};

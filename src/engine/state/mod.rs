@@ -20,6 +20,7 @@ mod history;
 mod index;
 mod intern;
 mod live;
+mod past;
 mod ready;
 mod snapshot;
 
@@ -38,6 +39,7 @@ pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdHashSet, IdMap, Interner};
 pub use live::LiveRef;
+pub use past::PastEntry;
 pub use snapshot::{QueueSnapshot, Snapshot};
 
 /// Error kind of messages dead-lettered because their TTL passed.

@@ -12,7 +12,9 @@
 //! - `fingerprints`: templates in `analyze`, and `--fingerprint` in list, replay, delete, purge;
 //! - `serve`: the dashboard;
 //! - `nats`: the commands on a JetStream namespace (the machine's NATS server);
-//! - `forward`: the forwarder, from a store filled offline to its limit.
+//! - `forward`: the forwarder, from a store filled offline to its limit;
+//! - `trace`: a message's life after compactions;
+//! - `as_of`: `list` and `stats` of the DLQs as they were at a past time.
 //!
 //! `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -25,6 +27,7 @@ mod fixture;
 mod http;
 mod run;
 
+mod as_of;
 mod browse;
 mod change;
 mod errors;

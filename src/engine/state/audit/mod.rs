@@ -4,7 +4,9 @@
 //! - **Lineage**: for every message that ever entered a DLQ (dead-lettered or imported),
 //!   the steps of its life from then on: each dead-lettering (a replay generation's end,
 //!   with its failure), each replay, marks, and its removal. At most
-//!   [`AuditLimits::steps`] steps per message, the oldest dropped first (and counted).
+//!   [`AuditLimits::steps`] steps per message (at least 2), the oldest dropped first (and
+//!   counted), except the step that put the message in the DLQ it is still in and its
+//!   latest mark: they say where it is.
 //! - **Tombstones**: when such a message leaves the store (deleted, purged, removed by
 //!   retention or TTL, or handled after a replay), its lineage moves here with the time
 //!   and way it was removed. At most [`AuditLimits::tombstones`], and none older than
@@ -54,7 +56,8 @@ pub struct AuditLimits {
     pub retention_ms: u64,
     /// Audit trail entries kept at most.
     pub trail: usize,
-    /// Lineage steps kept per message.
+    /// Lineage steps kept per message (at least 2: the dead-lettering that put it in the
+    /// DLQ it is in, and its latest mark, are kept while older steps are dropped).
     pub steps: usize,
 }
 
@@ -265,6 +268,56 @@ pub struct AuditLog {
     horizon: u64,
 }
 
+/// Lineage steps kept at least, whatever [`AuditLimits::steps`] says: the step that put a
+/// message in a DLQ and its latest mark outlive the steps dropped before them.
+const MIN_STEPS: usize = 2;
+
+/// Cuts `lineage` to `limit` steps (at least [`MIN_STEPS`]), oldest first, and counts what
+/// it drops; returns the time from which its message's place is still known (the newest
+/// step folded away), or `None` when nothing was cut.
+///
+/// Of the oldest steps, those that still say where the message is stay: the
+/// dead-lettering or import that put it in the DLQ it is still in, and its latest mark
+/// since. Without them the lineage of a message marked many times in a DLQ would no longer
+/// say it is there.
+fn trim(lineage: &mut Lineage, limit: usize) -> Option<u64> {
+    let len = lineage.steps.len();
+    if len <= limit {
+        return None;
+    }
+    let (mut entered, mut mark) = (None, None);
+    for n in 1..=len {
+        let i = n - 1;
+        match lineage.steps[i].event {
+            Event::DeadLettered(_) | Event::Imported { .. } => (entered, mark) = (Some(i), None),
+            Event::Replayed { .. } | Event::Removed(_) => (entered, mark) = (None, None),
+            Event::Marked { .. } => {
+                if entered.is_some() {
+                    mark = Some(i);
+                }
+            }
+        }
+        let kept = usize::from(entered.is_some()) + usize::from(mark.is_some());
+        if n + limit < len || kept + (len - n) > limit {
+            continue;
+        }
+        let known_from = lineage.steps[i].at;
+        let rest = lineage.steps.split_off(n);
+        let folded = std::mem::take(&mut lineage.steps);
+        let keep = |j: &usize| entered == Some(*j) || mark == Some(*j);
+        lineage.steps = folded
+            .into_iter()
+            .enumerate()
+            .filter(|(j, _)| keep(j))
+            .map(|(_, step)| step)
+            .chain(rest)
+            .collect();
+        lineage.dropped += (n - kept) as u32;
+        return Some(known_from);
+    }
+    None
+}
+
 /// `message` cut to at most [`MESSAGE_BYTES`] at a character boundary.
 pub fn clip(message: &str) -> String {
     let mut end = message.len().min(MESSAGE_BYTES);
@@ -283,6 +336,16 @@ impl AuditLog {
     /// The earliest time from which every DLQ entry is known.
     pub fn horizon(&self) -> u64 {
         self.horizon
+    }
+
+    /// Every lineage of a message still in the store.
+    pub fn lineages(&self) -> impl Iterator<Item = (MessageId, &Lineage)> + '_ {
+        self.lineage.iter().map(|(&id, l)| (id, l))
+    }
+
+    /// Every tombstone, oldest removal first.
+    pub fn tombstones(&self) -> impl Iterator<Item = &Tombstone> + '_ {
+        self.tombstones.iter()
     }
 
     /// The lineage of a message still in the store.
@@ -304,18 +367,14 @@ impl AuditLog {
     /// Starts (or continues) the lineage of `id` with `step`; `enqueued_at` fills in the
     /// enqueue time when the lineage does not know it yet.
     pub fn record(&mut self, id: MessageId, enqueued_at: Option<u64>, step: Step) {
-        let limit = self.limits.steps.max(1);
+        let limit = self.limits.steps.max(MIN_STEPS);
         let lineage = self.lineage.entry(id).or_default();
         if lineage.enqueued_at.is_none() {
             lineage.enqueued_at = enqueued_at;
         }
         lineage.steps.push(step);
-        let excess = lineage.steps.len().saturating_sub(limit);
-        if excess > 0 {
-            let dropped_until = lineage.steps[excess - 1].at;
-            lineage.steps.drain(..excess);
-            lineage.dropped += excess as u32;
-            self.horizon = self.horizon.max(dropped_until);
+        if let Some(known_from) = trim(lineage, limit) {
+            self.horizon = self.horizon.max(known_from);
         }
     }
 
@@ -469,6 +528,75 @@ mod tests {
         }
     }
 
+    fn dead(at: u64) -> Step {
+        let failed = Failed {
+            queue: 0,
+            generation: 0,
+            attempts: 1,
+            first_received_at: None,
+            error_kind: "Timeout".into(),
+            message: String::new(),
+            fingerprint: Fingerprint::compute("Timeout", "", None, 0),
+            worker: None,
+            dead_at: at,
+        };
+        Step {
+            at,
+            actor: None,
+            event: Event::DeadLettered(Box::new(failed)),
+        }
+    }
+
+    fn replayed(at: u64) -> Step {
+        Step {
+            at,
+            actor: None,
+            event: Event::Replayed {
+                from: 0,
+                to: 0,
+                generation: 1,
+                corrected: false,
+            },
+        }
+    }
+
+    /// A message marked over and over in its DLQ keeps the step that put it there and its
+    /// latest mark; once it has left, the oldest steps go whatever they were.
+    #[test]
+    fn trimming_keeps_what_says_where_a_message_is() {
+        let mut log = AuditLog::default();
+        log.set_limits(AuditLimits {
+            steps: 3,
+            ..AuditLimits::default()
+        });
+        log.record(1, None, dead(1));
+        for at in 2..=6 {
+            log.record(1, None, marked(at));
+        }
+        let at = |log: &AuditLog| -> Vec<u64> {
+            log.lineage(1).unwrap().steps.iter().map(|s| s.at).collect()
+        };
+        assert_eq!(at(&log), [1, 5, 6]);
+        assert_eq!(log.lineage(1).unwrap().dropped, 3);
+        assert_eq!(log.horizon(), 5);
+        // Replayed: the steps before no longer say where it is, but they still fit.
+        log.record(1, None, replayed(7));
+        assert_eq!(at(&log), [1, 6, 7]);
+        assert_eq!(log.horizon(), 6);
+        // Back in the DLQ: what it left is folded away whole.
+        log.record(1, None, dead(8));
+        assert_eq!(at(&log), [8]);
+        assert_eq!(log.lineage(1).unwrap().dropped, 7);
+        assert_eq!(log.horizon(), 7);
+        // Limits below 2 keep 2.
+        log.set_limits(AuditLimits {
+            steps: 0,
+            ..AuditLimits::default()
+        });
+        log.record(1, None, marked(9));
+        assert_eq!(at(&log), [8, 9]);
+    }
+
     #[test]
     fn steps_tombstones_and_trail_stay_bounded_and_move_the_horizon() {
         let mut log = AuditLog::default();
@@ -483,6 +611,7 @@ mod tests {
         }
         let l = log.lineage(1).unwrap();
         assert_eq!((l.steps.len(), l.dropped, l.steps[0].at), (3, 2, 3));
+        // Known from the newest step dropped on.
         assert_eq!(log.horizon(), 2);
         // Removing a message without a lineage leaves no tombstone.
         log.remove(9, 10, Removal::Ttl, None);
