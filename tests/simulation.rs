@@ -1342,6 +1342,12 @@ impl Sim {
             let before = store.storage_stats().segments.len();
             let report = match store.compact_now() {
                 Ok(r) => r,
+                // Compaction's own batches never poison the log (each fits in a segment);
+                // expiry's could, in principle: it then refuses, and the next round reopens.
+                Err(Error::Poisoned) if store.storage_stats().poisoned => {
+                    self.note("compaction on a poisoned log refused");
+                    continue;
+                }
                 Err(e) => self.fail(format!(
                     "compaction on a full disk (round {round}, {before} segments): {e}"
                 )),
@@ -1710,6 +1716,13 @@ mod regressions {
         fs.set_disk_full(false);
         // No id of the failed batch is handed out again in this process.
         assert!(matches!(q.enqueue(b"after"), Err(Error::Poisoned)));
+        // Nor does compaction take the batch's written part into a checkpoint (bug 9): the
+        // live index never applied it.
+        assert!(matches!(store.compact_now(), Err(Error::Poisoned)));
+        assert!(!disk
+            .durable_list(Path::new(DIR))
+            .iter()
+            .any(|f| f.starts_with("checkpoint-")));
         drop(q);
         drop(store);
         disk.power_cut(1);
@@ -1899,6 +1912,16 @@ mod regressions {
     #[test]
     fn seed_123375() {
         run_seed(123375);
+    }
+
+    /// Bug 9 (in the full-disk compaction before it landed): on the full disk, a batch of
+    /// relocated copies rolled once, then its second roll failed; the log was poisoned (the
+    /// first part was written, unapplied) but compaction took the `DiskFull` for a benign
+    /// stop, wrote a checkpoint that had the unapplied copies, and deleted the originals
+    /// the live index still read. A poisoned log now gets no checkpoint and no reclaim.
+    #[test]
+    fn seed_1001455() {
+        run_seed(1001455);
     }
 
     /// Bug 8 (seeds 1, 6, 12 and a dozen more of the first 300, once reads failed during
