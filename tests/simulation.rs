@@ -27,7 +27,8 @@
 //!
 //! Run one seed: `DEADLETTER_SIM_SEED=1234 cargo test --release --features sim --test simulation -- --nocapture`.
 //! Run more: `DEADLETTER_SIM_SEEDS=10000 DEADLETTER_SIM_START=0 cargo test --release --features sim --test simulation`
-//! (the loss bounds take the same seed range, per policy).
+//! (`DEADLETTER_SIM_THREADS=N` runs the seeds on N threads; the loss bounds take the same
+//! seed range, per policy).
 
 mod common;
 #[path = "simulation/loss_bounds.rs"]
@@ -1520,11 +1521,32 @@ fn simulation() {
             (start..start + n).collect()
         }
     };
+    // Seeds are independent (each has its own disk and clock): CI runs them on every core
+    // (`DEADLETTER_SIM_THREADS`); the test run, whose other tests share the cores, on one.
+    let threads = common::env_number("DEADLETTER_SIM_THREADS", 1usize).max(1);
     let started = Instant::now();
-    let results: Vec<(u64, Option<RunStats>)> = seeds
-        .iter()
-        .map(|&seed| (seed, std::panic::catch_unwind(|| run_seed(seed)).ok()))
-        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(u64, Option<RunStats>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&seed) = seeds.get(i) else {
+                            break done;
+                        };
+                        done.push((seed, std::panic::catch_unwind(|| run_seed(seed)).ok()));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a simulation worker"))
+            .collect()
+    });
+    results.sort_unstable_by_key(|&(seed, _)| seed);
     let mut total = RunStats::default();
     let mut failed = Vec::new();
     for (seed, outcome) in results {
@@ -1554,7 +1576,7 @@ fn simulation() {
         }
     }
     println!(
-        "simulation: {} seeds in {:.1?}: {total:?}",
+        "simulation: {} seeds in {:.1?} on {threads} threads: {total:?}",
         seeds.len(),
         started.elapsed()
     );
