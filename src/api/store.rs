@@ -300,8 +300,11 @@ impl Store {
             .and_then(|()| expiry::expire_retention(self, now, &mut report));
         match expired {
             // Expiry writes records; what compaction frees needs none: go on, and expire
-            // the rest at the next run.
-            Err(Error::DiskFull { .. }) => report.full_disk = true,
+            // the rest at the next run. (Unless a batch cut short poisoned the log: see
+            // `Engine::compact`.)
+            Err(Error::DiskFull { .. }) if !self.inner.engine.log().is_poisoned() => {
+                report.full_disk = true
+            }
             other => other?,
         }
         self.inner.engine.compact(&mut report)?;

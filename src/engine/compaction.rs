@@ -64,6 +64,7 @@
 use std::time::{Duration, Instant};
 
 use super::checkpoint;
+use super::commit::Batch;
 use super::failpoint::failpoint;
 use super::record::{self, Decoded};
 use super::reserve::{self, Reserve};
@@ -71,7 +72,7 @@ use super::state::{LiveRef, State};
 use super::wire;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::storage::format::FRAME_HEADER_LEN;
+use crate::storage::format::{frame_len, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 /// What one compaction run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,8 +121,10 @@ impl Engine {
         let mut shadow = self.shadow.lock();
         let result = (|| {
             match relocate(self, &mut shadow, report) {
-                // Copies need room in the log; what compaction frees does not.
-                Err(Error::DiskFull { .. }) => report.full_disk = true,
+                // Copies need room in the log; what compaction frees does not. A batch of
+                // copies cut short by the full disk poisons the log instead (its first part
+                // is in the log, unapplied): that error stands, see `write_checkpoint`.
+                Err(Error::DiskFull { .. }) if !self.log.is_poisoned() => report.full_disk = true,
                 other => other?,
             }
             let written = write_checkpoint(self, &mut shadow, report, Slots::Next)?;
@@ -286,6 +289,14 @@ fn relocate(
         return Ok(());
     }
     let doomed = &refs[..refs.partition_point(|r| r.pos < sealed[take - 1].end)];
+    // Each write of copies fits in one segment: a roll that fails for want of space then
+    // fails before any of it is written, and the log stays usable (a longer batch would
+    // roll twice, and one cut short by its second roll poisons the log).
+    let opts = engine.log.options();
+    let part_limit = opts
+        .segment_size
+        .saturating_sub(SEGMENT_HEADER_LEN as u64)
+        .saturating_sub(opts.reserve);
     let mut relocated_any = false;
     let mut copied: Option<u64> = None;
     let mut unsynced = 0u64;
@@ -305,32 +316,38 @@ fn relocate(
             copies.push((body, detach(original), r.pos));
         }
         let started = Instant::now();
-        let (count, bytes) = {
+        let (count, bytes, written) = {
             let mut st = engine.lock();
-            let mut batch = Vec::with_capacity(copies.len());
-            let mut bytes = 0u64;
+            let mut parts = Parts::new(part_limit);
             for (body, original, pos) in copies {
                 // The copy of a record moves every pointer to it, whatever its kind.
                 let same = doomed.partition_point(|r| r.pos < pos)
                     ..doomed.partition_point(|r| r.pos <= pos);
                 let wanted = doomed[same].iter().any(|r| st.still_refers(r));
                 if wanted {
-                    bytes += body.len() as u64;
-                    batch.push((body, Decoded::Relocated(Box::new(original))));
+                    parts.push(body, Decoded::Relocated(Box::new(original)));
                 }
             }
-            let n = batch.len() as u64;
-            if n > 0 {
-                // Not waited for, whatever the durability setting: a copy lost by a crash
-                // leaves its original in place, which nothing deletes before the fsync
-                // that precedes the next checkpoint. (Applying a copy wakes no one.)
-                engine.write_locked(&mut st, batch)?;
+            // Not waited for, whatever the durability setting: a copy lost by a crash
+            // leaves its original in place, which nothing deletes before the fsync that
+            // precedes the next checkpoint. (Applying a copy wakes no one.)
+            let (mut count, mut bytes) = (0, 0);
+            let mut written = Ok(());
+            for (part, part_bytes) in parts.done {
+                let n = part.len() as u64;
+                written = engine.write_locked(&mut st, part).map(|_| ());
+                if written.is_err() {
+                    break;
+                }
+                count += n;
+                bytes += part_bytes;
             }
-            (n, bytes)
+            (count, bytes, written)
         };
         note_hold(report, started);
         report.records_relocated += count;
         report.bytes_relocated += bytes;
+        written?;
         relocated_any |= count > 0;
         unsynced += bytes;
         if unsynced >= SYNC_EVERY {
@@ -345,6 +362,40 @@ fn relocate(
         failpoint("copy-written");
     }
     Ok(())
+}
+
+/// A batch of copies cut into parts whose frames fit in `limit` bytes (a part holds at
+/// least one copy), each with its bodies' bytes.
+struct Parts {
+    limit: u64,
+    done: Vec<(Batch<'static>, u64)>,
+    frames: u64,
+}
+
+impl Parts {
+    fn new(limit: u64) -> Parts {
+        Parts {
+            limit,
+            done: Vec::new(),
+            frames: 0,
+        }
+    }
+
+    fn push(&mut self, body: Vec<u8>, decoded: Decoded<'static>) {
+        let frame = frame_len(body.len()) as u64;
+        match self.done.last_mut() {
+            Some((part, bytes)) if self.frames + frame <= self.limit => {
+                *bytes += body.len() as u64;
+                part.push((body, decoded));
+                self.frames += frame;
+            }
+            _ => {
+                self.frames = frame;
+                let bytes = body.len() as u64;
+                self.done.push((vec![(body, decoded)], bytes));
+            }
+        }
+    }
 }
 
 /// Which slots must hold the checkpoint at the log's end.
@@ -371,6 +422,12 @@ fn write_checkpoint(
     report: &mut CompactionReport,
     want: Slots,
 ) -> Result<Written> {
+    // A poisoned log may hold records the live index never applied (the first part of a
+    // batch cut short by a failed roll): a checkpoint would take them in, and the reclaim
+    // after it delete the segments the live index still reads. A reopen replays them.
+    if engine.log.is_poisoned() {
+        return Err(Error::Poisoned);
+    }
     let sh = catch_up(engine, shadow)?;
     let position = sh.position;
     // The index reflects every record before `position`; none of them may be lost by a

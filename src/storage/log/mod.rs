@@ -343,7 +343,6 @@ impl Log {
     }
 
     /// The options the log was opened with.
-    #[cfg(feature = "sim")]
     pub fn options(&self) -> &LogOptions {
         &self.inner.opts
     }
