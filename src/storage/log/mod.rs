@@ -104,9 +104,12 @@ struct Inner {
     flushed: AtomicU64,
     /// Log position up to which bytes are durable.
     synced: AtomicU64,
-    /// True while one thread leads an fsync; the others wait on `sync_done`.
-    sync_busy: Mutex<bool>,
+    /// Group commit's bookkeeping (see `sync`): who leads, who waits.
+    sync_state: Mutex<sync::SyncState>,
+    /// Signalled when an fsync ends.
     sync_done: Condvar,
+    /// Signalled when a waiter arrives while the leader gathers.
+    sync_arrived: Condvar,
     poisoned: AtomicBool,
     fsyncs: AtomicU64,
     appends: AtomicU64,
@@ -285,8 +288,9 @@ impl Log {
             }),
             flushed: AtomicU64::new(end),
             synced: AtomicU64::new(end),
-            sync_busy: Mutex::new(false),
+            sync_state: Mutex::new(sync::SyncState::default()),
             sync_done: Condvar::new(),
+            sync_arrived: Condvar::new(),
             poisoned: AtomicBool::new(false),
             fsyncs: AtomicU64::new(0),
             appends: AtomicU64::new(0),
