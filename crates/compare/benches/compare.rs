@@ -131,7 +131,10 @@ fn registry() -> Vec<Entry> {
 fn row(case: &Case<'_>, (w, durable, samples): &Measured) -> Row {
     let ops: Vec<f64> = samples.iter().map(|s| s.ops_per_sec).collect();
     let disk: Vec<f64> = samples.iter().map(|s| s.disk_bytes_per_msg).collect();
-    let mut latencies: Vec<u64> = samples.iter().flat_map(|s| s.latencies.iter().copied()).collect();
+    let mut latencies: Vec<u64> = samples
+        .iter()
+        .flat_map(|s| s.latencies.iter().copied())
+        .collect();
     Row {
         workload: w.name(),
         payload_bytes: case.size,

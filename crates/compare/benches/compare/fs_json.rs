@@ -329,7 +329,8 @@ impl Contestant for FsJson {
                 if retry_after.is_zero() {
                     st.ready.push_back(uuid);
                 } else {
-                    st.backoff.push(Reverse((Instant::now() + *retry_after, uuid)));
+                    st.backoff
+                        .push(Reverse((Instant::now() + *retry_after, uuid)));
                 }
             }
             Failure::Permanent { kind, error } => {

@@ -122,7 +122,11 @@ fn latency_run(case: &Case<'_>, workers: usize, dir: &Path) -> BenchResult<Sampl
     // that only a stuck engine reaches.
     let completion = Completion::new(n, plan.budget * 2 + Duration::from_secs(10));
     let handler: PoolHandler = {
-        let (starts, ends, settle) = (Arc::clone(&starts), Arc::clone(&ends), Arc::clone(&completion));
+        let (starts, ends, settle) = (
+            Arc::clone(&starts),
+            Arc::clone(&ends),
+            Arc::clone(&completion),
+        );
         Arc::new(move |payload: &[u8], attempt: u32| {
             let now = nanos_since(base);
             let slot = payload_seq(payload).and_then(|s| usize::try_from(s).ok());

@@ -11,8 +11,8 @@ use serde::Serialize;
 use crate::goals::Goal;
 use crate::latency::{ms, Percentiles};
 use crate::machine::Machine;
-use crate::probe::OpenProbe;
 use crate::plan::Workload;
+use crate::probe::OpenProbe;
 
 /// The contestant that ratios are computed against.
 pub const REFERENCE: &str = "deadletter";
@@ -146,7 +146,10 @@ pub fn markdown(report: &Report<'_>) -> String {
     let _ = writeln!(s, "| memcpy | {:.1} GB/s |", machine.memcpy_gb_s);
     for (when, load) in ["start", "end"].iter().zip(report.load_average) {
         if let Some([a, b, c]) = load {
-            let _ = writeln!(s, "| load average at the {when} (1/5/15 min) | {a:.2} {b:.2} {c:.2} |");
+            let _ = writeln!(
+                s,
+                "| load average at the {when} (1/5/15 min) | {a:.2} {b:.2} {c:.2} |"
+            );
         }
     }
     s.push('\n');
@@ -224,7 +227,10 @@ fn probe_table(s: &mut String, probes: &[OpenProbe], mode: &str) {
     if probes.is_empty() {
         return;
     }
-    let _ = writeln!(s, "\n## Open and memory probes ({mode} run, deadletter, a process of their own)\n");
+    let _ = writeln!(
+        s,
+        "\n## Open and memory probes ({mode} run, deadletter, a process of their own)\n"
+    );
     let _ = writeln!(
         s,
         "| messages | segment | open + stats | RSS growth | process peak RSS | heap per message | heap per message, compaction peak |"

@@ -126,13 +126,7 @@ fn fill(c: &dyn Contestant, plan: &Plan, size: usize, n: usize) -> BenchResult<(
 /// the non-durable fill at its first fsync. Not flushing where nothing is
 /// fsynced afterwards keeps short-lived files from reaching the disk at all,
 /// which keeps their deletion cheap (see `Plan::n`).
-pub fn prefill(
-    case: &Case<'_>,
-    dir: &Path,
-    n: usize,
-    dead: bool,
-    flush: bool,
-) -> BenchResult<()> {
+pub fn prefill(case: &Case<'_>, dir: &Path, n: usize, dead: bool, flush: bool) -> BenchResult<()> {
     let t = Instant::now();
     let c = case.open(dir, false)?;
     fill(&*c, case.plan, case.size, n)?;
