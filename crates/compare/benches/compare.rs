@@ -5,8 +5,10 @@
 //! `cargo bench -p deadletter-compare -- --quick` (well under 2 min).
 //! Options: `--quick`; `--only=NAME[,NAME...]` runs only those contestants;
 //! `--workloads=NAME[,NAME...]` runs only those workloads (the DLQ reads and
-//! replay share a store and run together); `--trace` prints the duration of
-//! untimed phases (filling, flushing, cleanup).
+//! replay share a store and run together; `probes` names deadletter's open and
+//! memory probes); `--trace` prints the duration of untimed phases (filling,
+//! flushing, cleanup). `--probe-open=...` is the probe's child process
+//! (`compare/probe.rs`), not for direct use.
 //! Other arguments (such as the `--bench` cargo passes) are ignored.
 //!
 //! Output: a markdown table on stdout, `target/compare/report.json` and
@@ -28,7 +30,7 @@
 //!   stream the last delivery is published to), so the report shows what the envelope
 //!   costs (`compare/jetstream.rs`). Each run starts its own nats-server on a free
 //!   loopback port with its store in the run's directory. Measured on the enqueue
-//!   workloads, drain and failure_flow, with file storage ("durable" rows; see
+//!   workloads, drain, failure_flow and the pool workloads, with file storage ("durable" rows; see
 //!   `compare/jetstream.rs` for what nats-server 2.9 syncs).
 //!
 //! Sizes and durations: `compare/plan.rs`. What each workload does and how
@@ -53,14 +55,24 @@ mod contestant;
 mod deadletter_queue;
 #[path = "compare/fs_json.rs"]
 mod fs_json;
+#[path = "compare/goals.rs"]
+mod goals;
 #[path = "compare/jetstream.rs"]
 mod jetstream;
+#[path = "compare/latency.rs"]
+mod latency;
 #[path = "compare/machine.rs"]
 mod machine;
 #[path = "compare/measure.rs"]
 mod measure;
 #[path = "compare/plan.rs"]
 mod plan;
+#[path = "compare/pool.rs"]
+mod pool;
+#[path = "compare/pool_workloads.rs"]
+mod pool_workloads;
+#[path = "compare/probe.rs"]
+mod probe;
 #[path = "compare/report.rs"]
 mod report;
 #[path = "compare/rust_queue.rs"]
@@ -114,10 +126,15 @@ fn registry() -> Vec<Entry> {
     ]
 }
 
-/// Folds the runs of one case into a report row.
+/// Folds the runs of one case into a report row (latency percentiles over the
+/// samples of all its runs).
 fn row(case: &Case<'_>, (w, durable, samples): &Measured) -> Row {
     let ops: Vec<f64> = samples.iter().map(|s| s.ops_per_sec).collect();
     let disk: Vec<f64> = samples.iter().map(|s| s.disk_bytes_per_msg).collect();
+    let mut latencies: Vec<u64> = samples
+        .iter()
+        .flat_map(|s| s.latencies.iter().copied())
+        .collect();
     Row {
         workload: w.name(),
         payload_bytes: case.size,
@@ -127,6 +144,8 @@ fn row(case: &Case<'_>, (w, durable, samples): &Measured) -> Row {
         runs: samples.len(),
         disk_bytes_per_msg: measure::median(&disk),
         peak_rss_bytes: samples.iter().filter_map(|s| s.peak_rss_bytes).max(),
+        latency: latency::Percentiles::of(&mut latencies),
+        fsync_share: None,
         n: case.plan.n(*w, *durable, case.entry.name),
     }
 }
@@ -177,6 +196,14 @@ impl Progress {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(spec) = args.iter().find_map(|a| a.strip_prefix(probe::CHILD_ARG)) {
+        if let Err(e) = probe::child_main(spec) {
+            eprintln!("probe: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let load_at_start = report::load_average();
     let quick = args.iter().any(|a| a == "--quick");
     if args.iter().any(|a| a == "--trace") {
         measure::enable_trace();
@@ -219,7 +246,7 @@ fn main() {
         if !selected {
             continue;
         }
-        for &size in &plan.payload_sizes {
+        for &size in w.payload_sizes(&plan) {
             for &durable in w.durabilities() {
                 for entry in entries.iter().filter(|e| (e.runs)(w, durable)) {
                     let case = Case {
@@ -242,6 +269,21 @@ fn main() {
             }
         }
     }
+    for r in &mut rows {
+        r.fsync_share = report::fsync_share(&machine, r);
+    }
+    // The probes are deadletter's; `--workloads=probes` runs them alone.
+    let probes_wanted = wanted
+        .as_ref()
+        .is_none_or(|ws| ws.iter().any(|n| n == "probes"));
+    let probes = if probes_wanted && entries.iter().any(|e| e.name == report::REFERENCE) {
+        probe::measure(&plan).unwrap_or_else(|e| {
+            eprintln!("FAILED probes: {e}");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
     let _ = std::fs::remove_dir(measure::scratch_root());
 
     let order = |r: &Row| {
@@ -254,17 +296,18 @@ fn main() {
     };
     rows.sort_by_key(order);
 
-    print!("{}", report::markdown(&machine, &rows, quick));
+    let goals = goals::judge_all(&rows, &machine, &probes);
+    let report = Report {
+        quick,
+        load_average: [load_at_start, report::load_average()],
+        machine,
+        results: &rows,
+        probes: &probes,
+        goals: &goals,
+    };
+    print!("{}", report::markdown(&report));
     let out = report::out_dir();
-    let json = report::write_json(
-        &out,
-        &Report {
-            quick,
-            machine,
-            results: &rows,
-        },
-    )
-    .expect("cannot write report.json");
+    let json = report::write_json(&out, &report).expect("cannot write report.json");
     let names: Vec<&str> = entries.iter().map(|e| e.name).collect();
     let svg = report::svg(&rows, &names, &plan.payload_sizes);
     let svg_path = report::write_svg(&out, &svg).expect("cannot write throughput.svg");

@@ -9,8 +9,10 @@
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::plan::Workload;
+use crate::pool::{self, PoolRun};
 
 /// Error type of every contestant operation (any engine error boxes into it).
 pub type BenchError = Box<dyn Error + Send + Sync>;
@@ -37,12 +39,14 @@ pub struct Leased {
 /// How a leased message failed.
 #[derive(Clone, Copy, Debug)]
 pub enum Failure<'a> {
-    /// Retry: the message becomes leasable again right away (the benchmark
-    /// uses no backoff). An engine may dead-letter after its own maximum
-    /// attempts, which must be at least 3.
+    /// Retry: the message becomes leasable again after `retry_after` (zero:
+    /// right away). An engine may dead-letter after its own maximum attempts,
+    /// which must be at least 3.
     Transient {
         /// Error message.
         error: &'a str,
+        /// The backoff before the next delivery.
+        retry_after: Duration,
     },
     /// Give up now: the message moves to the dead letter queue.
     Permanent {
@@ -105,6 +109,19 @@ pub trait Contestant: Send + Sync {
     /// Move the given DLQ entries back to the main queue as ready messages;
     /// one commit for all. Returns how many were moved.
     fn dlq_replay(&self, ids: &[Id]) -> BenchResult<usize>;
+    /// Messages in the main queue not yet acked or dead-lettered (ready, waiting
+    /// out a backoff, or leased), counted by the engine itself (the `stats` of
+    /// the reopen workload, and the check that a pool run left nothing behind).
+    fn pending(&self) -> BenchResult<u64>;
+    /// Runs `run.workers` consumers with `run.handler` until `run.completion`
+    /// is done, then stops them with every outcome committed. The default is
+    /// the best a user can do with this trait: each worker leases
+    /// `run.lease_batch` messages in one commit, handles them, reports each
+    /// failure, and acks the successes of the batch in one commit
+    /// (`pool::batch_pool`). An engine with its own pool overrides it.
+    fn run_pool(&self, run: &PoolRun) -> BenchResult<()> {
+        pool::batch_pool(self, run)
+    }
 }
 
 /// Opens (creating if needed) a contestant's store inside `dir`, which the

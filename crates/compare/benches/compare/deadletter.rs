@@ -5,18 +5,50 @@
 //! One store per run with one queue (`bench`, at most 3 deliveries, a lease longer than any
 //! run). Durable runs use `Durability::Always` (group commit), the others `Never`.
 //! Compaction's background thread is off so that it cannot run inside a timed section.
+//! Pool runs use the engine's own `WorkerPool` (batched reservations, acks committed in
+//! groups), with the run's backoff as a fixed retry delay.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadletter::{
     CompactionOptions, Config, DeadLetterQueue, Delivery, Durability, Failure as DlFailure,
-    FailureReport, Filter, MessageQueue, Page, QueueOptions, ReplayOptions, Store,
+    FailureReport, Filter, MessageQueue, Page, QueueOptions, ReplayOptions, Retry, Store,
+    WorkerPool,
 };
 use parking_lot::Mutex;
 
 use crate::contestant::{BenchResult, Contestant, DlqEntry, DlqStats, Failure, Id, Leased};
+use crate::pool::{Outcome, PoolRun};
+
+/// Deliveries of a message at most (the third failure dead-letters it).
+const MAX_ATTEMPTS: u32 = 3;
+/// Lease length: longer than any run.
+const LEASE: Duration = Duration::from_secs(3600);
+
+/// The harness's store settings: durable is `Always`, else `Never`; no background
+/// compaction.
+pub fn config(durable: bool) -> Config {
+    Config::default()
+        .durability(if durable {
+            Durability::Always
+        } else {
+            Durability::Never
+        })
+        .compaction(CompactionOptions::default().interval(None))
+}
+
+/// The queue every run uses.
+pub fn bench_queue(store: &Store) -> deadletter::Result<deadletter::Queue> {
+    store.queue_with(
+        "bench",
+        QueueOptions::default()
+            .max_attempts(MAX_ATTEMPTS)
+            .visibility_timeout(LEASE),
+    )
+}
 
 /// A contestant on any deadletter backend: the embedded store here, JetStream in
 /// `jetstream.rs`. `G` is kept alive after the queue handle (the store, or a server).
@@ -47,20 +79,8 @@ impl<Q: MessageQueue, G: Send + Sync + 'static> Backend<Q, G> {
 
 /// Opens the contestant's store in `dir`.
 pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
-    let config = Config::default()
-        .durability(if durable {
-            Durability::Always
-        } else {
-            Durability::Never
-        })
-        .compaction(CompactionOptions::default().interval(None));
-    let store = Store::open(dir, config)?;
-    let queue = store.queue_with(
-        "bench",
-        QueueOptions::default()
-            .max_attempts(3)
-            .visibility_timeout(Duration::from_secs(3600)),
-    )?;
+    let store = Store::open(dir, config(durable))?;
+    let queue = bench_queue(&store)?;
     Ok(Box::new(Backend::new(queue, store)))
 }
 
@@ -114,10 +134,10 @@ impl<Q: MessageQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
     fn nack(&self, id: Id, failure: &Failure<'_>) -> BenchResult<()> {
         let msg = self.take(id)?;
         match *failure {
-            Failure::Transient { error } => {
+            Failure::Transient { error, retry_after } => {
                 let f = DlFailure::transient("Transient", error);
-                let now = self.queue.now_ms();
-                self.queue.retry(&msg, &FailureReport::new(&f), now)?;
+                let at = self.queue.now_ms() + retry_after.as_millis() as u64;
+                self.queue.retry(&msg, &FailureReport::new(&f), at)?;
             }
             Failure::Permanent { kind, error } => {
                 let f = DlFailure::permanent(kind, error);
@@ -156,5 +176,32 @@ impl<Q: MessageQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
             .dlq()
             .replay_ids(&ids, &ReplayOptions::to_origin())?;
         Ok(report.replayed.len())
+    }
+
+    fn pending(&self) -> BenchResult<u64> {
+        let s = self.queue.stats()?;
+        Ok(s.ready + s.in_flight)
+    }
+
+    fn run_pool(&self, run: &PoolRun) -> BenchResult<()> {
+        let handler = Arc::clone(&run.handler);
+        let pool = WorkerPool::new(&self.queue)
+            .workers(run.workers)
+            .retry(
+                Retry::fixed(run.retry_after)
+                    .no_jitter()
+                    .max_attempts(MAX_ATTEMPTS),
+            )
+            .lease(LEASE)
+            .start(
+                move |m: &Q::Message| match handler(m.payload(), m.attempt()) {
+                    Outcome::Ack => Ok(()),
+                    Outcome::Retry(error) => Err(DlFailure::transient("Transient", error)),
+                    Outcome::Dead { kind, error } => Err(DlFailure::permanent(kind, error)),
+                },
+            )?;
+        while !run.completion.wait(Duration::from_millis(100)) {}
+        pool.shutdown(Duration::from_secs(60))?;
+        Ok(())
     }
 }

@@ -21,15 +21,19 @@
 //! `queue/` (the previous process is gone). A queued file that does not parse
 //! on open is a torn write of an enqueue that never returned, and is removed.
 //!
+//! A retry backoff is kept in memory only: after a reopen a message waiting
+//! out its backoff is ready at once.
+//!
 //! Replay moves the DLQ file back into `queue/` with one `rename` (atomic; the
 //! file keeps its error history and attempt count).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -51,11 +55,27 @@ struct Record {
     failed_at_ns: Option<u64>,
 }
 
-/// In-memory view of the queue: FIFO of ready ids plus the leased records.
+/// In-memory view of the queue: FIFO of ready ids, ids waiting out a retry
+/// backoff (by the time they become ready), and the leased records.
 #[derive(Default)]
 struct State {
     ready: VecDeque<Uuid>,
+    backoff: BinaryHeap<Reverse<(Instant, Uuid)>>,
     leased: HashMap<Uuid, Record>,
+}
+
+impl State {
+    /// Moves the ids whose backoff has ended to the end of the FIFO.
+    fn promote_due(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((at, id))) = self.backoff.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.backoff.pop();
+            self.ready.push_back(id);
+        }
+    }
 }
 
 /// The `filesystem-json` store.
@@ -169,7 +189,7 @@ impl FsJson {
         found.sort_unstable();
         let state = State {
             ready: found.into_iter().map(|(_, id)| id).collect(),
-            leased: HashMap::new(),
+            ..State::default()
         };
         Ok(Self {
             durable,
@@ -240,6 +260,7 @@ impl Contestant for FsJson {
     fn lease(&self, max: usize) -> BenchResult<Vec<Leased>> {
         let ids: Vec<Uuid> = {
             let mut st = self.lock();
+            st.promote_due();
             let n = max.min(st.ready.len());
             st.ready.drain(..n).collect()
         };
@@ -292,7 +313,7 @@ impl Contestant for FsJson {
         let (uuid, mut rec) = self.take_leased(id)?;
         let name = file_name(uuid);
         match failure {
-            Failure::Transient { error } => {
+            Failure::Transient { error, retry_after } => {
                 // Persist the attempt count with the message, then drop the lease.
                 rec.error = Some((*error).to_owned());
                 let bytes = serde_json::to_vec_pretty(&rec)?;
@@ -304,7 +325,13 @@ impl Contestant for FsJson {
                 if self.durable {
                     sync_dir(&self.inflight)?;
                 }
-                self.lock().ready.push_back(uuid);
+                let mut st = self.lock();
+                if retry_after.is_zero() {
+                    st.ready.push_back(uuid);
+                } else {
+                    st.backoff
+                        .push(Reverse((Instant::now() + *retry_after, uuid)));
+                }
             }
             Failure::Permanent { kind, error } => {
                 rec.error_kind = Some((*kind).to_owned());
@@ -377,5 +404,10 @@ impl Contestant for FsJson {
         let n = moved.len();
         self.lock().ready.extend(moved);
         Ok(n)
+    }
+
+    fn pending(&self) -> BenchResult<u64> {
+        let st = self.lock();
+        Ok((st.ready.len() + st.backoff.len() + st.leased.len()) as u64)
     }
 }

@@ -14,7 +14,7 @@
 //! difference is the envelope and its bookkeeping. Both use file storage: the rows are
 //! reported as durable, but nats-server 2.9 syncs its files every two minutes, not per
 //! write (docs/ARCHITECTURE.md, "The JetStream backend"). Measured on the enqueue
-//! workloads, drain and failure_flow (`runs`).
+//! workloads, drain, failure_flow and the pool workloads (`runs`).
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -43,6 +43,11 @@ pub fn runs(w: Workload, durable: bool) -> bool {
                 | Workload::EnqueueThreads
                 | Workload::Drain
                 | Workload::FailureFlow
+                | Workload::Pool1
+                | Workload::Pool2
+                | Workload::Pool4
+                | Workload::PoolFailureFlow
+                | Workload::PoolLatency
         )
 }
 
@@ -289,12 +294,12 @@ impl Contestant for Plain {
         self.runtime.block_on(async {
             let delivered = m.info()?.delivered as u32;
             let (kind, error) = match *failure {
-                Failure::Transient { error } if delivered < MAX_DELIVERIES => {
-                    m.double_ack_with(AckKind::Nak(None)).await?;
-                    let _ = error;
+                Failure::Transient { retry_after, .. } if delivered < MAX_DELIVERIES => {
+                    let delay = (!retry_after.is_zero()).then_some(retry_after);
+                    m.double_ack_with(AckKind::Nak(delay)).await?;
                     return Ok(());
                 }
-                Failure::Transient { error } => ("max_deliveries", error),
+                Failure::Transient { error, .. } => ("max_deliveries", error),
                 Failure::Permanent { kind, error } => (kind, error),
             };
             let mut headers = async_nats::HeaderMap::new();
@@ -368,6 +373,13 @@ impl Contestant for Plain {
                 moved += 1;
             }
             Ok(moved)
+        })
+    }
+
+    fn pending(&self) -> BenchResult<u64> {
+        self.runtime.block_on(async {
+            let info = self.consumer.get_info().await?;
+            Ok(info.num_pending + info.num_ack_pending as u64)
         })
     }
 }

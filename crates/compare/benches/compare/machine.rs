@@ -1,7 +1,8 @@
 //! Machine-limit reference rows, measured in the same run as the contestants:
-//! sequential write bandwidth, one-fsync-per-append rate and memcpy bandwidth.
-//! Each is the median of `Plan::runs` runs, in a scratch dir on the same file
-//! system as the stores.
+//! sequential write bandwidth, one-fsync-per-append rate (with the latency
+//! percentiles of each write + `fdatasync`) and memcpy bandwidth. Each rate is
+//! the median of `Plan::runs` runs; the percentiles pool the samples of all
+//! runs. Measured in a scratch dir beside the stores (same file system).
 
 use std::fs::File;
 use std::hint::black_box;
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::latency::Percentiles;
 use crate::measure::{median, scratch_dir};
 use crate::plan::Plan;
 
@@ -23,6 +25,8 @@ pub struct Machine {
     /// 100-byte `pwrite` + `fdatasync` pairs per second on a preallocated,
     /// already written and synced file.
     pub fsync_per_s: f64,
+    /// Latency of one 100-byte `pwrite` + `fdatasync` (the loop of `fsync_per_s`).
+    pub fdatasync_latency: Percentiles,
     /// `copy_from_slice` bandwidth between two 64 MiB buffers, in GB/s.
     pub memcpy_gb_s: f64,
 }
@@ -41,7 +45,8 @@ fn seq_write(bytes: usize) -> io::Result<f64> {
     Ok(bytes as f64 / start.elapsed().as_secs_f64() / 1e6)
 }
 
-fn fsync_rate(plan: &Plan) -> io::Result<f64> {
+/// The rate of 100 B write + fdatasync pairs; each pair's latency goes to `latencies`.
+fn fsync_rate(plan: &Plan, latencies: &mut Vec<u64>) -> io::Result<f64> {
     const RECORD: usize = 100;
     let dir = scratch_dir("machine-fsync")?;
     let mut f = File::create(dir.path().join("log"))?;
@@ -57,8 +62,10 @@ fn fsync_rate(plan: &Plan) -> io::Result<f64> {
     let mut done = 0u64;
     let mut offset = 0u64;
     while start.elapsed() < plan.budget {
+        let t = Instant::now();
         f.write_all_at(&record, offset)?;
         f.sync_data()?;
+        latencies.push(t.elapsed().as_nanos() as u64);
         offset = (offset + RECORD as u64) % (size - RECORD) as u64;
         done += 1;
     }
@@ -84,14 +91,16 @@ pub fn measure(plan: &Plan) -> io::Result<Machine> {
     let mut seq = Vec::new();
     let mut fsync = Vec::new();
     let mut copy = Vec::new();
+    let mut latencies = Vec::new();
     for _ in 0..plan.runs {
         seq.push(seq_write(plan.seq_write_bytes)?);
-        fsync.push(fsync_rate(plan)?);
+        fsync.push(fsync_rate(plan, &mut latencies)?);
         copy.push(memcpy(plan.memcpy_bytes));
     }
     Ok(Machine {
         seq_write_mb_s: median(&seq),
         fsync_per_s: median(&fsync),
+        fdatasync_latency: Percentiles::of(&mut latencies).unwrap_or_default(),
         memcpy_gb_s: median(&copy),
     })
 }

@@ -8,8 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::goals::Goal;
+use crate::latency::{ms, Percentiles};
 use crate::machine::Machine;
 use crate::plan::Workload;
+use crate::probe::OpenProbe;
 
 /// The contestant that ratios are computed against.
 pub const REFERENCE: &str = "deadletter";
@@ -33,6 +36,14 @@ pub struct Row {
     pub disk_bytes_per_msg: f64,
     /// Largest peak-RSS growth over the runs, when measurable.
     pub peak_rss_bytes: Option<u64>,
+    /// Latency percentiles over all runs, where the workload measures latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Percentiles>,
+    /// Durable one-message-per-call rows: ops/s over the machine's
+    /// write + fdatasync rate measured in the same run (1.0 = one fdatasync per
+    /// message at the machine's pace; above 1, commits are shared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsync_share: Option<f64>,
     /// Operation cap of one run (not in the JSON).
     #[serde(skip)]
     pub n: usize,
@@ -43,10 +54,31 @@ pub struct Row {
 pub struct Report<'a> {
     /// Whether this was a `--quick` run (smaller sizes, shorter runs).
     pub quick: bool,
+    /// Load average (1, 5, 15 min) when the run started and when it ended.
+    pub load_average: [Option<[f64; 3]>; 2],
     /// Machine-limit reference numbers.
     pub machine: Machine,
     /// All result rows.
     pub results: &'a [Row],
+    /// deadletter's open and memory probes (`probe.rs`).
+    pub probes: &'a [OpenProbe],
+    /// The goals of issue 14, judged from this run.
+    pub goals: &'a [Goal],
+}
+
+/// The machine's load average now (`/proc/loadavg`), when readable.
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// A durable one-message-per-call row's throughput as a share of the
+/// machine's write + fdatasync rate (see [`Row::fsync_share`]).
+pub fn fsync_share(machine: &Machine, row: &Row) -> Option<f64> {
+    let one_at_a_time = matches!(row.workload, "enqueue_one" | "enqueue_4_threads");
+    (row.durable && one_at_a_time && machine.fsync_per_s > 0.0)
+        .then(|| row.ops_per_sec / machine.fsync_per_s)
 }
 
 /// Directory the report files go to: `compare` in cargo's target directory, which is
@@ -85,8 +117,10 @@ fn human_ops(v: f64) -> String {
     }
 }
 
-/// Renders the machine reference and the result table as markdown.
-pub fn markdown(machine: &Machine, rows: &[Row], quick: bool) -> String {
+/// Renders the machine reference, the result table, latencies, probes and
+/// goals as markdown.
+pub fn markdown(report: &Report<'_>) -> String {
+    let (machine, rows, quick) = (&report.machine, report.results, report.quick);
     let mut s = String::new();
     let mode = if quick { "quick" } else { "full" };
     let _ = writeln!(s, "## Machine limits ({mode} run)\n");
@@ -101,13 +135,30 @@ pub fn markdown(machine: &Machine, rows: &[Row], quick: bool) -> String {
         "| 100 B append + fdatasync | {:.0} /s |",
         machine.fsync_per_s
     );
-    let _ = writeln!(s, "| memcpy | {:.1} GB/s |\n", machine.memcpy_gb_s);
+    let sync = &machine.fdatasync_latency;
+    let _ = writeln!(
+        s,
+        "| 100 B append + fdatasync latency p50 / p99 / p99.9 | {} / {} / {} ms |",
+        ms(sync.p50_ns),
+        ms(sync.p99_ns),
+        ms(sync.p999_ns)
+    );
+    let _ = writeln!(s, "| memcpy | {:.1} GB/s |", machine.memcpy_gb_s);
+    for (when, load) in ["start", "end"].iter().zip(report.load_average) {
+        if let Some([a, b, c]) = load {
+            let _ = writeln!(
+                s,
+                "| load average at the {when} (1/5/15 min) | {a:.2} {b:.2} {c:.2} |"
+            );
+        }
+    }
+    s.push('\n');
     let _ = writeln!(s, "## Results ({mode} run)\n");
     let _ = writeln!(
         s,
-        "| workload | payload | contestant | durable | ops/s | ratio to {REFERENCE} | disk bytes/msg | peak RSS | n |"
+        "| workload | payload | contestant | durable | ops/s | ratio to {REFERENCE} | % of fdatasync rate | disk bytes/msg | peak RSS | n |"
     );
-    let _ = writeln!(s, "|---|---:|---|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let ratio = reference_ops(rows, r)
             .filter(|d| *d > 0.0)
@@ -117,21 +168,105 @@ pub fn markdown(machine: &Machine, rows: &[Row], quick: bool) -> String {
             .peak_rss_bytes
             .map(|b| format!("{:.1} MiB", b as f64 / (1 << 20) as f64))
             .unwrap_or_else(|| "null".to_owned());
+        let share = r
+            .fsync_share
+            .map(|f| format!("{:.0}%", f * 100.0))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |",
             r.workload,
             r.payload_bytes,
             r.contestant,
             r.durable,
             human_ops(r.ops_per_sec),
             ratio,
+            share,
             r.disk_bytes_per_msg,
             rss,
             r.n
         );
     }
+    latency_table(&mut s, machine, rows, mode);
+    probe_table(&mut s, report.probes, mode);
+    goal_table(&mut s, report.goals, mode);
     s
+}
+
+fn latency_table(s: &mut String, machine: &Machine, rows: &[Row], mode: &str) {
+    let _ = writeln!(s, "\n## Latency ({mode} run, durable)\n");
+    let _ = writeln!(
+        s,
+        "enqueue_one: each call; pool_latency: from before the enqueue call to the start of the message's handler.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| workload | payload | contestant | samples | p50 ms | p99 ms | p99.9 ms | max ms | p99 / fdatasync p99 |"
+    );
+    let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    let sync_p99 = machine.fdatasync_latency.p99_ns.max(1) as f64;
+    for r in rows.iter().filter(|r| r.durable) {
+        let Some(l) = r.latency else { continue };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            r.workload,
+            r.payload_bytes,
+            r.contestant,
+            l.samples,
+            ms(l.p50_ns),
+            ms(l.p99_ns),
+            ms(l.p999_ns),
+            ms(l.max_ns),
+            l.p99_ns as f64 / sync_p99
+        );
+    }
+}
+
+fn probe_table(s: &mut String, probes: &[OpenProbe], mode: &str) {
+    if probes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Open and memory probes ({mode} run, deadletter, a process of their own)\n"
+    );
+    let _ = writeln!(
+        s,
+        "| messages | segment | open + stats | RSS growth | process peak RSS | heap per message | heap per message, compaction peak |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+    for p in probes {
+        let _ = writeln!(
+            s,
+            "| {} | {} MiB | {:.2} ms | {:.1} MB | {:.1} MB | {:.1} B | {:.1} B |",
+            p.messages,
+            p.segment_bytes >> 20,
+            p.open_secs * 1e3,
+            p.open_rss_growth_bytes as f64 / 1e6,
+            p.process_peak_rss_bytes as f64 / 1e6,
+            p.anon_bytes_per_msg,
+            p.anon_peak_compaction_per_msg
+        );
+    }
+}
+
+fn goal_table(s: &mut String, goals: &[Goal], mode: &str) {
+    let _ = writeln!(s, "\n## Goals of issue 14 ({mode} run)\n");
+    let _ = writeln!(s, "| goal | what | target | measured | met |");
+    let _ = writeln!(s, "|---:|---|---|---|---|");
+    for g in goals {
+        let met = match (g.met, g.ratio_to_target) {
+            (Some(true), Some(r)) => format!("yes ({r:.2}x the target)"),
+            (Some(false), Some(r)) => format!("**no** ({r:.2}x the target)"),
+            _ => "not measured".to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            g.goal, g.what, g.target, g.measured, met
+        );
+    }
 }
 
 /// Writes `report.json` into `dir`.

@@ -11,11 +11,19 @@
 //!   jobs are deleted, as in a queue), `max_attempts = 5` and no backoff
 //!   delay (a failed job is ready again at once);
 //! * lease / ack: `pull` / `ack_batch`;
-//! * transient failure: `fail` (retried by the engine);
+//! * transient failure: `fail` (retried by the engine) when the harness asks
+//!   for no backoff; with a backoff, what `fail` does for a job it will retry
+//!   with a delay (attempt counted, error kept, state `Delayed` until then, one
+//!   `update_job`), since its delay comes from the job's options fixed at push
+//!   time; delayed jobs come back through rustqueue's own
+//!   `promote_delayed_jobs`, which a lease calls first while any are delayed
+//!   (rustqueue's server runs it on a timer);
 //! * permanent failure: rustqueue has no "fail permanently" call, so the job
 //!   is moved with the storage's own `move_to_dlq` (what `fail` does once the
 //!   attempts are spent); the error kind is stored as a `kind: ` prefix of the
 //!   job's error text, the only error field rustqueue keeps;
+//! * pending: `get_queue_stats` (waiting + active + delayed, counted on its
+//!   state index);
 //! * DLQ stats / filtered list: rustqueue only counts DLQ jobs and lists the
 //!   first N; per-kind counts and kind filters read DLQ jobs and filter;
 //! * replay: rustqueue has no replay; each job is read and written back as
@@ -26,6 +34,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rustqueue::engine::queue::{BatchAckItem, BatchPushItem};
@@ -43,6 +52,8 @@ const JOB_NAME: &str = "msg";
 pub struct RustQueueStore {
     storage: Arc<dyn StorageBackend>,
     manager: QueueManager,
+    /// Jobs this handle put in `Delayed` and has not seen promoted yet.
+    delayed: AtomicUsize,
     // Declared last: dropped after the manager and storage that use it.
     rt: Runtime,
 }
@@ -66,6 +77,7 @@ pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
     Ok(Box::new(RustQueueStore {
         storage,
         manager,
+        delayed: AtomicUsize::new(0),
         rt,
     }))
 }
@@ -143,6 +155,10 @@ impl Contestant for RustQueueStore {
 
     fn lease(&self, max: usize) -> BenchResult<Vec<Leased>> {
         let count = u32::try_from(max).unwrap_or(u32::MAX);
+        if self.delayed.load(Ordering::Acquire) > 0 {
+            let promoted = self.rt.block_on(self.manager.promote_delayed_jobs())?;
+            self.delayed.fetch_sub(promoted as usize, Ordering::AcqRel);
+        }
         let jobs = self.rt.block_on(self.manager.pull(QUEUE, count))?;
         Ok(jobs
             .iter()
@@ -172,7 +188,30 @@ impl Contestant for RustQueueStore {
     fn nack(&self, id: Id, failure: &Failure<'_>) -> BenchResult<()> {
         let uuid = Uuid::from_u128(id.0);
         match failure {
-            Failure::Transient { error } => {
+            Failure::Transient { error, retry_after } if !retry_after.is_zero() => {
+                self.rt.block_on(async {
+                    let mut job = self
+                        .manager
+                        .get_job(uuid)
+                        .await?
+                        .ok_or_else(|| format!("job {uuid} not found"))?;
+                    if job.attempt + 1 >= job.max_attempts {
+                        // The last attempt: `fail` moves it to the DLQ.
+                        self.manager.fail(uuid, error).await?;
+                        return BenchResult::Ok(());
+                    }
+                    let delay = chrono::Duration::from_std(*retry_after)?;
+                    job.attempt += 1;
+                    job.last_error = Some((*error).to_owned());
+                    job.updated_at = chrono::Utc::now();
+                    job.state = JobState::Delayed;
+                    job.delay_until = Some(job.updated_at + delay);
+                    self.storage.update_job(&job).await?;
+                    self.delayed.fetch_add(1, Ordering::AcqRel);
+                    BenchResult::Ok(())
+                })?;
+            }
+            Failure::Transient { error, .. } => {
                 self.rt.block_on(self.manager.fail(uuid, error))?;
             }
             Failure::Permanent { kind, error } => {
@@ -255,5 +294,10 @@ impl Contestant for RustQueueStore {
             }
             BenchResult::Ok(moved)
         })
+    }
+
+    fn pending(&self) -> BenchResult<u64> {
+        let c = self.rt.block_on(self.manager.get_queue_stats(QUEUE))?;
+        Ok(c.waiting + c.active + c.delayed)
     }
 }

@@ -69,6 +69,7 @@ const GET: &str = "SELECT id, payload, error_kind, error, attempts FROM dlq WHER
 const REPLAY: &str = "INSERT INTO messages (id, status, attempts, visible_at, enqueued_at, payload)
      SELECT id, 0, 0, ?1, ?1, payload FROM dlq WHERE id = ?2";
 const DLQ_DELETE: &str = "DELETE FROM dlq WHERE id = ?1";
+const PENDING: &str = "SELECT COUNT(*) FROM messages";
 
 /// The `sqlite` store.
 pub struct Sqlite {
@@ -169,9 +170,10 @@ impl Contestant for Sqlite {
         let rid = row_id(id)?;
         let mut conn = self.lock();
         match failure {
-            Failure::Transient { error } => {
+            Failure::Transient { error, retry_after } => {
+                let visible_at = now_ms() + retry_after.as_millis() as i64;
                 conn.prepare_cached(RETRY)?
-                    .execute(params![now_ms(), error, rid])?;
+                    .execute(params![visible_at, error, rid])?;
             }
             Failure::Permanent { kind, error } => {
                 let tx = conn.transaction()?;
@@ -241,5 +243,11 @@ impl Contestant for Sqlite {
         }
         tx.commit()?;
         Ok(moved)
+    }
+
+    fn pending(&self) -> BenchResult<u64> {
+        let conn = self.lock();
+        let n: i64 = conn.prepare_cached(PENDING)?.query_row([], |r| r.get(0))?;
+        Ok(n as u64)
     }
 }

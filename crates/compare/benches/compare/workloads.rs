@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::contestant::{BenchResult, Contestant, Entry, Failure, Id};
 use crate::measure::{disk_bytes, payload, payload_seq, scratch_dir, settle, trace, RssWindow};
 use crate::plan::{Plan, Workload};
+use crate::pool::Outcome;
 
 /// Error kinds of dead-lettered messages, in rotation.
 pub const KINDS: [&str; 4] = ["validation", "timeout", "unauthorized", "not_found"];
@@ -25,7 +26,7 @@ pub const KINDS: [&str; 4] = ["validation", "timeout", "unauthorized", "not_foun
 pub const FILTER_KIND: &str = "timeout";
 
 /// One measured run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Sample {
     /// Operations per second (see `Workload` for what an operation is).
     pub ops_per_sec: f64,
@@ -33,6 +34,9 @@ pub struct Sample {
     pub disk_bytes_per_msg: f64,
     /// Peak RSS growth during the run.
     pub peak_rss_bytes: Option<u64>,
+    /// Latency of each operation in nanoseconds, where the workload measures it
+    /// (enqueue_one: each call; pool_latency: enqueue to handler).
+    pub latencies: Vec<u64>,
 }
 
 /// What is being measured: one contestant, payload size and durability.
@@ -49,48 +53,55 @@ pub struct Case<'a> {
 }
 
 impl Case<'_> {
-    fn n(&self, w: Workload) -> usize {
+    /// Operations of one run of `w` (see `Plan::n`).
+    pub fn n(&self, w: Workload) -> usize {
         self.plan.n(w, self.durable, self.entry.name)
     }
 
-    fn label(&self, w: Workload) -> String {
+    /// Prefix of the run's scratch directory.
+    pub fn label(&self, w: Workload) -> String {
         format!("{}-{}-{}", self.entry.name, w.name(), self.size)
     }
 
-    fn open(&self, dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
+    /// Opens the contestant's store in `dir`.
+    pub fn open(&self, dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
         (self.entry.open)(dir, durable)
     }
 }
 
 /// Times a measured run and tells when its budget is spent.
-struct Clock {
+pub struct Clock {
     start: Instant,
     budget: Duration,
 }
 
 impl Clock {
-    fn start(budget: Duration) -> Self {
+    /// Starts now.
+    pub fn start(budget: Duration) -> Self {
         Clock {
             start: Instant::now(),
             budget,
         }
     }
 
-    fn over(&self) -> bool {
+    /// True once the budget is spent.
+    pub fn over(&self) -> bool {
         self.start.elapsed() >= self.budget
     }
 
-    fn rate(&self, ops: usize) -> f64 {
+    /// `ops` per second since the start.
+    pub fn rate(&self, ops: usize) -> f64 {
         ops as f64 / self.start.elapsed().as_secs_f64().max(1e-9)
     }
 }
 
-fn per_msg(bytes: u64, msgs: usize) -> f64 {
+/// `bytes` per message, for `msgs` messages (at least one).
+pub fn per_msg(bytes: u64, msgs: usize) -> f64 {
     bytes as f64 / msgs.max(1) as f64
 }
 
 /// `count` payloads starting at sequence number `first`.
-fn payloads(size: usize, first: u64, count: usize) -> Vec<Vec<u8>> {
+pub fn payloads(size: usize, first: u64, count: usize) -> Vec<Vec<u8>> {
     (0..count as u64)
         .map(|i| payload(size, first + i))
         .collect()
@@ -115,7 +126,7 @@ fn fill(c: &dyn Contestant, plan: &Plan, size: usize, n: usize) -> BenchResult<(
 /// the non-durable fill at its first fsync. Not flushing where nothing is
 /// fsynced afterwards keeps short-lived files from reaching the disk at all,
 /// which keeps their deletion cheap (see `Plan::n`).
-fn prefill(case: &Case<'_>, dir: &Path, n: usize, dead: bool, flush: bool) -> BenchResult<()> {
+pub fn prefill(case: &Case<'_>, dir: &Path, n: usize, dead: bool, flush: bool) -> BenchResult<()> {
     let t = Instant::now();
     let c = case.open(dir, false)?;
     fill(&*c, case.plan, case.size, n)?;
@@ -167,9 +178,13 @@ pub fn fresh_run(case: &Case<'_>, w: Workload) -> BenchResult<Sample> {
 }
 
 fn measure_fresh(case: &Case<'_>, w: Workload, dir: &Path) -> BenchResult<Sample> {
+    if w.pool_workers().is_some() {
+        return crate::pool_workloads::run(case, w, dir);
+    }
     let n = case.n(w);
     let plan = case.plan;
     let budget = plan.budget;
+    let mut latencies = Vec::new();
     let (ops, done, rss, disk) = match w {
         Workload::EnqueueOne | Workload::EnqueueBatch | Workload::EnqueueThreads => {
             let ring = payloads(case.size, 0, plan.batch);
@@ -177,7 +192,7 @@ fn measure_fresh(case: &Case<'_>, w: Workload, dir: &Path) -> BenchResult<Sample
             let rss = RssWindow::start();
             let clock = Clock::start(budget);
             let done = match w {
-                Workload::EnqueueOne => enqueue_one(&*c, &ring, n, &clock)?,
+                Workload::EnqueueOne => enqueue_one(&*c, &ring, n, &clock, &mut latencies)?,
                 Workload::EnqueueBatch => enqueue_batch(&*c, &ring, n, &clock)?,
                 _ => enqueue_threads(&*c, &ring, n, plan.threads, &clock)?,
             };
@@ -208,17 +223,23 @@ fn measure_fresh(case: &Case<'_>, w: Workload, dir: &Path) -> BenchResult<Sample
         ops_per_sec: ops,
         disk_bytes_per_msg: per_msg(disk, done),
         peak_rss_bytes: rss,
+        latencies,
     })
 }
 
+/// One message per call; each call's latency goes to `latencies`.
 fn enqueue_one(
     c: &dyn Contestant,
     ring: &[Vec<u8>],
     n: usize,
     clock: &Clock,
+    latencies: &mut Vec<u64>,
 ) -> BenchResult<usize> {
+    latencies.reserve(n);
     for i in 0..n {
+        let t = Instant::now();
         c.enqueue(&ring[i % ring.len()])?;
+        latencies.push(t.elapsed().as_nanos() as u64);
         if clock.over() {
             return Ok(i + 1);
         }
@@ -290,8 +311,30 @@ fn drain(c: &dyn Contestant, lease_batch: usize, clock: &Clock) -> BenchResult<u
     }
 }
 
-/// Runs messages through a handler: sequence numbers ending in 0 fail
-/// permanently, ending in 1 fail transiently on their first two deliveries.
+/// The failure flow's handler: a sequence number ending in 0 fails
+/// permanently (kinds in rotation), one ending in 1 fails transiently on its
+/// first two deliveries, the others succeed. A payload without a sequence
+/// number fails permanently as `bad_payload` (and then fails the run's DLQ
+/// count check).
+pub fn flow_outcome(payload: &[u8], attempt: u32) -> Outcome {
+    let Some(seq) = payload_seq(payload) else {
+        return Outcome::Dead {
+            kind: "bad_payload",
+            error: "payload without sequence number".to_owned(),
+        };
+    };
+    match seq % 10 {
+        0 => Outcome::Dead {
+            kind: KINDS[((seq / 10) % KINDS.len() as u64) as usize],
+            error: format!("message {seq} is invalid"),
+        },
+        1 if attempt <= 2 => Outcome::Retry("upstream timed out"),
+        _ => Outcome::Ack,
+    }
+}
+
+/// Runs messages through [`flow_outcome`], leasing `lease_batch` at a time and
+/// retrying without backoff.
 /// Counts messages settled (acked or dead-lettered). When it runs to the end,
 /// checks that the DLQ holds exactly the permanent failures.
 fn failure_flow(
@@ -318,11 +361,19 @@ fn failure_flow(
         idle_since = None;
         acks.clear();
         for m in &leased {
-            let seq = payload_seq(&m.payload).ok_or("payload without sequence number")?;
-            match seq % 10 {
-                0 => {
-                    let kind = KINDS[((seq / 10) % KINDS.len() as u64) as usize];
-                    let error = format!("message {seq} is invalid");
+            match flow_outcome(&m.payload, m.attempt) {
+                Outcome::Ack => {
+                    acks.push(m.id);
+                    done += 1;
+                }
+                Outcome::Retry(error) => c.nack(
+                    m.id,
+                    &Failure::Transient {
+                        error,
+                        retry_after: Duration::ZERO,
+                    },
+                )?,
+                Outcome::Dead { kind, error } => {
                     c.nack(
                         m.id,
                         &Failure::Permanent {
@@ -330,18 +381,6 @@ fn failure_flow(
                             error: &error,
                         },
                     )?;
-                    done += 1;
-                }
-                1 if m.attempt <= 2 => {
-                    c.nack(
-                        m.id,
-                        &Failure::Transient {
-                            error: "upstream timed out",
-                        },
-                    )?;
-                }
-                _ => {
-                    acks.push(m.id);
                     done += 1;
                 }
             }
@@ -422,6 +461,7 @@ pub fn dlq_suite(case: &Case<'_>) -> BenchResult<Vec<Measured>> {
                 ops_per_sec: clock.rate(moved),
                 disk_bytes_per_msg: disk,
                 peak_rss_bytes: rss.peak_delta(),
+                latencies: Vec::new(),
             });
         }
         out.push((Workload::Replay, durable, samples));
@@ -488,11 +528,14 @@ fn dlq_read_run(
         ops_per_sec: clock.rate(calls),
         disk_bytes_per_msg: disk,
         peak_rss_bytes: rss.peak_delta(),
+        latencies: Vec::new(),
     })
 }
 
 /// Runs `plan.runs` reopen runs on one store holding `n` pending messages:
-/// open it and lease the first message, timed; close untimed.
+/// open it, lease the first message and ask the engine how many messages are
+/// pending (which must be `n`), timed; close untimed. An engine that reads
+/// nothing at open pays for its index or table scan in the count.
 pub fn reopen(case: &Case<'_>) -> BenchResult<Vec<Sample>> {
     let n = case.n(Workload::Reopen);
     let dir = scratch_dir(&case.label(Workload::Reopen))?;
@@ -504,16 +547,21 @@ pub fn reopen(case: &Case<'_>) -> BenchResult<Vec<Sample>> {
         let start = Instant::now();
         let c = case.open(dir.path(), case.durable)?;
         let first = c.lease(1)?;
+        let pending = c.pending()?;
         let secs = start.elapsed().as_secs_f64();
         let rss = rss.peak_delta();
         if first.len() != 1 {
             return Err("reopened store served no message".into());
+        }
+        if pending != n as u64 {
+            return Err(format!("reopened store counts {pending} pending, expected {n}").into());
         }
         drop(c);
         samples.push(Sample {
             ops_per_sec: n as f64 / secs.max(1e-9),
             disk_bytes_per_msg: disk,
             peak_rss_bytes: rss,
+            latencies: Vec::new(),
         });
     }
     let t = Instant::now();
