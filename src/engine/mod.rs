@@ -250,6 +250,7 @@ impl Engine {
             checkpoint::load_newest_read_only(fs.as_ref(), dir, slots, &log, &report, strict)?;
         options.configure(&mut state, true);
         Engine::replay(&log, from, &mut state)?;
+        state.rebuild_ready_lists();
         state.skip_lost_ids(&report);
         Engine::assemble(dir, options, log, report, state, slots, false)
     }

@@ -62,6 +62,9 @@ pub trait StoreHooks {
     /// An estimate of the memory the in-memory index holds, in bytes: hash tables, ready
     /// lists, heaps and ordered sets at their allocated capacity. Payloads are not in it.
     fn index_bytes(&self) -> u64;
+    /// The same estimate for compaction's own copy of the index (0 before the first
+    /// compaction run builds it).
+    fn compaction_index_bytes(&self) -> u64;
     /// How many records the store has read from its log since open (replay excluded):
     /// tests use it to show which calls read nothing.
     fn records_read(&self) -> u64;
@@ -113,6 +116,10 @@ impl StoreHooks for Store {
 
     fn index_bytes(&self) -> u64 {
         self.engine().lock().index_bytes()
+    }
+
+    fn compaction_index_bytes(&self) -> u64 {
+        self.engine().shadow_index_bytes()
     }
 
     fn records_read(&self) -> u64 {

@@ -1,8 +1,6 @@
 //! Applying records: [`State::apply`] and the per-record transitions it dispatches to.
 //! The only code that changes a message's place, attempts or counters.
 
-use std::cmp::Reverse;
-
 use super::{
     clip, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, Event, Extra, Failed, IdMap,
     IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND, STORE_ACTOR,
@@ -165,11 +163,8 @@ impl State {
         if previous_place.is_none() {
             q.counters.enqueued += 1;
         }
-        if m.visible_at <= m.enqueued_at && previous_place.is_none() {
-            q.fresh.push_back((m.visible_at, m.id));
-        } else {
-            q.delayed.push(Reverse((m.visible_at, m.id)));
-        }
+        let fresh = m.visible_at <= m.enqueued_at && previous_place.is_none();
+        self.push_ready(m.queue, m.visible_at, m.id, fresh);
         Effects {
             ready: true,
             dlq_changed: previous_place.is_some(),
@@ -253,7 +248,7 @@ impl State {
                         if m.place == Place::Leased {
                             m.visible_at = *deadline;
                             let q = m.queue;
-                            self.queue_mut(q).leases.push(Reverse((*deadline, *id)));
+                            self.push_lease(q, *deadline, *id);
                         }
                     }
                 }
@@ -360,9 +355,8 @@ impl State {
                         place: Place::Ready,
                     },
                 );
-                let q = self.queue_mut(*queue);
-                q.counters.ready += 1;
-                q.delayed.push(Reverse((*visible_at, *id)));
+                self.queue_mut(*queue).counters.ready += 1;
+                self.push_ready(*queue, *visible_at, *id, false);
                 let replayed = Event::Replayed {
                     from,
                     to: *queue,
@@ -464,7 +458,7 @@ impl State {
             qs.counters.ready -= 1;
             qs.counters.in_flight += 1;
         }
-        qs.leases.push(Reverse((deadline, id)));
+        self.push_lease(q, deadline, id);
     }
 
     /// The handler of `id` starts. A reserved message's delivery stands from now. A message
@@ -510,7 +504,7 @@ impl State {
             qs.counters.in_flight -= 1;
             qs.counters.ready += 1;
         }
-        qs.delayed.push(Reverse((visible_at, id)));
+        self.push_ready(m.queue, visible_at, id, false);
         if let Some(x) = self.msgs.get_mut(&id) {
             x.place = place;
             x.visible_at = visible_at;

@@ -243,6 +243,9 @@ pub struct State {
     /// Stack-trace frames of the fingerprints lineage records (the engine sets it with the
     /// audit limits; compaction's index computes them without a fingerprint index).
     pub audit_frames: usize,
+    /// True for an index that only ever replays records (compaction's own): it keeps no
+    /// ready lists and no lease deadlines (see [`State::set_replay_only`]).
+    pub replay_only: bool,
 }
 
 impl State {

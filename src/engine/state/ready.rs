@@ -8,6 +8,11 @@
 //! heap of the others by (visible-at, id); `leases` is a heap of lease deadlines. Entries
 //! are hints: one is valid only while its message is still ready (or leased) in that queue
 //! with the same time, so a message that moved is never searched for and removed.
+//! `fresh` is sorted by (visible-at, id) (a lease takes the smaller of its head and the
+//! heap's).
+//!
+//! A replay-only index ([`State::replay_only`], compaction's) keeps none of these lists:
+//! only live operations drain them, so there they would only grow.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -17,6 +22,40 @@ use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
 
 impl State {
+    /// Makes this an index that only ever replays records (compaction's own): it keeps no
+    /// ready lists and no lease deadlines from now on (and drops those it has), which
+    /// saves their memory, 16 bytes per pending message.
+    pub fn set_replay_only(&mut self) {
+        self.replay_only = true;
+        for q in &mut self.queues {
+            q.fresh = VecDeque::new();
+            q.delayed = BinaryHeap::new();
+            q.leases = BinaryHeap::new();
+        }
+    }
+
+    /// Adds the ready-list entry of `id`, ready at `at` in queue `q`: to `fresh` when
+    /// `fresh` (visible at its enqueue, which comes after every message in that list) and
+    /// it sorts after the list's last entry, to the heap otherwise.
+    pub(super) fn push_ready(&mut self, q: QueueId, at: u64, id: MessageId, fresh: bool) {
+        if self.replay_only {
+            return;
+        }
+        let qs = self.queue_mut(q);
+        if fresh && qs.fresh.back().is_none_or(|&last| last < (at, id)) {
+            qs.fresh.push_back((at, id));
+        } else {
+            qs.delayed.push(Reverse((at, id)));
+        }
+    }
+
+    /// Adds the lease-deadline entry of `id` in queue `q`.
+    pub(super) fn push_lease(&mut self, q: QueueId, deadline: u64, id: MessageId) {
+        if !self.replay_only {
+            self.queue_mut(q).leases.push(Reverse((deadline, id)));
+        }
+    }
+
     /// Releases every lease as a reopen does: the process that held them is gone. Called
     /// once, after the log has been replayed; it also rebuilds the ready lists (see
     /// [`State::rebuild_ready_lists`]).
@@ -62,18 +101,39 @@ impl State {
     /// from the DLQ, a lease released by the reopen), next to the entry that made it ready,
     /// and one lease would then hand the same message out twice. Rebuilt, each ready
     /// message has exactly one entry, and the lists hold nothing else.
+    ///
+    /// The messages come in id order (most of them: the index's pages first), which is
+    /// mostly the order of their visible-at times too: each one that sorts after the last
+    /// goes to `fresh`, a list, and only the others to the heap. A store of a million
+    /// pending messages reopens without building a heap of a million entries, and its
+    /// leases pop a list.
     pub fn rebuild_ready_lists(&mut self) {
-        let mut per_queue: Vec<Vec<Reverse<(u64, MessageId)>>> =
+        for qs in &mut self.queues {
+            qs.fresh = VecDeque::new();
+            qs.delayed = BinaryHeap::new();
+        }
+        if self.replay_only {
+            return;
+        }
+        let mut delayed: Vec<Vec<Reverse<(u64, MessageId)>>> =
             (0..self.queues.len()).map(|_| Vec::new()).collect();
         for (id, m) in self.msgs.iter() {
-            if m.place.is_ready() {
-                if let Some(list) = per_queue.get_mut(m.queue as usize) {
-                    list.push(Reverse((m.visible_at, id)));
-                }
+            if !m.place.is_ready() {
+                continue;
+            }
+            let Some(qs) = self.queues.get_mut(m.queue as usize) else {
+                continue;
+            };
+            let entry = (m.visible_at, id);
+            // Ready at 0: a lease a restart cut. `oldest_waiting_since` looks for those in
+            // the heap.
+            if m.visible_at > 0 && qs.fresh.back().is_none_or(|&last| last < entry) {
+                qs.fresh.push_back(entry);
+            } else if let Some(list) = delayed.get_mut(m.queue as usize) {
+                list.push(Reverse(entry));
             }
         }
-        for (qs, list) in self.queues.iter_mut().zip(per_queue) {
-            qs.fresh = VecDeque::new();
+        for (qs, list) in self.queues.iter_mut().zip(delayed) {
             qs.delayed = BinaryHeap::from(list);
         }
     }

@@ -100,7 +100,9 @@ impl State {
         }
     }
 
-    /// Rebuilds an index from a snapshot (the derived lists and sets are recomputed).
+    /// Rebuilds an index from a snapshot (the derived sets are recomputed). Its ready lists
+    /// are empty: the caller replays the log after the snapshot and then rebuilds them
+    /// once ([`State::rebuild_ready_lists`]; a reopen's `release_all_leases` does).
     pub fn restore(snap: Snapshot) -> State {
         let mut st = State {
             next_id: snap.next_id,
@@ -152,10 +154,6 @@ impl State {
         }
         st.strings = Interner::from_names(snap.strings);
         st.audit = AuditLog::restore(snap.audit);
-        for q in &mut st.queues {
-            q.leases.clear();
-        }
-        st.rebuild_ready_lists();
         st
     }
 }
