@@ -16,6 +16,7 @@
 mod apply;
 mod audit;
 mod fingerprints;
+mod guards;
 mod history;
 mod index;
 mod intern;
@@ -35,6 +36,7 @@ pub use audit::{
     Lineage, Removal, Step, Tombstone, STORE_ACTOR,
 };
 pub use fingerprints::FingerprintIndex;
+pub use guards::{Guard, GuardStatus, Guards};
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdHashSet, IdMap, Interner};
@@ -202,6 +204,8 @@ pub struct Effects {
     /// DLQ sizes changed for these queues (bit set over the first 64 queue ids is not enough,
     /// so a flag is kept and the store rechecks all DLQs with alert hooks).
     pub dlq_changed: bool,
+    /// A guarded replay has something to release now (the store drives it).
+    pub guard: bool,
 }
 
 /// The whole index.
@@ -243,6 +247,8 @@ pub struct State {
     /// Stack-trace frames of the fingerprints lineage records (the engine sets it with the
     /// audit limits; compaction's index computes them without a fingerprint index).
     pub audit_frames: usize,
+    /// Guarded replays and the replayed messages they wait for.
+    pub guards: Guards,
 }
 
 impl State {
