@@ -149,8 +149,8 @@ pub const MAX_BATCH: usize = 256;
 pub const QUICK_BATCH: Duration = Duration::from_millis(2);
 
 /// How long [`RunningPool::run_until_idle`] watches a queue's clock stand still, with no
-/// delivery held, before it takes the messages left for ones that wait for a clock that
-/// does not move by itself (a [`crate::ManualClock`]). A system clock moves within it.
+/// delivery held and every waiting message due later, before it takes those messages for
+/// ones that wait for a clock that does not move by itself (a [`crate::ManualClock`]). A system clock moves within it.
 pub const STILL_CLOCK: Duration = Duration::from_millis(100);
 
 /// One worker's part of the shared state, on cache lines of its own: the worker writes
@@ -418,7 +418,8 @@ impl<Q: MessageQueue> RunningPool<Q> {
     ///
     /// Under a clock that does not move by itself (a [`crate::ManualClock`]), a message
     /// waiting out a backoff never becomes visible while this waits: so it also returns
-    /// once no handler runs, no delivery is held and the queue's clock has not moved for
+    /// once no handler runs, no delivery is held, every waiting message becomes visible
+    /// only later than the queue's clock says now, and that clock has not moved for
     /// [`STILL_CLOCK`] of real time. Move the clock and call it again to go on.
     pub fn run_until_idle(&self) -> Result<()> {
         let mut still: Option<(u64, Instant)> = None;
@@ -435,8 +436,10 @@ impl<Q: MessageQueue> RunningPool<Q> {
             if stats.ready == 0 && nothing_held {
                 return Ok(());
             }
-            if nothing_held {
-                let now = self.shared.queue.now_ms();
+            let now = self.shared.queue.now_ms();
+            // Only messages in the future wait (none is visible now, for workers to take).
+            let all_later = stats.oldest_ready_at_ms.is_some_and(|at| at > now);
+            if nothing_held && all_later {
                 match still {
                     Some((at, since)) if at == now => {
                         if since.elapsed() >= STILL_CLOCK {
