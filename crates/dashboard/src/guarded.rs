@@ -42,6 +42,7 @@ pub fn report_json(r: &GuardedReplay) -> Value {
         "dlq": r.dlq,
         "target": r.target,
         "selection": r.selection,
+        "started_by": r.started_by,
         "state": r.state.name(),
         "state_text": r.state.to_string(),
         "stopped": stopped,
