@@ -1,7 +1,8 @@
 //! Guarded replay end to end: a canary that fails again stops the replay, a fixed handler
 //! gets every entry back through growing waves, the replay resumes after a reopen and after
-//! its process was killed, its releases are its starter's replays in the audit trail, and
-//! the rate limit holds on the store's clock.
+//! its process was killed, its releases are its starter's replays in the audit trail (and
+//! the DLQ's past, `Dlq::as_of`, sees each wave leave), and the rate limit holds on the
+//! store's clock.
 
 mod common;
 
@@ -232,10 +233,13 @@ fn a_reopen_in_the_middle_resumes_the_replay_where_the_log_left_it() {
 }
 
 #[test]
-fn its_releases_are_in_the_audit_trail_and_the_lineage_as_its_starters_replays() {
+fn its_releases_are_its_starters_replays_in_the_audit_trail_the_lineage_and_the_past() {
     let clock = ManualClock::new(T0);
     let (dir, store) = common::temp_store(common::config_at(&clock));
     let q = dead_letters(&store, 12);
+    // A second later ana starts it (the canary goes out at once), and a second after that
+    // the canary is acked (the next wave goes out at once).
+    clock.advance(1000);
     let ana = store.with_actor(Actor::new("ana@ops-1").unwrap());
     let replay = ana
         .dlq("orders-dlq")
@@ -243,6 +247,7 @@ fn its_releases_are_in_the_audit_trail_and_the_lineage_as_its_starters_replays()
         .replay_guarded(&Filter::all(), &options())
         .unwrap();
     assert_eq!(replay.started_by, "ana@ops-1");
+    clock.advance(1000);
     // The canary (5) and, driven by the acks on the library's handle, the next wave (7).
     for _ in 0..2 {
         for m in q.lease(100).unwrap() {
@@ -266,9 +271,17 @@ fn its_releases_are_in_the_audit_trail_and_the_lineage_as_its_starters_replays()
         replays.iter().map(|e| e.ids.len()).collect::<Vec<_>>(),
         [5, 7]
     );
+    // The DLQ's past: all 12 before the canary went out, the 7 of the next wave while the
+    // canary ran, none once that wave went out.
+    let dlq = store.dlq("orders-dlq").unwrap();
+    let sizes: Vec<usize> = [999, 1000, 1999, 2000]
+        .iter()
+        .map(|t| dlq.as_of(T0 + t).unwrap().len())
+        .collect();
+    assert_eq!(sizes, [12, 7, 7, 0]);
     // And each message's life shows its replay by ana, after a compaction and a reopen too.
     store.compact_now().unwrap();
-    drop((q, ana, store));
+    drop((dlq, q, ana, store));
     let store = Store::open(dir.path(), common::config_at(&clock)).unwrap();
     let id = replays[1].ids.iter().next().unwrap();
     let life = store.history(id).unwrap();
