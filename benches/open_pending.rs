@@ -1,16 +1,15 @@
-//! Opening a large store: what a restart pays before the first operation (issue 14, goal
-//! 6: 1,000,000 pending messages open in under 0.5 s). A small store's open, at each
-//! segment size, is `benches/open.rs`.
+//! Opening a store of many pending messages: what a restart of a busy service pays before
+//! its first operation (`benches/open.rs` measures a store of a few messages).
 //!
-//! - `open_pending/pending_1000000/log`: 1,000,000 pending messages of 100 bytes and no checkpoint,
-//!   so the open replays every record;
-//! - `open_pending/pending_1000000/checkpoint`: the same after a compaction run, so the open loads
-//!   the checkpoint and replays nothing.
+//! - `open_pending/pending_1000000/log`: 1,000,000 pending messages of 100 bytes and no
+//!   checkpoint, so the open replays every record;
+//! - `open_pending/pending_1000000/checkpoint`: the same after a compaction run, so the open
+//!   loads the checkpoint and replays nothing.
 //!
-//! Each iteration opens the store and closes it; the close is timed too (it is part of a
-//! command-line call). Before the benchmarks the process prints what an open of each store
-//! adds to its resident set size (the open's index and whatever it read through maps).
-//! Data goes under `target/bench-data/open_pending/` (a real disk).
+//! Each iteration opens the store and closes it; the close is timed too. Before the
+//! benchmarks the process prints the wall and thread CPU time of one open of each (CPU
+//! time is steadier on a shared, busy machine) and what the open store adds to its
+//! resident set size. Data goes under `target/bench-data/open_pending/` (a real disk).
 
 mod common;
 

@@ -280,6 +280,16 @@ pub enum Error {
     /// A filter of a DLQ's past ([`crate::Dlq::as_of`]) on what the store does not keep of
     /// past entries (their payloads, tags, attributes); names what was asked for.
     NotKept(String),
+    /// No guarded replay with this id exists in the store.
+    UnknownGuardedReplay(u64),
+    /// A guarded replay cannot do what was asked: it is not in a state that allows it, or
+    /// another one is active on the same DLQ. Nothing was written.
+    GuardedReplayConflict {
+        /// The guarded replay (the active one, for a second start).
+        id: u64,
+        /// Why, in words.
+        reason: String,
+    },
     /// Encoding or decoding a typed payload failed.
     Codec(String),
     /// The store or log was closed.
@@ -442,6 +452,10 @@ impl fmt::Display for Error {
                  or attributes of past entries (filter by error kind, message, worker, time, \
                  attempts, status or fingerprint)"
             ),
+            Error::UnknownGuardedReplay(id) => write!(f, "no guarded replay {id}"),
+            Error::GuardedReplayConflict { id, reason } => {
+                write!(f, "guarded replay {id}: {reason}")
+            }
             Error::Codec(s) => write!(f, "payload codec error: {s}"),
             Error::Closed => f.write_str("the store is closed"),
             Error::Backend {

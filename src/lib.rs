@@ -151,6 +151,7 @@ pub use api::dlq::{
     PastDlqStats, ReplayOptions, ReplayReport, HISTORY_HOURS,
 };
 pub use api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
+pub use api::guarded::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};
 pub use api::history::{HistoryEvent, HistoryStep, MessageHistory, MessageState};
 pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};

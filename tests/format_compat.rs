@@ -33,8 +33,9 @@ use deadletter::sim::{DebugMessage, Place, StoreHooks};
 use deadletter::{
     Attempt, AuditAction, Clock, CompactionOptions, Config, DeadLetter, DlqMetadata, DlqStats,
     Durability, EnqueueOptions, EntryStatus, Error, Failure, FailureInfo, FailureOutcome,
-    FailureReport, Filter, HeaderStatus, HistoryEvent, ManualClock, MessageState, OriginalMetadata,
-    Page, QueueOptions, QueueStats, RecoveryMode, Removal, ReplayOptions, Store, FORMAT_VERSION,
+    FailureReport, Filter, GuardedReplayOptions, GuardedReplayState, HeaderStatus, HistoryEvent,
+    ManualClock, MessageState, OriginalMetadata, Page, QueueOptions, QueueStats, RecoveryMode,
+    Removal, ReplayOptions, Store, FORMAT_VERSION,
 };
 
 const SEC: u64 = 1000;
@@ -319,6 +320,17 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
     let started = emails.reserve_wait(5, Duration::ZERO)?;
     assert_eq!(started.iter().map(|m| m.id()).collect::<Vec<_>>(), [36]);
     assert_eq!(emails.start(&started[0], &[])?, (0, true));
+
+    // J (format version 6 and later). A guarded replay of audit's DLQ whose selection has
+    // left it (id 0 was acked, 999999 never existed): its canary skips both, and it
+    // completes having released nothing.
+    let guarded = GuardedReplayOptions::to_origin()
+        .canary(1)
+        .rate(5)
+        .max_failure_ratio(0.5)
+        .selection("fixture: entries gone");
+    let replay = audit.dlq().replay_guarded_ids(&[0, 999_999], &guarded)?;
+    assert_eq!(replay.state, GuardedReplayState::Completed);
     drop((audit, orders, emails, payments, archive, dlq));
     store.close()
 }
@@ -713,6 +725,52 @@ fn check_scenario(store: &Store, ctx: &str, version: u16) {
     }
 
     check_entries(store, &[entry_22(), entry_38(), entry_21()], ctx);
+    check_guarded(store, version, ctx);
+}
+
+/// From format version 6 on, the store holds the guarded replay of step J, completed.
+fn check_guarded(store: &Store, version: u16, ctx: &str) {
+    let replays = store.guarded_replays();
+    if version < 6 {
+        assert!(replays.is_empty(), "{ctx}");
+        return;
+    }
+    assert_eq!(replays.len(), 1, "{ctx}");
+    let r = &replays[0];
+    assert_eq!(
+        (
+            r.id,
+            r.dlq.as_str(),
+            r.selection.as_str(),
+            r.started_by.as_str(),
+            r.state
+        ),
+        (
+            1,
+            "audit-dlq",
+            "fixture: entries gone",
+            "library",
+            GuardedReplayState::Completed
+        ),
+        "{ctx}"
+    );
+    assert_eq!(
+        (
+            r.selected,
+            r.replayed,
+            r.skipped,
+            r.left,
+            r.canary,
+            r.rate_per_sec
+        ),
+        (2, 0, 2, 0, 1, Some(5)),
+        "{ctx}"
+    );
+    assert_eq!(
+        (r.max_failure_ratio, r.started_at_ms),
+        (0.5, T_END),
+        "{ctx}"
+    );
 }
 
 /// The failure history: from format version 4 on, the store keeps every dead-lettering

@@ -20,6 +20,7 @@ pub mod control;
 pub mod dlq;
 pub mod durations;
 mod expiry;
+pub mod guarded;
 pub mod history;
 pub mod metrics;
 pub mod queue;

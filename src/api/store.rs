@@ -23,6 +23,7 @@ use crate::api::config::{Config, QueueOptions};
 use crate::api::dlq::Dlq;
 use crate::api::durations::{DurationHistogram, HandlerDurations};
 use crate::api::expiry;
+use crate::api::guarded::GuardDriver;
 use crate::api::queue::Queue;
 use crate::engine::compaction::CompactionReport;
 use crate::engine::record::{Op, QueueId, RECORD_OVERHEAD};
@@ -33,10 +34,12 @@ use crate::storage::log::{Durability, LogOptions, RecoveryReport, SegmentInfo};
 use crate::storage::segment;
 use crate::storage::vfs::RealFs;
 
-struct StoreInner {
+pub(crate) struct StoreInner {
     /// The control socket's server, when [`Config::control_socket`] is on. First, so that
     /// it stops (and its socket file goes) before the engine releases the directory lock.
     control: Mutex<Option<crate::api::control::server::ControlServer>>,
+    /// What drives guarded replays: its thread stops before the engine closes.
+    guards: GuardDriver,
     engine: Engine,
     config: Config,
     queue_options: RwLock<IdMap<QueueId, QueueOptions>>,
@@ -191,6 +194,25 @@ impl Store {
         WeakStore(Arc::downgrade(&self.inner))
     }
 
+    /// The store's inner part, held weakly (by its own threads).
+    pub(crate) fn downgrade_inner(&self) -> std::sync::Weak<StoreInner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// The store a weak inner part belongs to, while it is open, as the store itself (its
+    /// own threads' handle: what they write names its actors itself).
+    pub(crate) fn from_weak(inner: &std::sync::Weak<StoreInner>) -> Option<Store> {
+        inner.upgrade().map(|inner| Store {
+            inner,
+            actor: Actor::store(),
+        })
+    }
+
+    /// What drives the store's guarded replays.
+    pub(crate) fn guard_driver(&self) -> &GuardDriver {
+        &self.inner.guards
+    }
+
     /// Opens (creating if needed) the store in `dir`, replaying its log.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
         config.validate()?;
@@ -203,6 +225,17 @@ impl Store {
         if store.inner.config.control_socket {
             let server = crate::api::control::server::start(&store)?;
             *store.inner.control.lock() = Some(server);
+        }
+        let running = store
+            .engine()
+            .lock()
+            .guards
+            .all
+            .values()
+            .any(|g| g.status.is_active());
+        if running {
+            // A guarded replay resumes where the log left it.
+            store.guards_due();
         }
         Ok(store)
     }
@@ -263,6 +296,7 @@ impl Store {
                 expiry_high_water: Mutex::new(high_water),
                 compactor: Mutex::new(Compactor::default()),
                 control: Mutex::new(None),
+                guards: GuardDriver::default(),
                 durations: RwLock::new(IdMap::default()),
             }),
             actor: Actor::library(),
@@ -590,6 +624,9 @@ impl Store {
     fn react(&self, effects: Effects) {
         if effects.dlq_changed {
             self.check_alerts();
+        }
+        if effects.guard {
+            self.guards_due();
         }
     }
 

@@ -148,6 +148,11 @@ pub const MAX_BATCH: usize = 256;
 /// time, not the batch's wall time: a worker preempted on a busy machine still grows.
 pub const QUICK_BATCH: Duration = Duration::from_millis(2);
 
+/// How long [`RunningPool::run_until_idle`] watches a queue's clock stand still, with no
+/// delivery held and every waiting message due later, before it takes those messages for
+/// ones that wait for a clock that does not move by itself (a [`crate::ManualClock`]). A system clock moves within it.
+pub const STILL_CLOCK: Duration = Duration::from_millis(100);
+
 /// One worker's part of the shared state, on cache lines of its own: the worker writes
 /// it for every message, and a line shared with another worker's would bounce between
 /// their cores.
@@ -410,7 +415,14 @@ impl<Q: MessageQueue> RunningPool<Q> {
 
     /// Blocks until the queue holds nothing waiting (including messages waiting out a
     /// backoff) and no handler runs. Returns the error that stopped the pool, if one did.
+    ///
+    /// Under a clock that does not move by itself (a [`crate::ManualClock`]), a message
+    /// waiting out a backoff never becomes visible while this waits: so it also returns
+    /// once no handler runs, no delivery is held, every waiting message becomes visible
+    /// only later than the queue's clock says now, and that clock has not moved for
+    /// [`STILL_CLOCK`] of real time. Move the clock and call it again to go on.
     pub fn run_until_idle(&self) -> Result<()> {
+        let mut still: Option<(u64, Instant)> = None;
         loop {
             if let Some(e) = self.shared.fatal.lock().take() {
                 return Err(e);
@@ -419,11 +431,25 @@ impl<Q: MessageQueue> RunningPool<Q> {
             // to let go of its messages cannot notify between the check and the wait.
             let mut g = self.shared.done_lock.lock();
             let stats = self.shared.queue.stats()?;
-            if stats.ready == 0
-                && stats.in_flight == 0
-                && self.shared.counters.held.load(Ordering::Acquire) == 0
-            {
+            let nothing_held =
+                stats.in_flight == 0 && self.shared.counters.held.load(Ordering::Acquire) == 0;
+            if stats.ready == 0 && nothing_held {
                 return Ok(());
+            }
+            let now = self.shared.queue.now_ms();
+            // Only messages in the future wait (none is visible now, for workers to take).
+            let all_later = stats.oldest_ready_at_ms.is_some_and(|at| at > now);
+            if nothing_held && all_later {
+                match still {
+                    Some((at, since)) if at == now => {
+                        if since.elapsed() >= STILL_CLOCK {
+                            return Ok(());
+                        }
+                    }
+                    _ => still = Some((now, Instant::now())),
+                }
+            } else {
+                still = None;
             }
             self.shared.done.wait_for(&mut g, Duration::from_millis(20));
         }

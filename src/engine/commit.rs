@@ -59,6 +59,7 @@ impl Engine {
             effects.ready |= e.ready;
             effects.dlq_changed |= e.dlq_changed;
         }
+        effects.guard = std::mem::take(&mut st.guards.due);
         Ok(effects)
     }
 

@@ -233,6 +233,82 @@ pub enum Op {
     /// Who made the change the records just before it describe (format version 5): an
     /// operator's replay, delete, purge, import or mark, for the audit trail.
     Audit(AuditEntry),
+    /// A guarded replay's step (format version 6).
+    Guard {
+        /// Which guarded replay.
+        guard: GuardId,
+        /// When.
+        at: u64,
+        /// What happens.
+        event: GuardEvent,
+    },
+}
+
+/// A guarded replay's number inside one store (format version 6), given out in order.
+pub type GuardId = u64;
+
+/// What a guarded replay is asked to do (format version 6): which DLQ entries, where to,
+/// and the rules of its waves. Written once, in its [`GuardEvent::Start`] record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardPlan {
+    /// The DLQ (by the id of the queue whose DLQ it is).
+    pub dlq: QueueId,
+    /// Target queue; `None`: each entry's own queue.
+    pub target: Option<QueueId>,
+    /// Attempts start from zero again.
+    pub reset_attempts: bool,
+    /// Entries already marked reprocessed are replayed too.
+    pub force: bool,
+    /// Size of the first wave (the canary), at least 1.
+    pub canary: u32,
+    /// Each wave is this many thousandths of the one before (rounded up), at least 1000.
+    pub growth_permille: u32,
+    /// A wave whose failed-again share exceeds this many thousandths stops the replay.
+    pub max_failure_permille: u32,
+    /// At most this many releases per second (`None`: no limit).
+    pub rate_per_sec: Option<u32>,
+    /// What the operator selected, in words (a filter), for reports.
+    pub selection: String,
+    /// Who started it: its releases are recorded in the audit trail as this actor's
+    /// replays.
+    pub actor: String,
+    /// The entries selected, in the order they are released.
+    pub ids: Vec<MessageId>,
+}
+
+/// One entry a guarded replay releases: moved back to a queue exactly as by [`Op::Replay`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardRelease {
+    /// The entry.
+    pub id: MessageId,
+    /// Target queue.
+    pub queue: QueueId,
+    /// Attempts after the replay.
+    pub attempts: u32,
+    /// Generation after the replay.
+    pub generation: u32,
+}
+
+/// A step of a guarded replay (format version 6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardEvent {
+    /// The replay is created, running, with its plan.
+    Start(Box<GuardPlan>),
+    /// The next `consumed` selected entries are dealt with: those in `released` move back
+    /// to their queue (visible at the record's time), the others were gone or not
+    /// replayable any more and are skipped.
+    Release {
+        /// Selected entries this release passed over, released or skipped.
+        consumed: u32,
+        /// The entries released.
+        released: Vec<GuardRelease>,
+    },
+    /// The operator pauses it: nothing more is released until it resumes.
+    Pause,
+    /// The operator resumes a paused replay.
+    Resume,
+    /// The operator cancels it: nothing more is released, ever.
+    Cancel,
 }
 
 /// A decoded record.

@@ -19,7 +19,7 @@
 /// record bodies and checkpoints (`engine::wire`). Any change to what is written on disk
 /// bumps it (see "Changing the format" in `docs/FORMAT.md`); versions 1 to this one are
 /// read, and a newer one is refused with [`crate::Error::UnsupportedFormat`].
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";

@@ -21,10 +21,10 @@ use crate::store_access::{self, select_dlqs, Open, Writable};
 const BATCH: usize = 500;
 
 /// A DLQ and the ids of the entries selected in it.
-type Selected<D> = (D, Vec<MessageId>);
+pub(crate) type Selected<D> = (D, Vec<MessageId>);
 
 /// The entries a replay or delete works on, per DLQ.
-fn selected<S: Source>(
+pub(crate) fn selected<S: Source>(
     store: &S,
     id: Option<MessageId>,
     queue: Option<&str>,
@@ -59,6 +59,9 @@ fn selected<S: Source>(
 }
 
 pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
+    if crate::guarded::wanted(args) {
+        return crate::guarded::run(args, json);
+    }
     match store_access::open_write(&args.dir, Open::Existing, false)? {
         Writable::Local(store) => replay_on(&store, args, json),
         Writable::Owner(live) => replay_on(&live, args, json),

@@ -66,7 +66,10 @@ pub enum Command {
     #[command(after_help = "Examples:\n  deadletter replay ./data 42\n  \
         deadletter replay ./data --error-kind Timeout --reset-attempts --dry-run\n  \
         deadletter replay ./data --all --queue orders --limit 100\n  \
-        deadletter replay ./data --grep ORD-123 --to orders-manual --create")]
+        deadletter replay ./data --grep ORD-123 --to orders-manual --create\n  \
+        deadletter replay ./data --guarded --error-kind Timeout --canary 20 --rate 50\n  \
+        deadletter replay ./data --progress\n  \
+        deadletter replay ./data --stop 3")]
     Replay(ReplayArgs),
     /// Delete DLQ entries for good (one id, a filter, or --all).
     #[command(after_help = "Examples:\n  deadletter delete ./data 42\n  \
@@ -251,6 +254,42 @@ pub enum StatusArg {
 }
 
 impl Selection {
+    /// These options in words, as typed (for a guarded replay's report).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        let mut add = |name: &str, value: Option<String>| {
+            if let Some(v) = value {
+                parts.push(format!("--{name} {v}"));
+            }
+        };
+        add("queue", self.queue.clone());
+        add("error-kind", self.error_kind.clone());
+        add("message", self.message.clone());
+        add("since", self.since.map(|t| t.to_string()));
+        add("until", self.until.map(|t| t.to_string()));
+        add("min-attempts", self.min_attempts.map(|n| n.to_string()));
+        add("max-attempts", self.max_attempts.map(|n| n.to_string()));
+        add(
+            "status",
+            self.status.map(|s| format!("{s:?}").to_lowercase()),
+        );
+        add("worker", self.worker.clone());
+        add("grep", self.grep.clone());
+        add("regex", self.regex.as_ref().map(|r| r.as_str().to_string()));
+        for (k, v) in &self.attrs {
+            add("attr", Some(format!("{k}={v}")));
+        }
+        for (k, v) in &self.tags {
+            add("tag", Some(format!("{k}={v}")));
+        }
+        add("fingerprint", self.fingerprint.map(|f| f.to_string()));
+        if parts.is_empty() {
+            "--all".to_string()
+        } else {
+            parts.join(" ")
+        }
+    }
+
     /// The library filter of these options.
     pub fn filter(&self) -> Filter {
         let mut f = Filter::all();
@@ -355,12 +394,16 @@ pub struct AnalyzeArgs {
     ArgGroup::new("which")
         .required(true)
         .multiple(true)
-        .args(["id", "all"])
+        .args(["id", "all", "progress", "pause", "resume", "stop"])
         .args(FILTER_ARGS)
 ))]
 #[command(
     override_usage = "deadletter replay <DIR> <ID | --all | FILTERS> [--queue Q] [--to QUEUE [--create]] \
-                          [--reset-attempts] [--dry-run] [--force] [--limit N]"
+                          [--reset-attempts] [--dry-run] [--force] [--limit N]\n       \
+                      deadletter replay <DIR> --guarded <--all | FILTERS> [--canary N] [--growth F] \
+                          [--max-failure-ratio R] [--rate M] [--queue Q] [--to QUEUE [--create]] [...]\n       \
+                      deadletter replay <DIR> --progress [ID]\n       \
+                      deadletter replay <DIR> <--pause ID | --resume ID | --stop ID>"
 )]
 pub struct ReplayArgs {
     /// The store directory.
@@ -392,6 +435,35 @@ pub struct ReplayArgs {
     /// Replay at most this many entries.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Replay in waves: a canary first, each next wave once the one before was handled,
+    /// stopping by itself when a wave fails again too often (one guarded replay per DLQ).
+    #[arg(long, conflicts_with_all = ["id", "dry_run"])]
+    pub guarded: bool,
+    /// The first wave's size (with --guarded).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "guarded")]
+    pub canary: u32,
+    /// Each wave's size over the one before (with --guarded).
+    #[arg(long, value_name = "F", default_value_t = 2.0, requires = "guarded")]
+    pub growth: f64,
+    /// Stop when more than this share of a wave fails again (with --guarded; 0 to 1).
+    #[arg(long, value_name = "R", default_value_t = 0.1, requires = "guarded")]
+    pub max_failure_ratio: f64,
+    /// Release at most this many entries per second (with --guarded).
+    #[arg(long, value_name = "M", requires = "guarded")]
+    pub rate: Option<u32>,
+    /// Show the store's guarded replays (or this one), with their reports.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "0",
+          conflicts_with_all = ["id", "all", "guarded", "pause", "resume", "stop"])]
+    pub progress: Option<u64>,
+    /// Pause this guarded replay.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["id", "all", "guarded", "resume", "stop"])]
+    pub pause: Option<u64>,
+    /// Resume this paused guarded replay.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["id", "all", "guarded", "stop"])]
+    pub resume: Option<u64>,
+    /// Stop (cancel) this guarded replay for good.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["id", "all", "guarded"])]
+    pub stop: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -28,6 +28,7 @@ mod cli;
 mod error;
 mod fleet;
 mod forward;
+mod guarded;
 mod live;
 mod output;
 mod past;

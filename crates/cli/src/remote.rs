@@ -86,6 +86,11 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
         Command::List(a) => browse::list_on(&ns, a, json),
         Command::Show(a) => browse::show_on(&ns, a, json),
         Command::Analyze(a) => browse::analyze_on(&ns, a, json),
+        Command::Replay(a) if crate::guarded::wanted(a) => Err(CliError::Usage(
+            "a guarded replay keeps its state in a store's log and is driven by the store: \
+             it needs a store directory, not a JetStream namespace"
+                .into(),
+        )),
         Command::Replay(a) => change::replay_on(&ns, a, json),
         Command::Delete(a) => change::delete_on(&ns, a, json),
         Command::Purge(a) => change::purge_on(&ns, a, json),

@@ -22,7 +22,11 @@
 //!   change (`persisted` is false on a backend that keeps none: then the counts are of the
 //!   entries still held).
 //!
-//! Changes (`POST /api/replay`, `/api/delete`, `/api/mark`) are answered by the `change` module, which documents them.
+//! - `/api/guarded` and `/api/fingerprints/{name}`: guarded replays and failure
+//!   fingerprints, answered by the `guarded` module, which documents them.
+//!
+//! Changes (`POST /api/replay`, `/api/delete`, `/api/mark`) are answered by the `change` module, which documents them;
+//! `POST /api/guarded/start` and `/api/guarded/step` by the `guarded` module.
 
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
@@ -50,7 +54,11 @@ pub(crate) fn status_of(e: &Error) -> u16 {
     match e {
         Error::UnknownQueue(_) | Error::NotFound(_) => 404,
         Error::InvalidQueueName(_) | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
-        Error::AlreadyReprocessed(_) | Error::InvalidState { .. } | Error::NameClash { .. } => 409,
+        Error::UnknownGuardedReplay(_) => 404,
+        Error::AlreadyReprocessed(_)
+        | Error::InvalidState { .. }
+        | Error::NameClash { .. }
+        | Error::GuardedReplayConflict { .. } => 409,
         _ => 500,
     }
 }
@@ -75,6 +83,8 @@ pub(crate) fn get<S: Source>(store: &S, path: &str, query: &str) -> Reply {
             Err(_) => Reply::error(400, format!("{arg:?} is not an entry id")),
         },
         ("timeline", false) => timeline(store, &arg, query),
+        ("guarded", true) => crate::guarded::list(store),
+        ("fingerprints", false) => crate::guarded::fingerprints(store, &arg),
         _ => Reply::error(404, format!("no such endpoint {path:?}")),
     }
 }

@@ -31,6 +31,10 @@ pub(crate) enum Action {
     Delete,
     /// Mark entries reprocessed.
     Mark,
+    /// Start a guarded replay (see the `guarded` module).
+    GuardedStart,
+    /// Pause, resume or cancel a guarded replay.
+    GuardedStep,
 }
 
 impl Action {
@@ -40,14 +44,22 @@ impl Action {
             Action::Replay => "/api/replay",
             Action::Delete => "/api/delete",
             Action::Mark => "/api/mark",
+            Action::GuardedStart => "/api/guarded/start",
+            Action::GuardedStep => "/api/guarded/step",
         }
     }
 
     /// The action whose endpoint is `path`.
     pub(crate) fn of_path(path: &str) -> Option<Action> {
-        [Action::Replay, Action::Delete, Action::Mark]
-            .into_iter()
-            .find(|a| a.path() == path)
+        [
+            Action::Replay,
+            Action::Delete,
+            Action::Mark,
+            Action::GuardedStart,
+            Action::GuardedStep,
+        ]
+        .into_iter()
+        .find(|a| a.path() == path)
     }
 }
 
@@ -112,6 +124,9 @@ fn failed_json(failed: &[(MessageId, String)]) -> Vec<Value> {
 
 /// Carries out a change; also returns a one-line summary for the log.
 pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Reply, String) {
+    if matches!(action, Action::GuardedStart | Action::GuardedStep) {
+        return crate::guarded::mutate(store, action, body);
+    }
     let fail = |status: u16, msg: String| (Reply::error(status, msg.clone()), msg);
     let req: ChangeRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
@@ -140,6 +155,8 @@ pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Repl
     };
     let dlq_name = dlq.name();
     match action {
+        // Their bodies are not change requests: answered above, before the parse.
+        Action::GuardedStart | Action::GuardedStep => crate::guarded::mutate(store, action, body),
         Action::Replay => {
             let mut options = ReplayOptions::to_origin();
             options.target = req.to.clone().filter(|t| !t.is_empty());

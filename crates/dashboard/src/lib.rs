@@ -68,6 +68,7 @@
 pub mod api;
 mod change;
 pub mod export;
+pub mod guarded;
 mod query;
 mod routes;
 mod server;

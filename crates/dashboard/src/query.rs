@@ -68,6 +68,37 @@ pub(crate) fn parse_cursor(key: &str, text: &str) -> Result<Cursor, String> {
 }
 
 impl FilterSpec {
+    /// The keys given, in words (`error_kind=Timeout, fingerprint=...`), or `every entry`.
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        let mut add = |key: &str, value: Option<String>| {
+            if let Some(v) = value.filter(|v| !v.is_empty()) {
+                parts.push(format!("{key}={v}"));
+            }
+        };
+        add("error_kind", self.error_kind.clone());
+        add("message", self.message.clone());
+        add("payload", self.payload.clone());
+        add("since_ms", self.since_ms.map(|t| t.to_string()));
+        add("until_ms", self.until_ms.map(|t| t.to_string()));
+        add("min_attempts", self.min_attempts.map(|n| n.to_string()));
+        add("max_attempts", self.max_attempts.map(|n| n.to_string()));
+        add("status", self.status.clone());
+        add("worker", self.worker.clone());
+        for (k, v) in &self.attributes {
+            add(&format!("attr.{k}"), Some(v.clone()));
+        }
+        for (k, v) in &self.tags {
+            add(&format!("tag.{k}"), Some(v.clone()));
+        }
+        add("fingerprint", self.fingerprint.clone());
+        if parts.is_empty() {
+            "every entry".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// The library filter, or why the spec is not valid.
     pub(crate) fn to_filter(&self) -> Result<Filter, String> {
         let mut f = Filter::all();

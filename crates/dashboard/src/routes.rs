@@ -13,6 +13,7 @@ use crate::{api, change, time};
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const LIST_JS: &str = include_str!("assets/list.js");
+const GUARDED_JS: &str = include_str!("assets/guarded.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// The header that carries the token on mutating requests.
@@ -116,6 +117,9 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
         }
         (Method::Get, "/app.js") => Reply::text(200, "text/javascript; charset=utf-8", APP_JS),
         (Method::Get, "/list.js") => Reply::text(200, "text/javascript; charset=utf-8", LIST_JS),
+        (Method::Get, "/guarded.js") => {
+            Reply::text(200, "text/javascript; charset=utf-8", GUARDED_JS)
+        }
         (Method::Get, "/style.css") => Reply::text(200, "text/css; charset=utf-8", STYLE_CSS),
         (Method::Get, "/metrics") => match ctx.store.metrics() {
             Ok(m) => {

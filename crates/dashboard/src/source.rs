@@ -7,7 +7,9 @@
 //! queue ([`Metrics`], also served as Prometheus text at `/metrics`), the time now, and
 //! a line saying what it serves.
 
-use deadletter::{DeadLetterQueue, Error, Metrics, Store};
+use deadletter::{
+    DeadLetterQueue, Error, GuardedReplay, GuardedReplayOptions, MessageId, Metrics, Store,
+};
 
 /// Queues and DLQs the dashboard can serve.
 pub trait Source: Send + Sync + 'static {
@@ -23,6 +25,58 @@ pub trait Source: Send + Sync + 'static {
     fn metrics(&self) -> Result<Metrics, Error>;
     /// The time now (ms since the epoch) by the backend's clock.
     fn now_ms(&self) -> u64;
+    /// Its guarded replays, on a backend that keeps them (a store keeps them in its log);
+    /// `None` on one that keeps none: the dashboard then offers none.
+    fn guarded(&self) -> Option<&dyn GuardedReplays> {
+        None
+    }
+}
+
+/// What the operator asks of a running guarded replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardedStep {
+    /// Release nothing more until resumed.
+    Pause,
+    /// Go on.
+    Resume,
+    /// Stop for good.
+    Cancel,
+}
+
+/// Guarded replays of a backend that keeps them.
+pub trait GuardedReplays {
+    /// Every guarded replay, oldest first.
+    fn guarded_list(&self) -> Result<Vec<GuardedReplay>, Error>;
+    /// Starts one over entries `ids` of DLQ `dlq`.
+    fn guarded_start(
+        &self,
+        dlq: &str,
+        ids: &[MessageId],
+        options: &GuardedReplayOptions,
+    ) -> Result<GuardedReplay, Error>;
+    /// Pauses, resumes or cancels replay `id`.
+    fn guarded_step(&self, id: u64, step: GuardedStep) -> Result<GuardedReplay, Error>;
+}
+
+impl GuardedReplays for Store {
+    fn guarded_list(&self) -> Result<Vec<GuardedReplay>, Error> {
+        Ok(self.guarded_replays())
+    }
+    fn guarded_start(
+        &self,
+        dlq: &str,
+        ids: &[MessageId],
+        options: &GuardedReplayOptions,
+    ) -> Result<GuardedReplay, Error> {
+        self.dlq(dlq)?.replay_guarded_ids(ids, options)
+    }
+    fn guarded_step(&self, id: u64, step: GuardedStep) -> Result<GuardedReplay, Error> {
+        match step {
+            GuardedStep::Pause => self.pause_guarded_replay(id),
+            GuardedStep::Resume => self.resume_guarded_replay(id),
+            GuardedStep::Cancel => self.cancel_guarded_replay(id),
+        }
+    }
 }
 
 impl Source for Store {
@@ -41,5 +95,8 @@ impl Source for Store {
     }
     fn now_ms(&self) -> u64 {
         self.config().clock.now_ms()
+    }
+    fn guarded(&self) -> Option<&dyn GuardedReplays> {
+        Some(self)
     }
 }

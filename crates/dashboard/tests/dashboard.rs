@@ -360,3 +360,130 @@ fn mutations_need_the_token_the_origin_and_json() {
     }
     server.shutdown();
 }
+
+#[test]
+fn fingerprints_and_guarded_replays_through_the_api() {
+    let (_dir, store, server, ids) = setup();
+    let addr = server.local_addr();
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("X-Deadletter-Token", TOKEN),
+    ];
+    let post = |path: &str, body: &str| request(addr, "POST", path, &headers, body);
+
+    // Fingerprints: the two "cannot parse" entries are one row, the most frequent first,
+    // with their hours and an example; the library says the same.
+    let fps = get(addr, "/api/fingerprints/orders-dlq").json();
+    let rows = fps["fingerprints"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{fps}");
+    assert_eq!(
+        (
+            rows[0]["error_kind"].as_str(),
+            rows[0]["template"].as_str(),
+            rows[0]["count"].as_u64()
+        ),
+        (Some("Invalid"), Some("cannot parse"), Some(2))
+    );
+    assert_eq!(rows[0]["example_id"], ids[0]);
+    let hours: Vec<u64> = rows[0]["last_day_by_hour"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!((hours.len(), hours.iter().sum::<u64>()), (24, 2));
+    let library = store.dlq("orders").unwrap().fingerprints();
+    let invalid = library.iter().find(|f| f.error_kind == "Invalid").unwrap();
+    assert_eq!(
+        rows[0]["fingerprint"],
+        invalid.fingerprint.to_string().as_str()
+    );
+    assert_eq!(get(addr, "/api/fingerprints/nosuch").status, 404);
+
+    // Guarded replays: none yet; one started by a filter releases its canary.
+    let none = get(addr, "/api/guarded").json();
+    assert_eq!(
+        (
+            none["available"].as_bool(),
+            none["replays"].as_array().unwrap().len()
+        ),
+        (Some(true), 0)
+    );
+    let fp = invalid.fingerprint.to_string();
+    let started = post(
+        "/api/guarded/start",
+        &format!(
+            r#"{{"dlq":"orders","filter":{{"fingerprint":"{fp}"}},"canary":1,"growth":2,"max_failure_ratio":0.5,"reset_attempts":true}}"#
+        ),
+    );
+    assert_eq!(started.status, 200, "{}", started.body);
+    let r = started.json();
+    let id = r["id"].as_u64().unwrap();
+    assert_eq!(
+        (
+            r["state"].as_str(),
+            r["selected"].as_u64(),
+            r["replayed"].as_u64(),
+            r["left"].as_u64()
+        ),
+        (Some("running"), Some(2), Some(1), Some(1))
+    );
+    assert_eq!(r["selection"], format!("fingerprint={fp}").as_str());
+    // One active guarded replay per DLQ.
+    let again = post("/api/guarded/start", r#"{"dlq":"orders","ids":[1]}"#);
+    assert_eq!(again.status, 409, "{}", again.body);
+
+    // Paused, the canary's success releases nothing; resumed, the next wave goes out.
+    let step = |s: &str| {
+        post(
+            "/api/guarded/step",
+            &format!(r#"{{"id":{id},"step":"{s}"}}"#),
+        )
+    };
+    assert_eq!(step("pause").json()["state"], "paused");
+    let orders = store.existing_queue("orders").unwrap();
+    for m in orders.lease(10).unwrap() {
+        orders.ack(&m).unwrap();
+    }
+    let paused = &get(addr, "/api/guarded").json()["replays"][0];
+    assert_eq!(
+        (paused["succeeded"].as_u64(), paused["replayed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(step("resume").json()["replayed"], 2);
+    for m in orders.lease(10).unwrap() {
+        orders.ack(&m).unwrap();
+    }
+    let done = &get(addr, "/api/guarded").json()["replays"][0];
+    assert_eq!(
+        (
+            done["state"].as_str(),
+            done["succeeded"].as_u64(),
+            done["active"].as_bool()
+        ),
+        (Some("completed"), Some(2), Some(false))
+    );
+    assert_eq!(step("cancel").status, 409);
+    assert_eq!(step("jump").status, 400);
+    let unknown = post("/api/guarded/step", r#"{"id":99,"step":"pause"}"#);
+    assert_eq!(unknown.status, 404);
+    let bad = post(
+        "/api/guarded/start",
+        r#"{"dlq":"orders","ids":[1],"canary":0}"#,
+    );
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    // Without the token, nothing starts.
+    let refused = request(
+        addr,
+        "POST",
+        "/api/guarded/start",
+        &headers[..1],
+        r#"{"dlq":"orders","ids":[1]}"#,
+    );
+    assert_eq!(refused.status, 403);
+    assert_eq!(get(addr, "/api/guarded/start").status, 405);
+    let js = get(addr, "/guarded.js");
+    assert_eq!(js.status, 200);
+    assert!(js.body.contains("/api/guarded/step"));
+    server.shutdown();
+}

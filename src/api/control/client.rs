@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::protocol::{self, Reply, Request, PROTOCOL_VERSION};
+use super::protocol::{self, GuardedStep, Reply, Request, PROTOCOL_VERSION};
 use crate::api::actor::Actor;
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
+use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::api::queue::EnqueueOptions;
 use crate::api::types::{DeadLetter, MessageId};
 use crate::error::{Error, Result};
@@ -147,6 +148,63 @@ impl Client {
         };
         match self.call(&request)? {
             Reply::Replayed(report) => Ok(report),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Starts a guarded replay of entries `ids` of DLQ `dlq` (`Dlq::replay_guarded_ids` in
+    /// the owner, which drives it from then on). A target queue that does not exist is
+    /// created only with `create_target`.
+    pub fn replay_guarded(
+        &self,
+        dlq: &str,
+        ids: &[MessageId],
+        options: &GuardedReplayOptions,
+        create_target: bool,
+    ) -> Result<GuardedReplay> {
+        let request = Request::GuardedReplay {
+            dlq: dlq.to_string(),
+            ids: ids.to_vec(),
+            target: options.target.clone(),
+            create_target,
+            reset_attempts: options.reset_attempts,
+            force: options.force,
+            canary: options.canary,
+            growth: options.growth,
+            max_failure_ratio: options.max_failure_ratio,
+            rate_per_sec: options.rate_per_sec,
+            selection: options.selection.clone(),
+        };
+        self.guarded(&request)
+    }
+
+    /// Pauses guarded replay `id` (`Store::pause_guarded_replay` in the owner).
+    pub fn pause_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        self.guarded(&Request::GuardedStep {
+            id,
+            step: GuardedStep::Pause,
+        })
+    }
+
+    /// Resumes guarded replay `id` (`Store::resume_guarded_replay` in the owner).
+    pub fn resume_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        self.guarded(&Request::GuardedStep {
+            id,
+            step: GuardedStep::Resume,
+        })
+    }
+
+    /// Cancels guarded replay `id` (`Store::cancel_guarded_replay` in the owner).
+    pub fn cancel_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        self.guarded(&Request::GuardedStep {
+            id,
+            step: GuardedStep::Cancel,
+        })
+    }
+
+    fn guarded(&self, request: &Request) -> Result<GuardedReplay> {
+        match self.call(request)? {
+            Reply::Guarded(report) => Ok(*report),
             other => Err(self.unexpected(other)),
         }
     }

@@ -12,12 +12,13 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::api::dlq::ReplayReport;
+use crate::api::guarded::GuardedReplay;
 use crate::api::types::{DeadLetter, MessageId};
 use crate::error::Error;
 
-/// The control protocol version this build speaks (3: `Hello` names the connection's
-/// actor, for the audit trail; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// The control protocol version this build speaks (4: guarded replays, after 3's actor in
+/// `Hello`; see docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
@@ -77,6 +78,33 @@ pub(crate) enum Request {
         queue: Option<String>,
         entries: Vec<DeadLetter>,
     },
+    /// Start a guarded replay of entries of a DLQ (`Dlq::replay_guarded_ids`; version 4).
+    GuardedReplay {
+        dlq: String,
+        ids: Vec<MessageId>,
+        target: Option<String>,
+        create_target: bool,
+        reset_attempts: bool,
+        force: bool,
+        canary: u32,
+        growth: f64,
+        max_failure_ratio: f64,
+        rate_per_sec: Option<u32>,
+        selection: String,
+    },
+    /// Pause, resume or cancel a guarded replay (version 4).
+    GuardedStep { id: u64, step: GuardedStep },
+}
+
+/// What the operator asks of a guarded replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum GuardedStep {
+    /// `Store::pause_guarded_replay`.
+    Pause,
+    /// `Store::resume_guarded_replay`.
+    Resume,
+    /// `Store::cancel_guarded_replay`.
+    Cancel,
 }
 
 /// What the owner answers.
@@ -103,6 +131,8 @@ pub(crate) enum Reply {
     },
     Imported(ImportReportWire),
     Failed(RemoteError),
+    /// A guarded replay's report (version 4; boxed, as it is the largest reply).
+    Guarded(Box<GuardedReplay>),
 }
 
 /// An [`crate::ImportReport`] on the wire.
@@ -139,6 +169,13 @@ pub(crate) enum RemoteError {
         kind: String,
         message: String,
     },
+    /// No guarded replay with this id (version 4).
+    UnknownGuardedReplay(u64),
+    /// A guarded replay cannot do what was asked (version 4).
+    GuardedReplayConflict {
+        id: u64,
+        reason: String,
+    },
 }
 
 impl From<&Error> for RemoteError {
@@ -154,6 +191,11 @@ impl From<&Error> for RemoteError {
             },
             Error::InvalidConfig(m) => RemoteError::InvalidConfig(m.clone()),
             Error::InvalidActor(a) => RemoteError::InvalidActor(a.clone()),
+            Error::UnknownGuardedReplay(id) => RemoteError::UnknownGuardedReplay(*id),
+            Error::GuardedReplayConflict { id, reason } => RemoteError::GuardedReplayConflict {
+                id: *id,
+                reason: reason.clone(),
+            },
             other => RemoteError::Other {
                 kind: error_kind(other).to_string(),
                 message: other.to_string(),
@@ -186,6 +228,10 @@ impl From<RemoteError> for Error {
                 message: m,
             },
             RemoteError::Other { kind, message } => Error::Remote { kind, message },
+            RemoteError::UnknownGuardedReplay(id) => Error::UnknownGuardedReplay(id),
+            RemoteError::GuardedReplayConflict { id, reason } => {
+                Error::GuardedReplayConflict { id, reason }
+            }
         }
     }
 }

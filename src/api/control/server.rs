@@ -20,9 +20,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::{self, ImportReportWire, RemoteError, Reply, Request, PROTOCOL_VERSION};
+use super::protocol::{
+    self, GuardedStep, ImportReportWire, RemoteError, Reply, Request, PROTOCOL_VERSION,
+};
 use crate::api::actor::Actor;
 use crate::api::dlq::{Importer, ReplayOptions};
+use crate::api::guarded::GuardedReplayOptions;
 use crate::api::queue::EnqueueOptions;
 use crate::api::store::{Store, WeakStore};
 use crate::error::{Error, Result};
@@ -195,6 +198,41 @@ fn handle(
             options.dry_run = dry_run;
             Reply::Replayed(dlq.replay_ids(&ids, &options)?)
         }
+        Request::GuardedReplay {
+            dlq,
+            ids,
+            target,
+            create_target,
+            reset_attempts,
+            force,
+            canary,
+            growth,
+            max_failure_ratio,
+            rate_per_sec,
+            selection,
+        } => {
+            let dlq = store.dlq(&dlq)?;
+            if let Some(t) = &target {
+                if !create_target && !store.queue_names().iter().any(|q| q == t) {
+                    return Err(Error::UnknownQueue(t.clone()));
+                }
+            }
+            let mut options = GuardedReplayOptions::to_origin()
+                .canary(canary)
+                .growth(growth)
+                .max_failure_ratio(max_failure_ratio)
+                .selection(selection);
+            options.target = target;
+            options.reset_attempts = reset_attempts;
+            options.force = force;
+            options.rate_per_sec = rate_per_sec;
+            Reply::Guarded(Box::new(dlq.replay_guarded_ids(&ids, &options)?))
+        }
+        Request::GuardedStep { id, step } => Reply::Guarded(Box::new(match step {
+            GuardedStep::Pause => store.pause_guarded_replay(id)?,
+            GuardedStep::Resume => store.resume_guarded_replay(id)?,
+            GuardedStep::Cancel => store.cancel_guarded_replay(id)?,
+        })),
         Request::ReplayCorrected {
             dlq,
             id,

@@ -104,6 +104,16 @@ struct EntryRef {
 }
 
 impl Dlq {
+    /// The store it belongs to.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The id of the queue whose DLQ it is.
+    pub(crate) fn queue_id(&self) -> QueueId {
+        self.queue
+    }
+
     pub(crate) fn new(store: Store, queue: QueueId, queue_name: String) -> Self {
         Dlq {
             store,

@@ -1,13 +1,14 @@
 //! Applying records: [`State::apply`] and the per-record transitions it dispatches to.
 //! The only code that changes a message's place, attempts or counters.
 
+use super::guards::Outcome;
 use super::{
     clip, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, Event, Extra, Failed, IdMap,
     IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND, STORE_ACTOR,
 };
 use crate::engine::envelope::{DlqMetadata, FailureInfo, MessageId};
 use crate::engine::fingerprint::Fingerprint;
-use crate::engine::record::{Decoded, ImportedEntry, Op, Put, PutCause, QueueId};
+use crate::engine::record::{Decoded, GuardEvent, ImportedEntry, Op, Put, PutCause, QueueId};
 
 impl State {
     /// Applies one decoded record found at log position `pos`.
@@ -90,6 +91,7 @@ impl State {
                 return Effects {
                     ready: false,
                     dlq_changed: true,
+                    guard: false,
                 };
             }
             PutCause::CorrectedReplay {
@@ -168,6 +170,7 @@ impl State {
         Effects {
             ready: true,
             dlq_changed: previous_place.is_some(),
+            guard: false,
         }
     }
 
@@ -271,9 +274,11 @@ impl State {
                 self.extras.entry(*id).or_default().history_pos = Some(pos);
                 self.make_ready(*id, m, *visible_at, Place::Ready);
                 self.queue_mut(m.queue).counters.retried += 1;
+                self.guard_outcome(*id, Outcome::FailedAgain);
                 Effects {
                     ready: true,
                     dlq_changed: false,
+                    guard: false,
                 }
             }
             Op::Release { id, visible_at } => {
@@ -288,12 +293,14 @@ impl State {
                     return Effects {
                         ready: true,
                         dlq_changed: false,
+                        guard: false,
                     };
                 }
                 self.make_ready(*id, m, *visible_at, Place::Ready);
                 Effects {
                     ready: true,
                     dlq_changed: false,
+                    guard: false,
                 }
             }
             Op::DeadLetter {
@@ -322,6 +329,7 @@ impl State {
                 Effects {
                     ready: false,
                     dlq_changed: true,
+                    guard: false,
                 }
             }
             Op::Replay {
@@ -332,41 +340,12 @@ impl State {
                 attempts,
                 generation,
             } => {
-                let Some(m) = self.msgs.get(id).copied() else {
-                    return Effects::default();
-                };
-                if m.place != Place::Dead {
-                    return Effects::default();
-                }
-                let from = m.queue;
-                let history = self.replay_history(*id, m.payload_pos, *attempts, false);
-                self.leave_dlq(*id, Leave::Replayed);
-                let extra = self.extras.entry(*id).or_default();
-                extra.generation = *generation;
-                extra.from_dlq = Some(from);
-                extra.history_pos = history;
-                self.msgs.insert(
-                    *id,
-                    Msg {
-                        payload_pos: m.payload_pos,
-                        visible_at: *visible_at,
-                        queue: *queue,
-                        attempts: *attempts,
-                        place: Place::Ready,
-                    },
-                );
-                self.queue_mut(*queue).counters.ready += 1;
-                self.push_ready(*queue, *visible_at, *id, false);
-                let replayed = Event::Replayed {
-                    from,
-                    to: *queue,
-                    generation: *generation,
-                    corrected: false,
-                };
-                self.record_step(*id, *at, replayed);
+                let moved =
+                    self.replay_entry(*id, *queue, *at, *visible_at, *attempts, *generation);
                 Effects {
-                    ready: true,
-                    dlq_changed: true,
+                    ready: moved,
+                    dlq_changed: moved,
+                    guard: false,
                 }
             }
             Op::Delete { ids, expired, at } => {
@@ -392,6 +371,7 @@ impl State {
                 Effects {
                     ready: false,
                     dlq_changed,
+                    guard: false,
                 }
             }
             Op::Audit(entry) => {
@@ -419,9 +399,66 @@ impl State {
                 Effects {
                     ready: false,
                     dlq_changed: true,
+                    guard: false,
+                }
+            }
+            Op::Guard { guard, at, event } => {
+                self.apply_guard(*guard, *at, event);
+                let release = matches!(event, GuardEvent::Release { .. });
+                Effects {
+                    ready: release,
+                    dlq_changed: release,
+                    guard: false,
                 }
             }
         }
+    }
+
+    /// Moves DLQ entry `id` back to `queue` at time `at`, visible at `visible_at`, with
+    /// `attempts` and `generation`: a replay, a step of its lineage. False (and nothing
+    /// changes) if it is not a DLQ entry.
+    pub(super) fn replay_entry(
+        &mut self,
+        id: MessageId,
+        queue: QueueId,
+        at: u64,
+        visible_at: u64,
+        attempts: u32,
+        generation: u32,
+    ) -> bool {
+        let Some(m) = self.msgs.get(&id).copied() else {
+            return false;
+        };
+        if m.place != Place::Dead {
+            return false;
+        }
+        let from = m.queue;
+        let history = self.replay_history(id, m.payload_pos, attempts, false);
+        self.leave_dlq(id, Leave::Replayed);
+        let extra = self.extras.entry(id).or_default();
+        extra.generation = generation;
+        extra.from_dlq = Some(from);
+        extra.history_pos = history;
+        self.msgs.insert(
+            id,
+            Msg {
+                payload_pos: m.payload_pos,
+                visible_at,
+                queue,
+                attempts,
+                place: Place::Ready,
+            },
+        );
+        self.queue_mut(queue).counters.ready += 1;
+        self.push_ready(queue, visible_at, id, false);
+        let replayed = Event::Replayed {
+            from,
+            to: queue,
+            generation,
+            corrected: false,
+        };
+        self.record_step(id, at, replayed);
+        true
     }
 
     fn lease_one(&mut self, id: MessageId, at: u64, deadline: u64) {
@@ -532,6 +569,7 @@ impl State {
             self.queue_mut(from).dlq.reprocessed_ok += 1;
         }
         self.audit.remove(id, at, Removal::Processed, None);
+        self.guard_outcome(id, Outcome::Succeeded);
     }
 
     fn remove_extra(&mut self, id: MessageId) -> Option<Extra> {
@@ -614,6 +652,7 @@ impl State {
         let qs = self.queue_mut(m.queue);
         *qs.dlq.by_kind.entry(kind).or_default() += 1;
         *qs.dlq.by_worker.entry(worker).or_default() += 1;
+        self.guard_outcome(id, Outcome::FailedAgain);
         true
     }
 
@@ -775,6 +814,7 @@ impl State {
                 } else {
                     qs.counters.deleted += 1;
                 }
+                self.guard_outcome(id, Outcome::Removed);
             }
         }
         self.msgs.remove(&id);
@@ -811,7 +851,8 @@ fn record_time(rec: &Decoded<'_>) -> Option<u64> {
             | Op::Ack { at, .. }
             | Op::Replay { at, .. }
             | Op::Delete { at, .. }
-            | Op::MarkReprocessed { at, .. } => Some(*at),
+            | Op::MarkReprocessed { at, .. }
+            | Op::Guard { at, .. } => Some(*at),
             Op::DeadLetter { dlq, .. } => Some(dlq.dead_lettered_at_ms),
             Op::Audit(entry) => Some(entry.at_ms),
             _ => None,

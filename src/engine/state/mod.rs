@@ -16,6 +16,7 @@
 mod apply;
 mod audit;
 mod fingerprints;
+mod guards;
 mod history;
 mod index;
 mod intern;
@@ -35,6 +36,7 @@ pub use audit::{
     Lineage, Removal, Step, Tombstone, STORE_ACTOR,
 };
 pub use fingerprints::FingerprintIndex;
+pub use guards::{Guard, GuardStatus, Guards};
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdHashSet, IdMap, Interner};
@@ -202,6 +204,8 @@ pub struct Effects {
     /// DLQ sizes changed for these queues (bit set over the first 64 queue ids is not enough,
     /// so a flag is kept and the store rechecks all DLQs with alert hooks).
     pub dlq_changed: bool,
+    /// A guarded replay has something to release now (the store drives it).
+    pub guard: bool,
 }
 
 /// The whole index.
@@ -246,6 +250,8 @@ pub struct State {
     /// True for an index that only ever replays records (compaction's own): it keeps no
     /// ready lists and no lease deadlines (see [`State::set_replay_only`]).
     pub replay_only: bool,
+    /// Guarded replays and the replayed messages they wait for.
+    pub guards: Guards,
 }
 
 impl State {

@@ -2,11 +2,14 @@
 //! of a whole index from one. How a snapshot is written on disk is
 //! [`crate::engine::wire`]'s business.
 
+use std::collections::BTreeMap;
+
 use super::{
-    AuditLog, AuditSnapshot, DeadInfo, DlqCounters, Extra, FailureHistory, Interner, Msg, Place,
-    QueueCounters, State,
+    AuditLog, AuditSnapshot, DeadInfo, DlqCounters, Extra, FailureHistory, Guard, Guards, Interner,
+    Msg, Place, QueueCounters, State,
 };
 use crate::engine::envelope::MessageId;
+use crate::engine::record::GuardId;
 use crate::engine::record::QueueId;
 
 /// One queue in a snapshot.
@@ -43,6 +46,8 @@ pub struct Snapshot {
     pub strings: Vec<String>,
     /// Lineage, tombstones and the audit trail (format version 5 on).
     pub audit: AuditSnapshot,
+    /// Guarded replays (format version 6; none in older checkpoints).
+    pub guards: BTreeMap<GuardId, Guard>,
 }
 
 impl State {
@@ -97,6 +102,7 @@ impl State {
                 .collect(),
             strings: self.strings.names().to_vec(),
             audit: self.audit.snapshot(),
+            guards: self.guards.all.clone(),
         }
     }
 
@@ -154,6 +160,7 @@ impl State {
         }
         st.strings = Interner::from_names(snap.strings);
         st.audit = AuditLog::restore(snap.audit);
+        st.guards = Guards::from_replays(snap.guards);
         st
     }
 }

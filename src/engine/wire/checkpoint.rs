@@ -13,7 +13,7 @@
 //! knowing its layout ([`CheckpointError::Newer`] when intact, [`CheckpointError::Damaged`]
 //! otherwise). The rest of the header and the body are the version's own.
 
-use super::{current, v1, v4, v5, FORMAT_VERSION};
+use super::{current, v1, v4, v5, v6, FORMAT_VERSION};
 use crate::engine::state::Snapshot;
 use crate::error::Result;
 
@@ -81,16 +81,16 @@ pub(crate) fn decode_checkpoint(
     }
     match u16::from_le_bytes([bytes[8], bytes[9]]) {
         // Version 2 changed the segment header only, version 3 added records: their
-        // checkpoints are version 1's. Versions 4 and 5 keep the header and grow the body.
-        v @ (1..=5) => decode_v1(bytes, v),
+        // checkpoints are version 1's. Versions 4 to 6 keep the header and grow the body.
+        v @ (1..=6) => decode_v1(bytes, v),
         v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
         _ => Err(CheckpointError::Damaged(8)),
     }
 }
 
-/// Version 1 (and 2 to 5, the same header): position and body length, then the body in
+/// Version 1 (and 2 to 6, the same header): position and body length, then the body in
 /// that version's layout (version 1's up to version 3; version 4 adds the failure history,
-/// version 5 the audit part).
+/// version 5 the audit part, version 6 the guarded replays).
 fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, CheckpointError> {
     let u64_at = |at: usize| {
         bytes
@@ -108,7 +108,8 @@ fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, 
     let snapshot = match version {
         1..=3 => v1::snapshot::decode(body, V1_HEADER_LEN as u64)?,
         4 => v4::snapshot::decode(body, V1_HEADER_LEN as u64)?,
-        _ => v5::snapshot::decode(body, V1_HEADER_LEN as u64)?,
+        5 => v5::snapshot::decode(body, V1_HEADER_LEN as u64)?,
+        _ => v6::snapshot::decode(body, V1_HEADER_LEN as u64)?,
     };
     Ok(CheckpointFile {
         version,

@@ -26,7 +26,8 @@
 //! its own module: version 3 added two records (`v3`, which hands every older record
 //! to `v1`), version 4 the failure history to the checkpoint body (`v4`), version 5 the
 //! audit record, the dead-letter record with its enqueue time and the audit part of the
-//! checkpoint body (`v5`).
+//! checkpoint body (`v5`), version 6 the guarded replay's record and its state in the
+//! checkpoint body (`v6`, every other record by `v5`).
 //!
 //! `docs/FORMAT.md` describes every version's bytes; `tests/format_compat.rs` opens a store
 //! written by every version (`tests/fixtures/v*`) and checks its exact contents.
@@ -39,6 +40,7 @@ mod v1;
 mod v3;
 mod v4;
 mod v5;
+mod v6;
 
 use std::ops::Range;
 
@@ -52,7 +54,7 @@ use crate::error::Result;
 
 /// The wire structs records and checkpoints are written with. A version that changes
 /// them moves this alias to its new module; the old module keeps its decoders.
-use v5 as current;
+use v6 as current;
 
 /// A record body that does not decode. Its reader reports it as
 /// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
@@ -90,6 +92,7 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::decode_for_apply(body),
         5 => v5::decode_for_apply(body),
+        6 => v6::decode_for_apply(body),
         _ => Err(BadContent),
     }
 }
@@ -103,6 +106,7 @@ pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadConten
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::decode(body),
         5 => v5::decode(body),
+        6 => v6::decode(body),
         _ => Err(BadContent),
     }
 }
@@ -116,6 +120,7 @@ pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, Bad
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::put_payload(body),
         5 => v5::put_payload(body),
+        6 => v6::put_payload(body),
         _ => Err(BadContent),
     }
 }

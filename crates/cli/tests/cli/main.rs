@@ -10,6 +10,7 @@
 //! - `errors`: locked and missing stores, bad usage;
 //! - `live`: a store held by a running owner process, and a read-only copy;
 //! - `fingerprints`: templates in `analyze`, and `--fingerprint` in list, replay, delete, purge;
+//! - `guarded`: `replay --guarded` on a store the tool takes and on one an owner holds;
 //! - `serve`: the dashboard;
 //! - `nats`: the commands on a JetStream namespace (the machine's NATS server);
 //! - `forward`: the forwarder, from a store filled offline to its limit;
@@ -33,6 +34,7 @@ mod change;
 mod errors;
 mod fingerprints;
 mod forward;
+mod guarded;
 mod live;
 mod nats;
 mod serve;

@@ -1,7 +1,8 @@
 // deadletter dashboard: vanilla JavaScript, no dependencies. Every value from the store is
 // written with textContent (never as HTML). Mutations carry the token in a custom header.
 // This file holds the shared helpers, the queue table, the charts, one entry's panel and
-// the start; list.js (loaded first) the DLQ list, its filters, pages and selection.
+// the start; list.js (loaded first) the DLQ list, its filters, pages and selection;
+// guarded.js (loaded second) the failure fingerprints and guarded replays.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -357,7 +358,7 @@ async function refresh() {
     }
     renderQueues();
     renderKinds();
-    await Promise.all([renderTimeline(), loadEntries()]);
+    await Promise.all([renderTimeline(), loadEntries(), loadFingerprints(), loadGuarded()]);
     document.body.dataset.loaded = String(Date.now());
   } catch (err) {
     setStatus("Cannot load: " + err.message, true);
@@ -398,6 +399,7 @@ async function init() {
   $("entry-mark-ok").addEventListener("click", () => mark(true));
   $("entry-mark-failed").addEventListener("click", () => mark(false));
   wireList();
+  wireGuarded();
   setStatus(state.token ? "Ready." : "Read-only until a token is entered.");
   const entry = state.entry;
   await refresh();

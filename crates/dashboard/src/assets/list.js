@@ -7,7 +7,7 @@
 // ---- the address: ?dlq=&filters&after=|before=&limit=&entry= ---------------------------
 
 // Filter keys as the API's list query names them (attributes and tags are attr.K / tag.K).
-const FILTER_KEYS = ["error_kind", "message", "payload", "status", "since_ms", "until_ms", "min_attempts", "max_attempts"];
+const FILTER_KEYS = ["error_kind", "message", "payload", "status", "since_ms", "until_ms", "min_attempts", "max_attempts", "fingerprint"];
 
 function filterParams(filter) {
   const params = new URLSearchParams();
@@ -89,6 +89,7 @@ function filterFromForm() {
   if (v("min_attempts")) f.min_attempts = Number(v("min_attempts"));
   if (v("max_attempts")) f.max_attempts = Number(v("max_attempts"));
   if (v("status")) f.status = v("status");
+  if (v("fingerprint")) f.fingerprint = v("fingerprint").toLowerCase();
   const attributes = parsePairs(v("attributes"));
   if (Object.keys(attributes).length) f.attributes = attributes;
   const tags = parsePairs(v("tags"));
@@ -114,6 +115,7 @@ function fillForm() {
   set("until", f.until_ms ? isoMinute(f.until_ms) : "");
   set("min_attempts", f.min_attempts);
   set("max_attempts", f.max_attempts);
+  set("fingerprint", f.fingerprint);
   set("attributes", pairsText(f.attributes));
   set("tags", pairsText(f.tags));
 }
@@ -160,6 +162,7 @@ async function loadEntries() {
   $("prev-page").disabled = page.prev_cursor === null;
   $("first-page").disabled = page.prev_cursor === null;
   setLabel($("replay-matching"), `Replay all matching (${page.matched})`);
+  $("guarded-matching").textContent = `Guarded replay of all matching (${page.matched})`;
   setLabel($("delete-matching"), `Delete all matching (${page.matched})`);
   body.replaceChildren();
   if (page.entries.length === 0) {
@@ -221,7 +224,7 @@ async function loadEntries() {
 function renderSelection() {
   const n = state.selected.size;
   $("selected-count").textContent = `${n} selected`;
-  for (const id of ["replay-selected", "delete-selected", "mark-selected-ok", "mark-selected-failed", "clear-selection"]) {
+  for (const id of ["replay-selected", "delete-selected", "mark-selected-ok", "mark-selected-failed", "clear-selection", "guarded-selected"]) {
     $(id).disabled = n === 0;
   }
   setLabel($("delete-selected"), n ? `Delete selected (${n})` : "Delete selected");

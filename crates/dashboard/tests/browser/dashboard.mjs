@@ -13,7 +13,10 @@
 // from is replayed; filters given in the address are applied; rows selected and marked
 // reprocessed or deleted (a delete asks for a second click, whose label resets); the list
 // refreshes by itself and keeps the selection; a link to an entry opens it, and "Replay
-// this entry" closes it; the failure chart keeps its counts after replays and deletes.
+// this entry" closes it; the failure chart keeps its counts after replays and deletes; the
+// fingerprints panel shows /api/fingerprints (counts, sparklines) and a click on a row
+// filters the list; a guarded replay started from the filter shows its progress and is
+// paused and stopped from the page; a replay by fingerprint empties that fingerprint.
 // Saves screenshots. Prints "browser: N passed, 0 failed" and exits 0, or names the
 // failed check and exits 1.
 
@@ -147,7 +150,13 @@ async function main() {
     const exec = (script, ...args) => wd(base, "POST", s("/execute/sync"), { script, args });
     const find = async (css) => (await wd(base, "POST", s("/element"), { using: "css selector", value: css }))[ELEMENT];
     const text = async (css) => wd(base, "GET", s(`/element/${await find(css)}/text`));
-    const click = async (css) => wd(base, "POST", s(`/element/${await find(css)}/click`), {});
+    // Clicks an element as a user would: scrolled to the middle of the window first (the
+    // driver's own scrolling may leave it under the status bar fixed at the bottom).
+    const click = async (css) => {
+      const el = await find(css);
+      await exec("arguments[0].scrollIntoView({block: 'center'});", { [ELEMENT]: el });
+      return wd(base, "POST", s(`/element/${el}/click`), {});
+    };
     const shot = async (name) => {
       const png = await wd(base, "GET", s("/screenshot"));
       writeFileSync(join(shotDir, name), Buffer.from(png, "base64"));
@@ -205,6 +214,32 @@ async function main() {
     );
     await waitFor("the filtered list", async () => (await text('[data-testid="matched"]')) === `${orders.dlq_stats.by_error_kind[kind]} matching`);
     check(true, `filtering by ${kind} shows ${orders.dlq_stats.by_error_kind[kind]} entries`);
+    await click("#clear-filters");
+    await waitFor("the whole list again", async () => (await text('[data-testid="matched"]')) === `${orders.dlq_size} matching`);
+
+    // 3b. The fingerprints panel: one row per fingerprint of /api/fingerprints, with its
+    // count and a sparkline of the last day; a click on a row lists its entries.
+    const fps = (await apiGet("api/fingerprints/orders-dlq")).fingerprints;
+    check(fps.length >= 2, `orders-dlq has ${fps.length} fingerprints`);
+    await waitFor("the fingerprints panel", () =>
+      exec(`return document.querySelectorAll('#fingerprints tbody tr.clickable').length === ${fps.length};`),
+    );
+    for (const f of fps) {
+      const row = `[data-testid="fp-row-${f.fingerprint}"]`;
+      const shown = await text(`${row} [data-field="count"]`);
+      if (shown !== String(f.count) || (await text(`${row} [data-field="template"]`)) !== f.template) {
+        throw new Error(`check failed: fingerprint ${f.fingerprint} shows ${shown}, API says ${f.count}`);
+      }
+      const spark = await exec(`return document.querySelector('${row} svg.spark').dataset.total;`);
+      const day = f.last_day_by_hour.reduce((a, b) => a + b, 0);
+      if (spark !== String(day)) throw new Error(`check failed: ${f.fingerprint} sparkline sums ${spark}, API ${day}`);
+    }
+    check(true, `the fingerprints panel shows each one's template, count and last day (${fps.map((f) => f.count).join(", ")})`);
+    const top = fps[0];
+    await clickAndReload(`[data-testid="fp-row-${top.fingerprint}"] td`);
+    await waitFor("the list filtered by fingerprint", async () => (await text('[data-testid="matched"]')) === `${top.count} matching`);
+    check((await exec("return location.search;")).includes("fingerprint=" + top.fingerprint), "a click on a fingerprint filters the list by it, in the address too");
+    check((await exec("return document.getElementById('filters').elements.fingerprint.value;")) === top.fingerprint, "and the form shows it");
     await click("#clear-filters");
     await waitFor("the whole list again", async () => (await text('[data-testid="matched"]')) === `${orders.dlq_size} matching`);
 
@@ -401,7 +436,41 @@ async function main() {
     // 13. The failure chart counts dead-letterings, not what is left in the DLQ.
     const chartAfter = await timelineTotal("orders-dlq");
     check(chartAfter === chartBefore, `the failure chart still counts ${chartAfter} after replays and deletes`);
-    console.log(`screenshots in ${shotDir}: dashboard.png, dashboard-dark.png, dashboard-420.png, entry.png`);
+
+    // 14. A guarded replay of what the filter matches (the one entry left, reprocessed:
+    // "include reprocessed" on): its canary goes out, nobody consumes it, so it waits; the
+    // page shows its progress, pauses it and stops it.
+    await open("?dlq=orders-dlq");
+    await exec("document.getElementById('force').checked = true; document.getElementById('g-canary').value = '1';");
+    await clickAndReload('[data-testid="guarded-matching"]');
+    await waitFor("the guarded replay's status line", async () => (await text('[data-testid="status"]')).startsWith("Guarded replay"));
+    const guarded = (await apiGet("api/guarded")).replays;
+    check(guarded.length === 1 && guarded[0].state === "running" && guarded[0].replayed === 1, `the guarded replay started: ${JSON.stringify(guarded[0])}`);
+    const gid = guarded[0].id;
+    const grow = `[data-testid="guarded-row-${gid}"]`;
+    await waitFor("the guarded replays table", () => exec(`return document.querySelector('${grow}') !== null && !document.getElementById('guarded-section').hidden;`));
+    check((await text(`${grow} [data-field="waiting"]`)) === "1", "the page shows its canary waiting for an outcome");
+    check((await text(`${grow} [data-field="state"]`)) === "running", "and the replay running");
+    await exec("window.scrollTo(0, document.getElementById('guarded-section').offsetTop);");
+    await shot("guarded.png");
+    await clickAndReload(`[data-testid="g-pause-${gid}"]`);
+    await waitFor("paused", async () => (await text(`${grow} [data-field="state"]`)) === "paused");
+    check((await apiGet("api/guarded")).replays[0].state === "paused", "Pause pauses it");
+    await clickAndReload(`[data-testid="g-cancel-${gid}"]`);
+    await waitFor("cancelled", async () => (await text(`${grow} [data-field="state"]`)) === "cancelled");
+    check((await apiGet("api/guarded")).replays[0].state === "cancelled", "Stop cancels it");
+
+    // 15. Replay by fingerprint from the panel (two clicks): every entry with it leaves.
+    await open("?dlq=emails-dlq");
+    const mails = (await apiGet("api/fingerprints/emails-dlq")).fingerprints;
+    check(mails.length >= 1, `emails-dlq has ${mails.length} fingerprint(s)`);
+    const emailsBefore = (await apiStats()).queues.find((q) => q.queue === "emails").dlq_size;
+    await click(`[data-testid="fp-replay-${mails[0].fingerprint}"]`);
+    check((await text(`[data-testid="fp-replay-${mails[0].fingerprint}"]`)).startsWith("Click again"), "replay by fingerprint asks for a second click");
+    await clickAndReload(`[data-testid="fp-replay-${mails[0].fingerprint}"]`);
+    const emailsAfter = (await apiStats()).queues.find((q) => q.queue === "emails").dlq_size;
+    check(emailsAfter === emailsBefore - mails[0].count, `replay by fingerprint: emails-dlq went from ${emailsBefore} to ${emailsAfter}`);
+    console.log(`screenshots in ${shotDir}: dashboard.png, dashboard-dark.png, dashboard-420.png, entry.png, guarded.png`);
   } catch (e) {
     if (session) {
       try {

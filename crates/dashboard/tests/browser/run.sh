@@ -61,17 +61,31 @@ grep -q "refused POST /api/replay .*cross-site request refused" "$work/serve.log
 grep -q "POST /api/mark from .*marked 2 of 2 .*reprocessed ok.*fixed in the shop by hand" "$work/serve.log"
 grep -q "POST /api/delete from .*deleted 2 (ids" "$work/serve.log"
 
-# With the server stopped, the tool sees the store changed: orders-dlq 7 -> 1 (three
-# replays, four deletes, two marked and later deleted), orders 0 -> 3 (the replays).
+grep -q "POST /api/guarded/start from .*started guarded replay 1 of 1" "$work/serve.log"
+grep -q "POST /api/guarded/step from .*cancel guarded replay 1" "$work/serve.log"
+
+# With the server stopped, the tool sees the store changed: orders-dlq 7 -> 0 (three
+# replays, four deletes, two marked and later deleted, the last one replayed by the guarded
+# replay), orders 0 -> 4 (the replays); the guarded replay is cancelled.
 "$bin" stats "$work/store" --json | node -e '
   let s = "";
   process.stdin.on("data", (d) => (s += d)).on("end", () => {
     const q = JSON.parse(s).queues.find((q) => q.queue === "orders");
-    if (q.dlq_size !== 1 || q.depth !== 3) {
-      console.error(`after the browser test the CLI sees orders-dlq ${q.dlq_size}, orders ${q.depth}; expected 1 and 3`);
+    if (q.dlq_size !== 0 || q.depth !== 4) {
+      console.error(`after the browser test the CLI sees orders-dlq ${q.dlq_size}, orders ${q.depth}; expected 0 and 4`);
       process.exit(1);
     }
     console.log(`deadletter stats after the browser test: orders-dlq ${q.dlq_size}, orders ${q.depth} waiting`);
+  });'
+"$bin" replay "$work/store" --progress --json | node -e '
+  let s = "";
+  process.stdin.on("data", (d) => (s += d)).on("end", () => {
+    const r = JSON.parse(s).guarded_replays;
+    if (r.length !== 1 || r[0].state !== "cancelled" || r[0].replayed !== 1) {
+      console.error(`after the browser test the CLI sees guarded replays ${JSON.stringify(r)}`);
+      process.exit(1);
+    }
+    console.log("deadletter replay --progress after the browser test: 1 cancelled, 1 replayed");
   });'
 
 if [ "${UPDATE_DOCS_SCREENSHOT:-}" = 1 ]; then

@@ -358,14 +358,16 @@ impl From<DlqMetadata<'_>> for envelope::DlqMetadata {
 
 impl<'a> Op<'a> {
     /// The version-1 form of `op`; `None` for a record version 1 does not have (a
-    /// reservation and a start, added by version 3; an audit record, version 5). A
-    /// dead-letter record loses its enqueue time (version 5 writes it).
+    /// reservation and a start, added by version 3; an audit record, version 5; a guarded
+    /// replay's step, version 6). A dead-letter record loses its enqueue time (version 5
+    /// writes it).
     #[inline]
     pub(in crate::engine::wire) fn of(op: &'a engine::Op) -> Option<Self> {
         Some(match op {
-            engine::Op::Reserve { .. } | engine::Op::Start { .. } | engine::Op::Audit(_) => {
-                return None
-            }
+            engine::Op::Reserve { .. }
+            | engine::Op::Start { .. }
+            | engine::Op::Audit(_)
+            | engine::Op::Guard { .. } => return None,
             engine::Op::DeclareQueue { queue, name } => Op::DeclareQueue {
                 queue: *queue,
                 name: text(name),

@@ -5,7 +5,8 @@
 //! which drops the records it was counted from. `docs/FORMAT.md` describes the change.
 //!
 //! The records did not change, so their decoders are version 3's; only the snapshot module
-//! is this version's own (version 5's checkpoint body starts with it).
+//! is this version's own (version 5's checkpoint body starts with it, and version 6's
+//! with version 5's).
 
 pub(super) mod snapshot;
 

@@ -183,6 +183,8 @@ impl From<Snapshot> for engine::Snapshot {
                 horizon: s.latest_time,
                 ..engine::AuditSnapshot::default()
             },
+            // Guarded replays came with version 6.
+            guards: Default::default(),
         }
     }
 }

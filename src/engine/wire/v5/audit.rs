@@ -104,7 +104,7 @@ pub(super) struct Tombstone<'a> {
 /// The audit part of a checkpoint body, after version 4's body.
 #[derive(Serialize, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]
-pub(super) struct AuditPart<'a> {
+pub(in crate::engine::wire) struct AuditPart<'a> {
     lineage: Vec<(u64, Lineage<'a>)>,
     tombstones: Vec<Tombstone<'a>>,
     trail: Vec<Entry<'a>>,
@@ -316,7 +316,7 @@ impl<'a> From<&'a engine::AuditSnapshot> for AuditPart<'a> {
 
 impl AuditPart<'_> {
     /// The engine's form; `None` when an audit entry's id runs break their invariants.
-    pub(super) fn into_engine(self) -> Option<engine::AuditSnapshot> {
+    pub(in crate::engine::wire) fn into_engine(self) -> Option<engine::AuditSnapshot> {
         Some(engine::AuditSnapshot {
             lineage: self
                 .lineage

@@ -19,7 +19,7 @@
 //! (`None`); a checkpoint of version 1 to 4 has no lineage, tombstones or trail, and its
 //! horizon is its latest time (what left a DLQ before it is unknown).
 
-mod audit;
+pub(super) mod audit;
 pub(super) mod snapshot;
 
 use std::ops::Range;

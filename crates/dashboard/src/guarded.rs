@@ -1,0 +1,234 @@
+//! Guarded replays and failure fingerprints in the dashboard's API, and a guarded replay's
+//! report in JSON (the form `deadletter replay --progress --json` prints too).
+//!
+//! - `GET /api/guarded`: `{"available", "replays": [report]}` (see [`report_json`]);
+//! - `GET /api/fingerprints/{dlq}`: the DLQ's failure fingerprints, the most frequent first;
+//! - `POST /api/guarded/start`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..}}`, with
+//!   optional `"to"`, `"reset_attempts"`, `"force"`, `"canary"`, `"growth"`,
+//!   `"max_failure_ratio"`, `"rate"`; answers the new replay's report;
+//! - `POST /api/guarded/step`: `{"id", "step": "pause" | "resume" | "cancel"}`; answers the
+//!   replay's report.
+//!
+//! The store drives a guarded replay once started (see the library's `Dlq::replay_guarded`);
+//! the page polls `/api/guarded` for its progress.
+
+use deadletter::{
+    DeadLetterQueue, GuardedReplay, GuardedReplayOptions, GuardedReplayState, MessageId,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::api::status_of;
+use crate::change::Action;
+use crate::query::FilterSpec;
+use crate::routes::Reply;
+use crate::source::{GuardedStep, Source};
+
+/// A guarded replay's report as a JSON object: every number of
+/// [`GuardedReplay`], `state` as a word (`running`, `paused`, `completed`, `stopped`,
+/// `cancelled`), `state_text` in words (why it stopped), and for a stopped one `stopped`:
+/// `{"wave", "failed", "handled"}`.
+pub fn report_json(r: &GuardedReplay) -> Value {
+    let stopped = match r.state {
+        GuardedReplayState::Stopped {
+            wave,
+            failed,
+            handled,
+        } => json!({ "wave": wave, "failed": failed, "handled": handled }),
+        _ => Value::Null,
+    };
+    json!({
+        "id": r.id,
+        "dlq": r.dlq,
+        "target": r.target,
+        "selection": r.selection,
+        "started_by": r.started_by,
+        "state": r.state.name(),
+        "state_text": r.state.to_string(),
+        "stopped": stopped,
+        "active": r.is_active(),
+        "selected": r.selected,
+        "replayed": r.replayed,
+        "succeeded": r.succeeded,
+        "failed_again": r.failed_again,
+        "removed": r.removed,
+        "waiting": r.waiting,
+        "skipped": r.skipped,
+        "left": r.left,
+        "wave": r.wave,
+        "wave_size": r.wave_size,
+        "wave_released": r.wave_released,
+        "canary": r.canary,
+        "growth": r.growth,
+        "max_failure_ratio": r.max_failure_ratio,
+        "rate_per_sec": r.rate_per_sec,
+        "reset_attempts": r.reset_attempts,
+        "started_at_ms": r.started_at_ms,
+        "updated_at_ms": r.updated_at_ms,
+    })
+}
+
+/// A guarded replay of entries selected by ids or a filter, as `POST /api/guarded/start`
+/// takes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartRequest {
+    dlq: String,
+    #[serde(default)]
+    ids: Option<Vec<MessageId>>,
+    #[serde(default)]
+    filter: Option<FilterSpec>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    reset_attempts: bool,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    canary: Option<u32>,
+    #[serde(default)]
+    growth: Option<f64>,
+    #[serde(default)]
+    max_failure_ratio: Option<f64>,
+    #[serde(default)]
+    rate: Option<u32>,
+}
+
+/// What `POST /api/guarded/step` takes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepRequest {
+    id: u64,
+    step: String,
+}
+
+/// `GET /api/guarded`: `{"available", "replays": [report]}`; `available` is false on a
+/// backend that keeps no guarded replays (the page then offers none).
+pub(crate) fn list<S: Source>(store: &S) -> Reply {
+    match store.guarded() {
+        None => Reply::json(200, &json!({ "available": false, "replays": [] })),
+        Some(g) => match g.guarded_list() {
+            Ok(all) => {
+                let replays: Vec<Value> = all.iter().map(report_json).collect();
+                Reply::json(200, &json!({ "available": true, "replays": replays }))
+            }
+            Err(e) => Reply::error(status_of(&e), e.to_string()),
+        },
+    }
+}
+
+/// `GET /api/fingerprints/{dlq}`: `{"dlq", "fingerprints": [{"fingerprint", "error_kind",
+/// "template", "count", "first_seen_ms", "last_seen_ms", "example_id", "as_of_ms",
+/// "last_day_by_hour": [24 counts, the last hour first]}]}`, the most frequent first.
+pub(crate) fn fingerprints<S: Source>(store: &S, name: &str) -> Reply {
+    let dlq = match store.dlq(name) {
+        Ok(d) => d,
+        Err(e) => return Reply::error(status_of(&e), e.to_string()),
+    };
+    match dlq.fingerprints() {
+        Ok(mut all) => {
+            all.sort_by(|a, b| {
+                b.count
+                    .cmp(&a.count)
+                    .then(a.first_seen_ms.cmp(&b.first_seen_ms))
+            });
+            let rows: Vec<Value> = all
+                .iter()
+                .map(|f| {
+                    json!({
+                        "fingerprint": f.fingerprint.to_string(),
+                        "error_kind": f.error_kind,
+                        "template": f.template,
+                        "count": f.count,
+                        "first_seen_ms": f.first_seen_ms,
+                        "last_seen_ms": f.last_seen_ms,
+                        "example_id": f.example_id,
+                        "as_of_ms": f.as_of_ms,
+                        "last_day_by_hour": f.last_day_by_hour.to_vec(),
+                    })
+                })
+                .collect();
+            Reply::json(200, &json!({ "dlq": dlq.name(), "fingerprints": rows }))
+        }
+        Err(e) => Reply::error(status_of(&e), e.to_string()),
+    }
+}
+
+/// `POST /api/guarded/start` and `/api/guarded/step`; also returns a one-line summary for
+/// the log of changes.
+pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Reply, String) {
+    let fail = |status: u16, msg: String| (Reply::error(status, msg.clone()), msg);
+    let Some(guarded) = store.guarded() else {
+        return fail(
+            404,
+            "this backend keeps no guarded replays (a store does, in its log)".into(),
+        );
+    };
+    let result = match action {
+        Action::GuardedStep => {
+            let req: StepRequest = match serde_json::from_slice(body) {
+                Ok(r) => r,
+                Err(e) => return fail(400, format!("bad request body: {e}")),
+            };
+            let step = match req.step.as_str() {
+                "pause" => GuardedStep::Pause,
+                "resume" => GuardedStep::Resume,
+                "cancel" => GuardedStep::Cancel,
+                other => {
+                    return fail(
+                        400,
+                        format!("step {other:?}: give \"pause\", \"resume\" or \"cancel\""),
+                    )
+                }
+            };
+            guarded
+                .guarded_step(req.id, step)
+                .map(|r| (format!("{} guarded replay {}", req.step, r.id), r))
+        }
+        _ => {
+            let req: StartRequest = match serde_json::from_slice(body) {
+                Ok(r) => r,
+                Err(e) => return fail(400, format!("bad request body: {e}")),
+            };
+            let dlq = match store.dlq(&req.dlq) {
+                Ok(d) => d,
+                Err(e) => return fail(status_of(&e), e.to_string()),
+            };
+            let (ids, selection) = match (&req.ids, &req.filter) {
+                (Some(ids), None) => (ids.clone(), format!("{} selected entries", ids.len())),
+                (None, Some(spec)) => {
+                    let filter = match spec.to_filter() {
+                        Ok(f) => f,
+                        Err(e) => return fail(400, e),
+                    };
+                    match dlq.ids(&filter, None) {
+                        Ok(ids) => (ids, spec.describe()),
+                        Err(e) => return fail(status_of(&e), e.to_string()),
+                    }
+                }
+                _ => return fail(400, "give exactly one of \"ids\" or \"filter\"".into()),
+            };
+            let defaults = GuardedReplayOptions::default();
+            let mut options = GuardedReplayOptions::to_origin()
+                .canary(req.canary.unwrap_or(defaults.canary))
+                .growth(req.growth.unwrap_or(defaults.growth))
+                .max_failure_ratio(req.max_failure_ratio.unwrap_or(defaults.max_failure_ratio))
+                .selection(selection);
+            options.target = req.to.clone().filter(|t| !t.is_empty());
+            options.reset_attempts = req.reset_attempts;
+            options.force = req.force;
+            options.rate_per_sec = req.rate;
+            guarded.guarded_start(&dlq.name(), &ids, &options).map(|r| {
+                let summary = format!(
+                    "started guarded replay {} of {} ({}) in {}",
+                    r.id, r.selected, r.selection, r.dlq
+                );
+                (summary, r)
+            })
+        }
+    };
+    match result {
+        Ok((summary, report)) => (Reply::json(200, &report_json(&report)), summary),
+        Err(e) => fail(status_of(&e), e.to_string()),
+    }
+}

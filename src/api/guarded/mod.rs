@@ -1,0 +1,508 @@
+//! Guarded replay: DLQ entries go back to a queue in waves, a canary first, each wave
+//! released only once the one before was handled, and the replay stops by itself when a
+//! wave fails again too often.
+//!
+//! This module owns what users see: the options ([`GuardedReplayOptions`]), the report
+//! ([`GuardedReplay`]), starting one ([`Dlq::replay_guarded`]) and the operator's pause,
+//! resume and cancel ([`Store::pause_guarded_replay`], ...). What counts as handled, and
+//! the decision to stop or complete, is the state machine's (`engine::state::guards`), from
+//! the records alone, so a replay resumes (or stays stopped) across a restart. What is
+//! released when is [`driver`]'s: the store drives its own replays.
+//!
+//! Invariants:
+//! - a DLQ has at most one active (running or paused) guarded replay;
+//! - the selection is fixed when the replay starts (the ids matching then, in order);
+//!   entries that left the DLQ by the time their turn comes are skipped, never waited for.
+
+mod driver;
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::dlq::{Dlq, Filter};
+use crate::api::store::Store;
+use crate::api::types::MessageId;
+use crate::engine::op_entry;
+use crate::engine::record::{GuardEvent, GuardId, GuardPlan, Op};
+use crate::engine::state::{Guard, GuardStatus, State};
+use crate::error::{Error, Result};
+
+pub(crate) use driver::GuardDriver;
+
+/// How to run a guarded replay ([`Dlq::replay_guarded`]).
+///
+/// ```
+/// use deadletter::{Config, Failure, FailureReport, Filter, GuardedReplayOptions, GuardedReplayState, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-guarded-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let store = Store::open(&dir, Config::fast())?;
+/// let orders = store.queue("orders")?;
+/// orders.enqueue_batch(&["a", "b", "c", "d", "e"])?;
+/// for msg in orders.lease(5)? {
+///     orders.dead_letter(&msg, &FailureReport::new(&Failure::permanent("Bug", "parser")))?;
+/// }
+/// // Two first; then waves of 4, 8, ...; stop if more than 10% of a wave fails again.
+/// let options = GuardedReplayOptions::to_origin().canary(2).growth(2.0).max_failure_ratio(0.1);
+/// let replay = orders.dlq().replay_guarded(&Filter::all(), &options)?;
+/// assert_eq!((replay.replayed, replay.left), (2, 3)); // the canary is out
+/// for msg in orders.lease(2)? {
+///     orders.ack(&msg)?; // the fix works: the next wave goes out
+/// }
+/// assert_eq!(store.guarded_replay(replay.id)?.replayed, 5);
+/// for msg in orders.lease(3)? {
+///     orders.ack(&msg)?;
+/// }
+/// let done = store.guarded_replay(replay.id)?;
+/// assert_eq!((done.state, done.succeeded), (GuardedReplayState::Completed, 5));
+/// # drop((orders, store));
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GuardedReplayOptions {
+    /// Target queue (`None`: the queue each entry failed in).
+    pub target: Option<String>,
+    /// Start counting attempts from zero again.
+    pub reset_attempts: bool,
+    /// Replay entries already marked reprocessed too.
+    pub force: bool,
+    /// Select at most this many entries.
+    pub limit: Option<usize>,
+    /// Size of the first wave (default 10).
+    pub canary: u32,
+    /// Each wave is this many times the one before, rounded up (default 2.0; at least 1).
+    pub growth: f64,
+    /// A wave whose share of messages that failed again is above this stops the replay
+    /// (default 0.1; 0 stops at the first failure, 1 never stops).
+    pub max_failure_ratio: f64,
+    /// At most this many entries released per second (default: no limit).
+    pub rate_per_sec: Option<u32>,
+    /// What was selected, in words, for reports (such as a filter's text).
+    pub selection: String,
+}
+
+impl Default for GuardedReplayOptions {
+    fn default() -> Self {
+        GuardedReplayOptions {
+            target: None,
+            reset_attempts: false,
+            force: false,
+            limit: None,
+            canary: 10,
+            growth: 2.0,
+            max_failure_ratio: 0.1,
+            rate_per_sec: None,
+            selection: String::new(),
+        }
+    }
+}
+
+impl GuardedReplayOptions {
+    /// Back to the queue each entry failed in.
+    pub fn to_origin() -> Self {
+        Self::default()
+    }
+    /// To another queue.
+    pub fn to_queue(name: impl Into<String>) -> Self {
+        GuardedReplayOptions {
+            target: Some(name.into()),
+            ..Self::default()
+        }
+    }
+    /// Resets the attempt count.
+    pub fn reset_attempts(mut self) -> Self {
+        self.reset_attempts = true;
+        self
+    }
+    /// Replays entries already reprocessed too.
+    pub fn force(mut self) -> Self {
+        self.force = true;
+        self
+    }
+    /// At most `n` entries.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+    /// The first wave's size.
+    pub fn canary(mut self, n: u32) -> Self {
+        self.canary = n;
+        self
+    }
+    /// Each wave's size over the one before.
+    pub fn growth(mut self, factor: f64) -> Self {
+        self.growth = factor;
+        self
+    }
+    /// The failed-again share of a wave above which the replay stops.
+    pub fn max_failure_ratio(mut self, ratio: f64) -> Self {
+        self.max_failure_ratio = ratio;
+        self
+    }
+    /// At most `per_sec` releases per second.
+    pub fn rate(mut self, per_sec: u32) -> Self {
+        self.rate_per_sec = Some(per_sec);
+        self
+    }
+    /// Describes the selection for reports.
+    pub fn selection(mut self, text: impl Into<String>) -> Self {
+        self.selection = text.into();
+        self
+    }
+
+    /// The plan's numbers, checked: a canary of at least 1, a growth from 1 to 1000, a
+    /// ratio from 0 to 1, a rate of at least 1.
+    fn checked(&self) -> Result<(u32, u32, u32)> {
+        if self.canary == 0 {
+            return Err(Error::InvalidConfig("the canary must be at least 1".into()));
+        }
+        if !(1.0..=1000.0).contains(&self.growth) {
+            return Err(Error::InvalidConfig(format!(
+                "the growth must be from 1 to 1000, not {}",
+                self.growth
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.max_failure_ratio) {
+            return Err(Error::InvalidConfig(format!(
+                "the maximum failure ratio must be from 0 to 1, not {}",
+                self.max_failure_ratio
+            )));
+        }
+        if self.rate_per_sec == Some(0) {
+            return Err(Error::InvalidConfig(
+                "the rate must be at least 1 per second".into(),
+            ));
+        }
+        let growth = (self.growth * 1000.0).round() as u32;
+        let ratio = (self.max_failure_ratio * 1000.0).round() as u32;
+        Ok((self.canary, growth, ratio))
+    }
+}
+
+/// Where a guarded replay is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardedReplayState {
+    /// Releasing waves.
+    Running,
+    /// Paused by the operator.
+    Paused,
+    /// Every selected entry was released and handled.
+    Completed,
+    /// Stopped by itself: in wave `wave` (0: the canary), `failed` of `handled` messages
+    /// failed again, more than the plan allows.
+    Stopped {
+        /// The wave.
+        wave: u32,
+        /// Its messages that failed again.
+        failed: u64,
+        /// Its messages handled.
+        handled: u64,
+    },
+    /// Cancelled by the operator.
+    Cancelled,
+}
+
+impl GuardedReplayState {
+    /// Its name: `running`, `paused`, `completed`, `stopped` or `cancelled`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GuardedReplayState::Running => "running",
+            GuardedReplayState::Paused => "paused",
+            GuardedReplayState::Completed => "completed",
+            GuardedReplayState::Stopped { .. } => "stopped",
+            GuardedReplayState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for GuardedReplayState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuardedReplayState::Stopped {
+                wave,
+                failed,
+                handled,
+            } => {
+                let name = if *wave == 0 {
+                    "the canary".to_string()
+                } else {
+                    format!("wave {wave}")
+                };
+                write!(f, "stopped: {failed} of {handled} in {name} failed again")
+            }
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// A guarded replay's report: its plan, where it is, and what happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct GuardedReplay {
+    /// Its id in the store.
+    pub id: u64,
+    /// The DLQ it replays from.
+    pub dlq: String,
+    /// The target queue (`None`: each entry's own queue).
+    pub target: Option<String>,
+    /// What was selected, in words.
+    pub selection: String,
+    /// Who started it (its releases are this actor's replays in the audit trail).
+    pub started_by: String,
+    /// Where it is.
+    pub state: GuardedReplayState,
+    /// Entries selected.
+    pub selected: u64,
+    /// Entries released back to a queue.
+    pub replayed: u64,
+    /// Released and acked.
+    pub succeeded: u64,
+    /// Released and failed again: dead-lettered again, or scheduled for a retry.
+    pub failed_again: u64,
+    /// Released and deleted or expired in the queue.
+    pub removed: u64,
+    /// Released, with no outcome yet.
+    pub waiting: u64,
+    /// Selected entries skipped: gone from the DLQ (or marked reprocessed) when their turn
+    /// came.
+    pub skipped: u64,
+    /// Selected entries not released or skipped yet.
+    pub left: u64,
+    /// The current wave (0: the canary).
+    pub wave: u32,
+    /// Its size.
+    pub wave_size: u64,
+    /// Released in it so far.
+    pub wave_released: u64,
+    /// The canary's size.
+    pub canary: u32,
+    /// Each wave over the one before.
+    pub growth: f64,
+    /// The failed-again share of a wave above which it stops.
+    pub max_failure_ratio: f64,
+    /// Releases per second at most.
+    pub rate_per_sec: Option<u32>,
+    /// Attempts reset on release.
+    pub reset_attempts: bool,
+    /// When it started (ms since the Unix epoch).
+    pub started_at_ms: u64,
+    /// Its latest step.
+    pub updated_at_ms: u64,
+}
+
+impl GuardedReplay {
+    /// True while it may still release entries (running or paused).
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self.state,
+            GuardedReplayState::Running | GuardedReplayState::Paused
+        )
+    }
+}
+
+fn report(store: &Store, st: &State, id: GuardId, g: &Guard) -> GuardedReplay {
+    let name = |q: u32| {
+        st.queues
+            .get(q as usize)
+            .map_or(String::new(), |q| q.name.clone())
+    };
+    GuardedReplay {
+        id,
+        dlq: store.dlq_name(&name(g.plan.dlq)),
+        target: g.plan.target.map(name),
+        selection: g.plan.selection.clone(),
+        started_by: g.plan.actor.clone(),
+        state: match g.status {
+            GuardStatus::Running => GuardedReplayState::Running,
+            GuardStatus::Paused => GuardedReplayState::Paused,
+            GuardStatus::Completed => GuardedReplayState::Completed,
+            GuardStatus::Stopped {
+                wave,
+                failed,
+                handled,
+            } => GuardedReplayState::Stopped {
+                wave,
+                failed,
+                handled,
+            },
+            GuardStatus::Cancelled => GuardedReplayState::Cancelled,
+        },
+        selected: g.plan.ids.len() as u64,
+        replayed: g.replayed,
+        succeeded: g.succeeded,
+        failed_again: g.failed_again,
+        removed: g.removed,
+        waiting: g.outstanding.len() as u64,
+        skipped: g.skipped,
+        left: g.left(),
+        wave: g.wave,
+        wave_size: g.wave_size,
+        wave_released: g.wave_released,
+        canary: g.plan.canary,
+        growth: f64::from(g.plan.growth_permille) / 1000.0,
+        max_failure_ratio: f64::from(g.plan.max_failure_permille) / 1000.0,
+        rate_per_sec: g.plan.rate_per_sec,
+        reset_attempts: g.plan.reset_attempts,
+        started_at_ms: g.started_at,
+        updated_at_ms: g.updated_at,
+    }
+}
+
+impl Dlq {
+    /// Starts a guarded replay of the entries matching `filter` now (up to
+    /// `options.limit`): the canary is released at once, each next wave once the one before
+    /// was handled; the store drives it from here, across restarts, until it completes,
+    /// stops by itself, or is cancelled. Returns its report as it starts.
+    pub fn replay_guarded(
+        &self,
+        filter: &Filter,
+        options: &GuardedReplayOptions,
+    ) -> Result<GuardedReplay> {
+        options.checked()?;
+        let ids = self.ids(filter, options.limit)?;
+        self.replay_guarded_ids(&ids, options)
+    }
+
+    /// Starts a guarded replay of the given entries, in this order (ids not in this DLQ
+    /// when their turn comes are skipped). `options.limit` is not applied here.
+    pub fn replay_guarded_ids(
+        &self,
+        ids: &[MessageId],
+        options: &GuardedReplayOptions,
+    ) -> Result<GuardedReplay> {
+        let (canary, growth_permille, max_failure_permille) = options.checked()?;
+        let store = self.store();
+        let target = match &options.target {
+            Some(name) => Some(store.declare(name)?),
+            None => None,
+        };
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let ids: Vec<MessageId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        let dlq = self.queue_id();
+        let now = store.now();
+        let plan = GuardPlan {
+            dlq,
+            target,
+            reset_attempts: options.reset_attempts,
+            force: options.force,
+            canary,
+            growth_permille,
+            max_failure_permille,
+            rate_per_sec: options.rate_per_sec,
+            selection: options.selection.clone(),
+            actor: store.actor().name().to_string(),
+            ids,
+        };
+        let id = store.commit_with(|st| {
+            if let Some((&active, _)) = st
+                .guards
+                .all
+                .iter()
+                .find(|(_, g)| g.plan.dlq == dlq && g.status.is_active())
+            {
+                return Err(Error::GuardedReplayConflict {
+                    id: active,
+                    reason: format!("{} has an active guarded replay", self.name()),
+                });
+            }
+            let id = st.guards.next_id();
+            let op = Op::Guard {
+                guard: id,
+                at: now,
+                event: GuardEvent::Start(Box::new(plan)),
+            };
+            Ok((vec![op_entry(op)?], id))
+        })?;
+        store.guarded_replay(id)
+    }
+}
+
+impl Store {
+    /// Every guarded replay of the store, oldest first (finished ones too).
+    pub fn guarded_replays(&self) -> Vec<GuardedReplay> {
+        let st = self.engine().lock();
+        st.guards
+            .all
+            .iter()
+            .map(|(&id, g)| report(self, &st, id, g))
+            .collect()
+    }
+
+    /// One guarded replay's report.
+    pub fn guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        let st = self.engine().lock();
+        let g = st
+            .guards
+            .all
+            .get(&id)
+            .ok_or(Error::UnknownGuardedReplay(id))?;
+        Ok(report(self, &st, id, g))
+    }
+
+    /// Pauses a running guarded replay: nothing more is released until it resumes (the
+    /// messages already released are still counted as they are handled).
+    pub fn pause_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        self.guard_step(
+            id,
+            GuardEvent::Pause,
+            |s| s == GuardStatus::Running,
+            "running",
+        )
+    }
+
+    /// Resumes a paused guarded replay.
+    pub fn resume_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        self.guard_step(
+            id,
+            GuardEvent::Resume,
+            |s| s == GuardStatus::Paused,
+            "paused",
+        )
+    }
+
+    /// Cancels a running or paused guarded replay for good: nothing more is released (the
+    /// messages already released are still counted as they are handled).
+    pub fn cancel_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
+        self.guard_step(
+            id,
+            GuardEvent::Cancel,
+            GuardStatus::is_active,
+            "running or paused",
+        )
+    }
+
+    fn guard_step(
+        &self,
+        id: u64,
+        event: GuardEvent,
+        allowed: impl Fn(GuardStatus) -> bool,
+        expected: &str,
+    ) -> Result<GuardedReplay> {
+        let now = self.now();
+        self.commit_with(|st| {
+            let g = st
+                .guards
+                .all
+                .get(&id)
+                .ok_or(Error::UnknownGuardedReplay(id))?;
+            if !allowed(g.status) {
+                let state = report(self, st, id, g).state;
+                return Err(Error::GuardedReplayConflict {
+                    id,
+                    reason: format!("it is {state}, not {expected}"),
+                });
+            }
+            let op = Op::Guard {
+                guard: id,
+                at: now,
+                event,
+            };
+            Ok((vec![op_entry(op)?], ()))
+        })?;
+        self.guarded_replay(id)
+    }
+}
