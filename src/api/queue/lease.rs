@@ -69,15 +69,19 @@ impl Queue {
     /// ([`Queue::start`]) when the process dies, or when its lease ends or it is released,
     /// is taken back: ready again, its delivery uncounted, not a suspect. So a batch
     /// reserved together with a message that kills the process does not share its blame.
+    ///
+    /// It waits once: a wake-up (a commit, the next retry coming due, or
+    /// [`Store::wake_consumers`](crate::Store::wake_consumers)) ends the wait, and the
+    /// answer may then be empty before `timeout`. That is how a stopping worker pool gets
+    /// its idle workers back at once instead of after their poll interval.
     pub fn reserve_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
         let vis = self.store.queue_options(self.id).visibility_timeout;
         let give_up = Instant::now() + timeout;
-        loop {
-            let (got, _) = self.lease_inner(max, vis, &[], Mode::Reserve, false)?;
-            if !got.is_empty() || !self.wait_visible(give_up) {
-                return Ok(got);
-            }
+        let (got, _) = self.lease_inner(max, vis, &[], Mode::Reserve, false)?;
+        if !got.is_empty() || !self.wait_visible(give_up) {
+            return Ok(got);
         }
+        Ok(self.lease_inner(max, vis, &[], Mode::Reserve, false)?.0)
     }
 
     /// Acknowledges `done` and reserves up to `max` more messages (see
