@@ -102,7 +102,7 @@ pub(crate) fn expire_retention(
                     Some(key) => order.range((Excluded(key), Unbounded)),
                 };
                 let mut seen = 0;
-                for &(at, id) in range.take(scan_step) {
+                for (&(at, id), _) in range.take(scan_step) {
                     seen += 1;
                     after = Some((at, id));
                     if st

@@ -209,7 +209,7 @@ impl Engine {
                 continue;
             };
             let failure = self.read_failure(info.envelope_pos)?;
-            st.fingerprints.add(queue, id, &failure);
+            st.add_fingerprint(queue, id, info.dead_at, &failure);
         }
         Ok(())
     }

@@ -49,12 +49,18 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
         let st = store.engine().lock();
         let msgs: Vec<_> = st.msgs.iter().map(|(id, m)| (id, *m)).collect();
         let names: Vec<String> = st.queues.iter().map(|q| q.name.clone()).collect();
+        if let Some(id) = st.summary_mismatch() {
+            return Err(Error::InvalidState {
+                id,
+                expected: "a DLQ summary that agrees with the index",
+            });
+        }
         let dead: BTreeMap<MessageId, DeadStatus> =
             st.dead.iter().map(|(&id, d)| (id, d.status)).collect();
         let orders: Vec<Vec<MessageId>> = st
             .queues
             .iter()
-            .map(|q| q.dlq_order.iter().map(|&(_, id)| id).collect())
+            .map(|q| q.dlq_order.keys().map(|(_, id)| id).collect())
             .collect();
         let counters: Vec<(u64, u64)> = st
             .queues

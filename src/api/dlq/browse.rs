@@ -1,6 +1,13 @@
 //! Browsing a DLQ: listing, peeking, getting one entry, and the envelope loads behind
-//! them. Nothing here writes or changes a counter. The index is read in chunks, so writers
-//! are not held up while envelopes are read from the log.
+//! them. Nothing here writes or changes a counter.
+//!
+//! A listing picks its entries from the DLQ's browse order and the compact summary kept
+//! with each entry (`DlqOrder`), so choosing a page touches no log bytes and no per-id
+//! table; only the entries of the page are looked up and their envelopes read. The index
+//! is read in chunks no larger than what the page still needs, so writers are not held up
+//! while envelopes are read from the log.
+
+use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use super::{Cursor, Dlq, EntryRef, Filter, Page};
 use crate::api::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
@@ -9,12 +16,17 @@ use crate::engine::state::{DeadStatus, State};
 use crate::engine::wire;
 use crate::error::{Error, Result};
 
+/// Most entries picked under one hold of the index lock.
+const CHUNK: usize = 256;
+/// Fewest entries picked at once when the filter checks envelopes too (some picked entries
+/// may then be rejected, so picking exactly what the page needs would take many rounds).
+const MIN_ENVELOPE_CHUNK: usize = 16;
+
 impl Dlq {
     /// Entries matching `filter`, oldest first, one page at a time. No side effects.
     pub fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
-        let mut out = Vec::new();
         if page.limit == 0 {
-            return Ok(out);
+            return Ok(Vec::new());
         }
         if let Some(before) = page.before_cursor {
             return self.list_before(filter, before, page.limit);
@@ -24,9 +36,10 @@ impl Dlq {
             (None, Some(id)) => Some(self.cursor_of(id)?),
             (None, None) => None,
         };
-        self.scan_from(filter, start, |entry| {
+        let mut out = Vec::with_capacity(page.limit.min(CHUNK));
+        self.scan_from(filter, start, page.limit, |entry| {
             out.push(entry);
-            out.len() < page.limit
+            true
         })?;
         Ok(out)
     }
@@ -41,6 +54,15 @@ impl Dlq {
         })
     }
 
+    /// How many entries to pick next when `remaining` more are wanted.
+    fn chunk_size(filter: &Filter, remaining: usize) -> usize {
+        if filter.needs_envelope() {
+            remaining.clamp(MIN_ENVELOPE_CHUNK, CHUNK)
+        } else {
+            remaining.min(CHUNK)
+        }
+    }
+
     /// The `limit` matching entries just before `before`, oldest first. The index is read
     /// backwards in chunks, like `scan_from` reads it forwards.
     fn list_before(
@@ -49,36 +71,49 @@ impl Dlq {
         before: Cursor,
         limit: usize,
     ) -> Result<Vec<DeadLetter>> {
-        const CHUNK: usize = 256;
-        let mut out = Vec::new();
+        let dlq_name = self.name();
+        let mut out = Vec::with_capacity(limit.min(CHUNK));
         let mut cursor = (before.dead_lettered_at_ms, before.id);
-        'chunks: loop {
-            let chunk: Vec<EntryRef> = {
+        loop {
+            let want = Self::chunk_size(filter, limit - out.len());
+            let (chunk, exhausted) = {
                 let st = self.store.engine().lock();
+                let query = filter.index_query(&st);
+                if query.never() {
+                    break;
+                }
                 let order = &st.queues[self.queue as usize].dlq_order;
-                let mut chunk = Vec::new();
-                for &(at, id) in order.range(..cursor).rev() {
-                    cursor = (at, id);
-                    if let Some(r) = self.index_match(&st, filter, id) {
-                        chunk.push(r);
-                        if chunk.len() >= CHUNK {
+                let mut chunk = Vec::with_capacity(want);
+                let mut exhausted = true;
+                for (&key, summary) in order.range(..cursor).rev() {
+                    if query.before_start(key.0) {
+                        break;
+                    }
+                    cursor = key;
+                    if query.matches(key.0, summary) {
+                        if let Ok(r) = self.entry_ref(&st, key.1) {
+                            chunk.push(r);
+                        }
+                        if chunk.len() >= want {
+                            exhausted = false;
                             break;
                         }
                     }
                 }
-                chunk
+                (chunk, exhausted)
             };
-            if chunk.is_empty() {
-                break;
-            }
             for r in chunk {
-                let entry = self.load(r)?;
+                let entry = self.load(r, &dlq_name)?;
                 if filter.matches_envelope(&entry) {
                     out.push(entry);
                     if out.len() >= limit {
-                        break 'chunks;
+                        out.reverse();
+                        return Ok(out);
                     }
                 }
+            }
+            if exhausted {
+                break;
             }
         }
         out.reverse();
@@ -96,7 +131,7 @@ impl Dlq {
             let st = self.store.engine().lock();
             self.entry_ref(&st, id)?
         };
-        self.load(r)
+        self.load(r, &self.name())
     }
 
     /// Ids of the entries matching `filter` (up to `limit`), oldest first.
@@ -108,9 +143,17 @@ impl Dlq {
         }
         if !filter.needs_envelope() {
             let st = self.store.engine().lock();
-            for &(_, id) in &st.queues[self.queue as usize].dlq_order {
-                if let Some(r) = self.index_match(&st, filter, id) {
-                    ids.push(r.id);
+            let query = filter.index_query(&st);
+            if query.never() {
+                return Ok(ids);
+            }
+            let order = &st.queues[self.queue as usize].dlq_order;
+            for (&(at, id), summary) in order.range(query.start()..) {
+                if query.past_end(at) {
+                    break;
+                }
+                if query.matches(at, summary) {
+                    ids.push(id);
                     if ids.len() >= limit {
                         break;
                     }
@@ -118,60 +161,74 @@ impl Dlq {
             }
             return Ok(ids);
         }
-        self.scan_from(filter, None, |e| {
+        self.scan_from(filter, None, limit, |e| {
             ids.push(e.id());
-            ids.len() < limit
+            true
         })?;
         Ok(ids)
     }
 
-    /// Calls `visit` with each matching entry, oldest first, until it returns false. The
-    /// index is read in chunks so writers are not held up while envelopes are loaded.
+    /// Calls `visit` with each matching entry after `after`, oldest first, until `limit`
+    /// entries were visited or it returns false. The index is read in chunks so writers are
+    /// not held up while envelopes are loaded, and only as many entries are picked as the
+    /// visit still wants.
     pub(super) fn scan_from(
         &self,
         filter: &Filter,
         after: Option<Cursor>,
+        limit: usize,
         mut visit: impl FnMut(DeadLetter) -> bool,
     ) -> Result<()> {
-        const CHUNK: usize = 256;
+        let dlq_name = self.name();
         let mut cursor: Option<(u64, MessageId)> = after.map(|c| (c.dead_lettered_at_ms, c.id));
-        loop {
-            let chunk: Vec<EntryRef> = {
+        let mut visited = 0;
+        while visited < limit {
+            let want = Self::chunk_size(filter, limit - visited);
+            let (chunk, exhausted) = {
                 let st = self.store.engine().lock();
+                let query = filter.index_query(&st);
+                if query.never() {
+                    return Ok(());
+                }
                 let order = &st.queues[self.queue as usize].dlq_order;
-                let range = match cursor {
-                    Some(c) => {
-                        order.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
-                    }
-                    None => order.range(..),
+                // From the cursor, or from the filter's start time if that is later.
+                let start = match cursor {
+                    Some(c) if c >= query.start() => Excluded(c),
+                    _ => Included(query.start()),
                 };
-                let mut chunk = Vec::new();
-                for &(at, id) in range {
-                    cursor = Some((at, id));
-                    if let Some(r) = self.index_match(&st, filter, id) {
-                        chunk.push(r);
-                        if chunk.len() >= CHUNK {
+                let mut chunk = Vec::with_capacity(want);
+                let mut exhausted = true;
+                for (&key, summary) in order.range((start, Unbounded)) {
+                    if query.past_end(key.0) {
+                        break;
+                    }
+                    cursor = Some(key);
+                    if query.matches(key.0, summary) {
+                        if let Ok(r) = self.entry_ref(&st, key.1) {
+                            chunk.push(r);
+                        }
+                        if chunk.len() >= want {
+                            exhausted = false;
                             break;
                         }
                     }
                 }
-                chunk
+                (chunk, exhausted)
             };
-            if chunk.is_empty() {
-                return Ok(());
-            }
             for r in chunk {
-                let entry = self.load(r)?;
-                if filter.matches_envelope(&entry) && !visit(entry) {
-                    return Ok(());
+                let entry = self.load(r, &dlq_name)?;
+                if filter.matches_envelope(&entry) {
+                    visited += 1;
+                    if !visit(entry) || visited >= limit {
+                        return Ok(());
+                    }
                 }
             }
+            if exhausted {
+                return Ok(());
+            }
         }
-    }
-
-    fn index_match(&self, st: &State, filter: &Filter, id: MessageId) -> Option<EntryRef> {
-        let r = self.entry_ref(st, id).ok()?;
-        filter.matches_index(st, id, &r.msg, &r.info).then_some(r)
+        Ok(())
     }
 
     pub(super) fn entry_ref(&self, st: &State, id: MessageId) -> Result<EntryRef> {
@@ -189,8 +246,8 @@ impl Dlq {
         })
     }
 
-    /// Loads a whole envelope from the log.
-    fn load(&self, r: EntryRef) -> Result<DeadLetter> {
+    /// Loads a whole envelope from the log; `dlq_name` is this DLQ's name.
+    fn load(&self, r: EntryRef, dlq_name: &str) -> Result<DeadLetter> {
         let (meta, payload, replaced) = self.load_put(r.msg.payload_pos)?;
         let original_id = match &meta.cause {
             PutCause::Imported(entry) => Some(entry.original_id),
@@ -230,7 +287,7 @@ impl Dlq {
                     EntryStatus::Reprocessed { success, at_ms }
                 }
             },
-            dlq_name: self.name(),
+            dlq_name: dlq_name.to_string(),
             original_id,
             fingerprint: r.fingerprint,
         })

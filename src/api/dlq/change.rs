@@ -7,7 +7,7 @@ use super::{Dlq, Filter};
 use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
-use crate::engine::state::{AuditAction, DeadStatus};
+use crate::engine::state::AuditAction;
 use crate::engine::wire;
 use crate::error::{Error, Result};
 
@@ -133,14 +133,8 @@ impl Dlq {
             st.queues[self.queue as usize]
                 .dlq_order
                 .range(..(cutoff, 0))
-                .filter(|(_, id)| {
-                    include_pending
-                        || st
-                            .dead
-                            .get(id)
-                            .is_some_and(|d| d.status != DeadStatus::Pending)
-                })
-                .map(|&(_, id)| id)
+                .filter(|(_, s)| include_pending || !s.pending)
+                .map(|(&(_, id), _)| id)
                 .collect()
         };
         self.delete_ids(&ids, Some(AuditAction::Purge))
@@ -177,14 +171,14 @@ impl Dlq {
             let st = self.store.engine().lock();
             st.queues[self.queue as usize]
                 .dlq_order
-                .iter()
+                .keys()
                 .filter(|(_, id)| {
                     st.dead
                         .get(id)
                         .and_then(|d| d.expires_at)
                         .is_some_and(|t| t <= now)
                 })
-                .map(|&(_, id)| id)
+                .map(|(_, id)| id)
                 .collect()
         };
         self.delete_ids(&ids, None)

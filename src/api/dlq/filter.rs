@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::fingerprint::Fingerprint;
-use crate::engine::state::{DeadInfo, DeadStatus, Msg, State};
+use crate::engine::state::{EntrySummary, State};
 
 /// Which entries an operation applies to ([`Dlq::list`](crate::Dlq::list),
 /// [`Dlq::analyze`](crate::Dlq::analyze), [`Dlq::replay`](crate::Dlq::replay),
@@ -218,39 +218,35 @@ impl Filter {
             || !self.attributes.is_empty()
     }
 
-    /// The checks answered by the index alone.
-    pub(super) fn matches_index(&self, st: &State, id: MessageId, m: &Msg, d: &DeadInfo) -> bool {
-        if let Some(fp) = self.fingerprint {
-            if !st.fingerprints.is(id, fp) {
-                return false;
-            }
+    /// The checks answered by the index alone, with the filter's strings resolved to the
+    /// index's ids in `st` (resolve again after unlocking: ids are only ever added).
+    pub(super) fn index_query(&self, st: &State) -> IndexQuery {
+        // A string the index never saw matches no entry.
+        let mut never = false;
+        let mut resolve = |id: Option<u32>| {
+            never |= id.is_none();
+            id.unwrap_or(0)
+        };
+        let kind = self.error_kind.as_ref().map(|k| resolve(st.strings.get(k)));
+        // Worker 0 is "no worker", which a worker filter never matches.
+        let worker = self
+            .worker
+            .as_ref()
+            .map(|w| resolve(st.strings.get(w).filter(|&w| w != 0)));
+        let fingerprint = self
+            .fingerprint
+            .map(|fp| resolve(st.fingerprints.dense(fp)));
+        IndexQuery {
+            never,
+            kind,
+            worker,
+            fingerprint,
+            since_ms: self.since_ms.unwrap_or(0),
+            until_ms: self.until_ms,
+            min_attempts: self.min_attempts.unwrap_or(0),
+            max_attempts: self.max_attempts.unwrap_or(u32::MAX),
+            pending: self.pending,
         }
-        if let Some(kind) = &self.error_kind {
-            if st.strings.get(kind) != Some(d.kind) {
-                return false;
-            }
-        }
-        if let Some(worker) = &self.worker {
-            if st.strings.get(worker) != Some(d.worker) || d.worker == 0 {
-                return false;
-            }
-        }
-        if self.since_ms.is_some_and(|t| d.dead_at < t)
-            || self.until_ms.is_some_and(|t| d.dead_at >= t)
-        {
-            return false;
-        }
-        if self.min_attempts.is_some_and(|n| m.attempts < n)
-            || self.max_attempts.is_some_and(|n| m.attempts > n)
-        {
-            return false;
-        }
-        if let Some(p) = self.pending {
-            if p != (d.status == DeadStatus::Pending) {
-                return false;
-            }
-        }
-        true
     }
 
     /// True when `entry` matches every field of the filter: the whole check on an
@@ -300,6 +296,60 @@ impl Filter {
                 .iter()
                 .all(|(k, v)| e.metadata.attributes.get(k) == Some(v))
             && self.predicate.as_ref().is_none_or(|p| p.check(e))
+    }
+}
+
+/// The part of a [`Filter`] the index answers, resolved to the index's interned ids
+/// ([`Filter::index_query`]): checked against an entry's [`EntrySummary`] alone.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IndexQuery {
+    /// A string of the filter is unknown to the index: nothing matches.
+    never: bool,
+    kind: Option<u32>,
+    worker: Option<u32>,
+    fingerprint: Option<u32>,
+    since_ms: u64,
+    until_ms: Option<u64>,
+    min_attempts: u32,
+    max_attempts: u32,
+    pending: Option<bool>,
+}
+
+impl IndexQuery {
+    /// True when no entry can match.
+    pub(super) fn never(&self) -> bool {
+        self.never
+    }
+
+    /// The first key of the browse order that can match (by the filter's start time).
+    pub(super) fn start(&self) -> (u64, MessageId) {
+        (self.since_ms, 0)
+    }
+
+    /// True when no entry dead-lettered at `at` or later can match (the browse order is
+    /// by time, so a forward walk can stop there).
+    pub(super) fn past_end(&self, at: u64) -> bool {
+        self.until_ms.is_some_and(|t| at >= t)
+    }
+
+    /// True when no entry dead-lettered before `at` can match (a backward walk stops).
+    pub(super) fn before_start(&self, at: u64) -> bool {
+        at < self.since_ms
+    }
+
+    /// True when the entry dead-lettered at `at` with summary `s` passes every check the
+    /// index answers.
+    #[inline]
+    pub(super) fn matches(&self, at: u64, s: &EntrySummary) -> bool {
+        !self.never
+            && at >= self.since_ms
+            && self.until_ms.is_none_or(|t| at < t)
+            && self.kind.is_none_or(|k| k == s.kind)
+            && self.worker.is_none_or(|w| w == s.worker)
+            && self.fingerprint.is_none_or(|f| f == s.fingerprint)
+            && s.attempts >= self.min_attempts
+            && s.attempts <= self.max_attempts
+            && self.pending.is_none_or(|p| p == s.pending)
     }
 }
 

@@ -116,8 +116,8 @@ impl Dlq {
             replayed: d.replayed,
             deleted: d.deleted,
             expired: d.expired,
-            oldest_age_ms: qs.dlq_order.first().map(|(t, _)| now.saturating_sub(*t)),
-            newest_age_ms: qs.dlq_order.last().map(|(t, _)| now.saturating_sub(*t)),
+            oldest_age_ms: qs.dlq_order.first().map(|(t, _)| now.saturating_sub(t)),
+            newest_age_ms: qs.dlq_order.last().map(|(t, _)| now.saturating_sub(t)),
             by_error_kind: names(&d.by_kind),
             by_worker: names(&d.by_worker),
             by_fingerprint: st
@@ -131,7 +131,7 @@ impl Dlq {
     /// Failure distributions and the common patterns of the entries matching `filter`.
     pub fn analyze(&self, filter: &Filter) -> Result<Analysis> {
         let mut analyzer = Analyzer::default();
-        self.scan_from(filter, None, |e| {
+        self.scan_from(filter, None, usize::MAX, |e| {
             analyzer.add(&e);
             true
         })?;

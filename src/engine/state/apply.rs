@@ -3,8 +3,9 @@
 
 use super::guards::Outcome;
 use super::{
-    clip, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, Event, Extra, Failed, IdMap,
-    IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND, STORE_ACTOR,
+    clip, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, EntrySummary, Event, Extra,
+    Failed, IdMap, IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND,
+    NO_FINGERPRINT, STORE_ACTOR,
 };
 use crate::engine::envelope::{DlqMetadata, FailureInfo, MessageId};
 use crate::engine::fingerprint::Fingerprint;
@@ -384,8 +385,13 @@ impl State {
                 };
                 let was_pending = info.status == DeadStatus::Pending;
                 info.status = DeadStatus::Reprocessed(*success, *at);
+                let key = (info.dead_at, *id);
                 let q = self.msgs.get(id).map(|m| m.queue).unwrap_or(0);
-                let d = &mut self.queue_mut(q).dlq;
+                let qs = self.queue_mut(q);
+                if let Some(s) = qs.dlq_order.get_mut(&key) {
+                    s.pending = false;
+                }
+                let d = &mut qs.dlq;
                 if was_pending {
                     d.pending = d.pending.saturating_sub(1);
                     d.reprocessed_kept += 1;
@@ -645,10 +651,19 @@ impl State {
         if failure.error_kind == EXPIRED_KIND {
             qs.counters.expired += 1;
         }
-        qs.dlq_order.insert((dead_at, id));
+        qs.dlq_order.insert(
+            (dead_at, id),
+            EntrySummary {
+                kind,
+                worker,
+                attempts: m.attempts,
+                fingerprint: NO_FINGERPRINT,
+                pending: true,
+            },
+        );
         qs.history.record(dead_at, kind);
         qs.dlq.pending += 1;
-        self.fingerprints.add(m.queue, id, failure);
+        self.add_fingerprint(m.queue, id, dead_at, failure);
         let qs = self.queue_mut(m.queue);
         *qs.dlq.by_kind.entry(kind).or_default() += 1;
         *qs.dlq.by_worker.entry(worker).or_default() += 1;
@@ -744,6 +759,23 @@ impl State {
             .get(&id)
             .map(|d| d.envelope_pos)
             .filter(|&pos| !(corrected && pos == payload_pos))
+    }
+
+    /// Records the fingerprint of DLQ entry `id` (of `queue`'s DLQ, dead-lettered at
+    /// `dead_at`) from its failure, in the fingerprint index and in the entry's summary.
+    pub fn add_fingerprint(
+        &mut self,
+        queue: QueueId,
+        id: MessageId,
+        dead_at: u64,
+        failure: &FailureInfo,
+    ) {
+        let Some(dense) = self.fingerprints.add(queue, id, failure) else {
+            return;
+        };
+        if let Some(s) = self.queue_mut(queue).dlq_order.get_mut(&(dead_at, id)) {
+            s.fingerprint = dense;
+        }
     }
 
     /// Removes a DLQ entry's index and counts (the message itself is handled by the caller).

@@ -54,13 +54,12 @@ impl FingerprintIndex {
         self.frames.is_some()
     }
 
-    /// Records the fingerprint of DLQ entry `id` of `queue`'s DLQ.
-    pub fn add(&mut self, queue: QueueId, id: MessageId, failure: &FailureInfo) {
-        let Some(frames) = self.frames else {
-            return;
-        };
-        if self.of_entry.contains_key(&id) {
-            return;
+    /// Records the fingerprint of DLQ entry `id` of `queue`'s DLQ, and returns its dense
+    /// index (`None` while fingerprints are not kept).
+    pub fn add(&mut self, queue: QueueId, id: MessageId, failure: &FailureInfo) -> Option<u32> {
+        let frames = self.frames?;
+        if let Some(&dense) = self.of_entry.get(&id) {
+            return Some(dense);
         }
         let template = message_template(&failure.error_message);
         let trace = failure
@@ -84,6 +83,13 @@ impl FingerprintIndex {
         };
         self.of_entry.insert(id, dense);
         *self.counts.entry((queue, dense)).or_default() += 1;
+        Some(dense)
+    }
+
+    /// The dense index of fingerprint `fp`, if any entry ever had it (dense indexes are
+    /// never reused).
+    pub fn dense(&self, fp: Fingerprint) -> Option<u32> {
+        self.by_id.get(&fp).copied()
     }
 
     /// Forgets the fingerprint of an entry that left `queue`'s DLQ.
@@ -104,9 +110,9 @@ impl FingerprintIndex {
         self.of_entry.get(&id).map(|&d| &self.defs[d as usize])
     }
 
-    /// True when entry `id` has fingerprint `fp`.
-    pub fn is(&self, id: MessageId, fp: Fingerprint) -> bool {
-        self.of(id).is_some_and(|d| d.id == fp)
+    /// The dense index of entry `id`'s fingerprint, if known.
+    pub fn dense_of(&self, id: MessageId) -> Option<u32> {
+        self.of_entry.get(&id).copied()
     }
 
     /// Entry counts of `queue`'s DLQ by fingerprint.
@@ -147,7 +153,9 @@ mod tests {
         ix.add(0, 4, &failure("F", "order 4"));
         ix.add(0, 2, &failure("E", "order 2")); // twice: counted once
         let fp = ix.of(1).unwrap().id;
-        assert!(ix.is(2, fp) && ix.is(3, fp) && !ix.is(4, fp));
+        let dense = ix.dense(fp);
+        assert!(dense.is_some() && ix.dense_of(2) == dense && ix.dense_of(3) == dense);
+        assert_ne!(ix.dense_of(4), dense);
         let mut q0: Vec<(String, u64)> = ix.counts(0).map(|(d, n)| (d.kind.clone(), n)).collect();
         q0.sort();
         assert_eq!(q0, [("E".to_string(), 2), ("F".to_string(), 1)]);
@@ -161,5 +169,7 @@ mod tests {
             ix.missing([1, 3, 9].into_iter()).collect::<Vec<_>>(),
             [1, 9]
         );
+        // A new entry of a known fingerprint gets its dense index, kept once gone.
+        assert_eq!(ix.add(1, 6, &failure("E", "order 6")), dense);
     }
 }

@@ -15,6 +15,7 @@
 
 mod apply;
 mod audit;
+mod dlq_order;
 mod fingerprints;
 mod guards;
 mod history;
@@ -35,6 +36,7 @@ pub use audit::{
     clip, AuditAction, AuditEntry, AuditLimits, AuditLog, AuditSnapshot, Event, Failed, IdSet,
     Lineage, Removal, Step, Tombstone, STORE_ACTOR,
 };
+pub use dlq_order::{DlqOrder, EntrySummary, NO_FINGERPRINT};
 pub use fingerprints::FingerprintIndex;
 pub use guards::{Guard, GuardStatus, Guards};
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
@@ -188,8 +190,8 @@ pub struct QueueState {
     leases: BinaryHeap<Reverse<(u64, MessageId)>>,
     /// Counters.
     pub counters: QueueCounters,
-    /// DLQ entries by (dead-at, id): the DLQ's browse order.
-    pub dlq_order: BTreeSet<(u64, MessageId)>,
+    /// DLQ entries by (dead-at, id), the DLQ's browse order, each with what filters check.
+    pub dlq_order: DlqOrder,
     /// DLQ counters.
     pub dlq: DlqCounters,
     /// Dead-letterings per hour and error kind.
@@ -296,7 +298,7 @@ impl State {
             bytes += q.fresh.capacity() * std::mem::size_of::<(u64, MessageId)>();
             bytes += q.delayed.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
             bytes += q.leases.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
-            bytes += ordered(&q.dlq_order);
+            bytes += q.dlq_order.heap_bytes();
             bytes += table(&q.dlq.by_kind) + table(&q.dlq.by_worker);
         }
         bytes as u64

@@ -76,7 +76,7 @@ impl State {
         // Entries restored from a checkpoint without lineage, still in the DLQ: there
         // since their dead-lettering.
         if let Some(q) = self.queues.get(queue as usize) {
-            for &(dead_at, id) in q.dlq_order.range(..(t.saturating_add(1), 0)) {
+            for (&(dead_at, id), _) in q.dlq_order.range(..(t.saturating_add(1), 0)) {
                 if self.audit.knows(id) {
                     continue;
                 }

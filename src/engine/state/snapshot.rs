@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    AuditLog, AuditSnapshot, DeadInfo, DlqCounters, Extra, FailureHistory, Guard, Guards, Interner,
-    Msg, Place, QueueCounters, State,
+    AuditLog, AuditSnapshot, DeadInfo, DeadStatus, DlqCounters, EntrySummary, Extra,
+    FailureHistory, Guard, Guards, Interner, Msg, Place, QueueCounters, State, NO_FINGERPRINT,
 };
 use crate::engine::envelope::MessageId;
 use crate::engine::record::GuardId;
@@ -149,8 +149,18 @@ impl State {
             st.suspects.insert(id);
         }
         for (id, d) in snap.dead {
-            if let Some(q) = st.msgs.get(&id).map(|m| m.queue) {
-                st.queue_mut(q).dlq_order.insert((d.dead_at, id));
+            if let Some(m) = st.msgs.get(&id).copied() {
+                // Fingerprints are not in a snapshot: the engine adds them at open.
+                let summary = EntrySummary {
+                    kind: d.kind,
+                    worker: d.worker,
+                    attempts: m.attempts,
+                    fingerprint: NO_FINGERPRINT,
+                    pending: d.status == DeadStatus::Pending,
+                };
+                st.queue_mut(m.queue)
+                    .dlq_order
+                    .insert((d.dead_at, id), summary);
             }
             st.dead.insert(id, d);
         }
