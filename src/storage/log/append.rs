@@ -111,7 +111,7 @@ impl Log {
                     }
                 }
                 let pos = w.appended_end();
-                let synced = inner.synced.load(Ordering::Acquire);
+                let synced = inner.commit.synced();
                 format::encode_frame(&mut w.buf, pos, body, synced);
                 on_position(pos);
             }
@@ -201,7 +201,7 @@ impl Inner {
         }
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         let base = w.active.end_position();
-        self.synced.fetch_max(base, Ordering::AcqRel);
+        self.commit.advance(base);
         let size = self.opts.segment_size;
         // The spare slot stays locked until the spare is renamed: the preparing thread,
         // finding the slot empty, creates a new spare under the same name, and would

@@ -18,6 +18,7 @@
 //! (reads and iteration) and `recovery` (the scan at open).
 
 mod append;
+mod group_commit;
 mod options;
 mod read;
 mod recovery;
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::storage::segment::{self, Segment};
@@ -37,6 +38,7 @@ use crate::storage::tail_hint::HintKeeper;
 use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
+use group_commit::GroupCommit;
 pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
 pub use read::Record;
 use recovery::recover;
@@ -102,14 +104,9 @@ struct Inner {
     writer: Mutex<Writer>,
     /// Log position up to which bytes were written to files.
     flushed: AtomicU64,
-    /// Log position up to which bytes are durable.
-    synced: AtomicU64,
-    /// Group commit's bookkeeping (see `sync`): who leads, who waits.
-    sync_state: Mutex<sync::SyncState>,
-    /// Signalled when an fsync ends.
-    sync_done: Condvar,
-    /// Signalled when a waiter arrives while the leader gathers.
-    sync_arrived: Condvar,
+    /// Log position up to which bytes are durable, and group commit's bookkeeping (who
+    /// leads, who waits, the gathering).
+    commit: GroupCommit,
     poisoned: AtomicBool,
     fsyncs: AtomicU64,
     appends: AtomicU64,
@@ -287,10 +284,7 @@ impl Log {
                 hint,
             }),
             flushed: AtomicU64::new(end),
-            synced: AtomicU64::new(end),
-            sync_state: Mutex::new(sync::SyncState::default()),
-            sync_done: Condvar::new(),
-            sync_arrived: Condvar::new(),
+            commit: GroupCommit::new(end),
             poisoned: AtomicBool::new(false),
             fsyncs: AtomicU64::new(0),
             appends: AtomicU64::new(0),
@@ -369,7 +363,7 @@ impl Log {
 
     /// Position up to which the log is known durable.
     pub fn durable_position(&self) -> u64 {
-        self.inner.synced.load(Ordering::Acquire)
+        self.inner.commit.synced()
     }
 
     /// Deletes every whole segment that ends at or below `pos` (never the active one).
