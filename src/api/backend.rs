@@ -135,6 +135,13 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
     /// A handle on the same queue whose deliveries go to the DLQ after `max_attempts`
     /// and whose leases last `lease` (the worker pool applies its retry policy this way).
     fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self>;
+    /// A handle on the same queue for one worker thread of a pool. The default is a
+    /// clone; a backend whose messages count references on something the handle holds
+    /// (the embedded queue's name) gives each worker its own, so that workers on different
+    /// cores do not write one shared cache line for every message they take and drop.
+    fn worker_handle(&self) -> Self {
+        self.clone()
+    }
     /// The time now by the backend's clock (ms since the epoch): retry times are
     /// computed from it.
     fn now_ms(&self) -> u64;
@@ -415,6 +422,9 @@ impl MessageQueue for Queue {
             .max_attempts(max_attempts)
             .visibility_timeout(lease);
         self.store().queue_with(Queue::name(self), options)
+    }
+    fn worker_handle(&self) -> Self {
+        Queue::worker_handle(self)
     }
     #[inline]
     fn now_ms(&self) -> u64 {

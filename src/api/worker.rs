@@ -346,6 +346,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
                 .name(name.clone())
                 .spawn(move || {
                     let mut worker = Worker {
+                        queue: shared.queue.worker_handle(),
                         shared: &shared,
                         handler: handler.as_ref(),
                         index: i,
@@ -528,6 +529,8 @@ impl<Q: MessageQueue> Shared<Q> {
 
 /// One worker thread's state.
 struct Worker<'a, Q: MessageQueue> {
+    /// Its own handle on the queue ([`MessageQueue::worker_handle`]).
+    queue: Q,
     shared: &'a Shared<Q>,
     handler: &'a dyn Handler<Q::Message>,
     index: usize,
@@ -546,9 +549,9 @@ impl<Q: MessageQueue> Worker<'_, Q> {
         let mut size = 1usize;
         while !shared.stop.load(Ordering::Acquire) {
             let batch = if self.done.is_empty() {
-                shared.queue.reserve_wait(size, poll)?
+                self.queue.reserve_wait(size, poll)?
             } else {
-                let (batch, lost) = shared.queue.ack_and_reserve(&self.done, size)?;
+                let (batch, lost) = self.queue.ack_and_reserve(&self.done, size)?;
                 self.acked(lost);
                 batch
             };
@@ -563,7 +566,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             };
         }
         if !self.done.is_empty() {
-            let (_, lost) = shared.queue.ack_and_reserve(&self.done, 0)?;
+            let (_, lost) = self.queue.ack_and_reserve(&self.done, 0)?;
             self.acked(lost);
         }
         Ok(())
@@ -610,7 +613,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             deadline: Instant::now() + shared.lease,
         };
         let mut all_ok = true;
-        let starts = shared.queue.wants_starts();
+        let starts = self.queue.wants_starts();
         // Without starts: which messages succeeded, their acks still to be collected.
         let mut succeeded = vec![false; if starts { 0 } else { batch.len() }];
         self.durations.clear();
@@ -619,13 +622,13 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             // The first message always runs: a stop between the reservation and here must
             // not turn a one-message batch into a release.
             if i > 0 && shared.stop.load(Ordering::Acquire) {
-                shared.queue.release_unstarted(&batch[i..])?;
+                self.queue.release_unstarted(&batch[i..])?;
                 self.release_held((batch.len() - i) as u64);
                 break;
             }
             slot.held.lock().from = i;
             let runs = if starts {
-                let (lost, runs) = shared.queue.start(msg, &self.done)?;
+                let (lost, runs) = self.queue.start(msg, &self.done)?;
                 if !self.done.is_empty() {
                     self.acked(lost);
                 }
@@ -653,7 +656,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             all_ok &= ok;
         }
         *slot.held.lock() = Held::default();
-        shared.queue.observe_handlers(&self.durations);
+        self.queue.observe_handlers(&self.durations);
         let handling: Duration = self.durations.iter().sum();
         if succeeded.contains(&true) {
             let flags = succeeded.into_iter();

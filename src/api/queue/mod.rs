@@ -151,6 +151,17 @@ impl Queue {
         }
     }
 
+    /// The same queue with its own copy of the name: each message it hands out counts a
+    /// reference on that copy, so a pool worker with its own handle touches no reference
+    /// count another worker's messages touch.
+    pub(crate) fn worker_handle(&self) -> Queue {
+        Queue {
+            store: self.store.clone(),
+            id: self.id,
+            name: Arc::from(&*self.name),
+        }
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
