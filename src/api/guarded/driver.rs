@@ -13,8 +13,10 @@
 //! noticed), and wakes at once when a write makes something due.
 //!
 //! Invariants:
-//! - one drive at a time per store (a drive asked while one runs makes that one go round
-//!   again, so nothing due is missed);
+//! - one drive at a time per store. A writer whose write made a release due waits for a
+//!   running drive and then drives itself (so its ack returns with the next wave out); the
+//!   background thread, and a drive's own writes, leave the work to the running drive,
+//!   which goes round again, so nothing due is missed;
 //! - a release never exceeds its wave's room nor the rate limit: the `k`-th release of a
 //!   wave since its rate anchor (its first release, or the first after a resume) happens
 //!   no earlier than `anchor + k * 1000 / rate` ms, and an anchor comes at least
@@ -23,6 +25,7 @@
 //! - a release that moves entries is followed, in its batch, by an audit record: a replay
 //!   of those entries by the actor who started the guarded replay.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 use std::thread::JoinHandle;
@@ -140,13 +143,17 @@ impl Store {
         self.drive(true).map(|_| ())
     }
 
-    /// Called after a write whose effects say a replay has something to release.
+    /// Called after a write whose effects say a replay has something to release. When it
+    /// returns, what the write made due is released, even if another thread was driving
+    /// (it waits for that drive, then drives): the next wave is in the queue before the ack
+    /// that completed a wave returns. Only a drive's own writes leave the work to the loop
+    /// they are in.
     pub(crate) fn guards_due(&self) {
         if self.is_read_only() {
             return;
         }
         // An error (a full disk) reaches the writers themselves; the thread tries again.
-        let _ = self.drive(false);
+        let _ = self.drive(!DRIVING.with(Cell::get));
         self.guard_driver().wake(self);
     }
 
@@ -166,6 +173,7 @@ impl Store {
             driver.again.store(true, Ordering::Release);
             return Ok(Next::Outcomes);
         };
+        let _driving = DrivingHere::enter();
         loop {
             driver.again.store(false, Ordering::Release);
             let now = self.now();
@@ -178,6 +186,27 @@ impl Store {
                 return Ok(next);
             }
         }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is inside a drive (whose own writes must not wait for it).
+    static DRIVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as driving until dropped.
+struct DrivingHere;
+
+impl DrivingHere {
+    fn enter() -> Self {
+        DRIVING.with(|d| d.set(true));
+        DrivingHere
+    }
+}
+
+impl Drop for DrivingHere {
+    fn drop(&mut self) {
+        DRIVING.with(|d| d.set(false));
     }
 }
 
