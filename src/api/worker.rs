@@ -150,8 +150,9 @@ pub const QUICK_BATCH: Duration = Duration::from_millis(2);
 
 /// How long [`RunningPool::run_until_idle`] watches a queue's clock stand still, with no
 /// delivery held and every waiting message due later, before it takes those messages for
-/// ones that wait for a clock that does not move by itself (a [`crate::ManualClock`]). A system clock moves within it.
-pub const STILL_CLOCK: Duration = Duration::from_millis(100);
+/// ones that wait for a clock that does not move by itself (a [`crate::ManualClock`]). A
+/// system clock moves within it.
+pub(crate) const STILL_CLOCK: Duration = Duration::from_millis(100);
 
 /// One worker's part of the shared state, on cache lines of its own: the worker writes
 /// it for every message, and a line shared with another worker's would bounce between
@@ -420,8 +421,8 @@ impl<Q: MessageQueue> RunningPool<Q> {
     /// Under a clock that does not move by itself (a [`crate::ManualClock`]), a message
     /// waiting out a backoff never becomes visible while this waits: so it also returns
     /// once no handler runs, no delivery is held, every waiting message becomes visible
-    /// only later than the queue's clock says now, and that clock has not moved for
-    /// [`STILL_CLOCK`] of real time. Move the clock and call it again to go on.
+    /// only later than the queue's clock says now, and that clock has not moved for 100 ms
+    /// of real time. Move the clock and call it again to go on.
     pub fn run_until_idle(&self) -> Result<()> {
         let mut still: Option<(u64, Instant)> = None;
         loop {
