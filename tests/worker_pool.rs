@@ -168,10 +168,13 @@ fn a_handler_running_past_its_lease_is_not_redelivered() {
     let c = Arc::clone(&calls);
     let pool = WorkerPool::new(&q)
         .workers(2)
-        .lease(Duration::from_millis(60))
+        // The heartbeat extends at half the lease: 200 ms of slack for its wake-up and the
+        // extension's write (a 60 ms lease lost it 2 times in 30 on a loaded machine).
+        .lease(Duration::from_millis(400))
         .start(move |_m: &Message| {
             c.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(400));
+            // Three and a half leases.
+            std::thread::sleep(Duration::from_millis(1_400));
             Ok(())
         })
         .unwrap();
