@@ -1,8 +1,9 @@
 //! Comparison benchmark: deadletter against other ways to build a persistent
 //! queue with a dead letter queue, on the same workloads, in one process run.
 //!
-//! Run: `cargo bench -p deadletter-compare` (full, up to ~20 min) or
-//! `cargo bench -p deadletter-compare -- --quick` (well under 2 min).
+//! Run: `cargo bench -p deadletter-compare` (full, about half an hour on a busy
+//! 2-core machine) or `cargo bench -p deadletter-compare -- --quick` (a few
+//! minutes, every workload).
 //! Options: `--quick`; `--only=NAME[,NAME...]` runs only those contestants;
 //! `--workloads=NAME[,NAME...]` runs only those workloads (the DLQ reads and
 //! replay share a store and run together; `probes` names deadletter's open and
