@@ -114,6 +114,7 @@ impl State {
     /// The first DLQ entry whose summary disagrees with the tables (or that the tables do
     /// not hold in that queue's DLQ at that time), if any: the invariant of this module,
     /// checked by the simulation's census.
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn summary_mismatch(&self) -> Option<MessageId> {
         for (q, qs) in self.queues.iter().enumerate() {
             for (&(at, id), s) in qs.dlq_order.range(..) {

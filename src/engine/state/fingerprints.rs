@@ -110,7 +110,8 @@ impl FingerprintIndex {
         self.of_entry.get(&id).map(|&d| &self.defs[d as usize])
     }
 
-    /// The dense index of entry `id`'s fingerprint, if known.
+    /// The dense index of entry `id`'s fingerprint, if known (the simulation's census).
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn dense_of(&self, id: MessageId) -> Option<u32> {
         self.of_entry.get(&id).copied()
     }
