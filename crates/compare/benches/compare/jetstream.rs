@@ -32,8 +32,11 @@ use crate::contestant::{BenchResult, Contestant, DlqEntry, DlqStats, Failure, Id
 use crate::deadletter_queue::Backend;
 use crate::plan::Workload;
 
-/// The workloads the JetStream contestants run: writes, drain and the failure flow, with
-/// file storage.
+/// The workloads the JetStream contestants run: writes, drain, the failure flow and the
+/// pool throughput workloads, with file storage. Not `pool_latency`: deadletter-jetstream's
+/// pool stalled there (a producer enqueueing one at a time while two workers lease; the
+/// run never ended, in a full and a quick run on 2026-12-01), which would hang CI's quick
+/// run; left open until the stall is understood.
 pub fn runs(w: Workload, durable: bool) -> bool {
     durable
         && matches!(
@@ -47,7 +50,6 @@ pub fn runs(w: Workload, durable: bool) -> bool {
                 | Workload::Pool2
                 | Workload::Pool4
                 | Workload::PoolFailureFlow
-                | Workload::PoolLatency
         )
 }
 
