@@ -87,13 +87,11 @@ pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
 /// use [`decode`], which sees through relocation.
 #[inline]
 pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match version {
-        1 | 2 => v1::decode_for_apply(body),
-        // Version 4 changed only the checkpoint body: its records are version 3's.
-        3 | 4 => v3::decode_for_apply(body),
-        5 => v5::decode_for_apply(body),
-        6 => v6::decode_for_apply(body),
-        _ => Err(BadContent),
+    match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => {
+            Ok(Decoded::Relocated(Box::new(decode_plain(version, inner)?)))
+        }
+        _ => decode_plain(version, body),
     }
 }
 
@@ -101,12 +99,26 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
 /// original).
 #[inline]
 pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+    match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => decode_plain(version, inner),
+        _ => decode_plain(version, body),
+    }
+}
+
+/// The tag byte of a relocated copy, the same in every version: the original record's body
+/// follows it (a copy of a copy is a copy of the original, so one tag at most).
+const TAG_RELOCATED: u8 = 3;
+
+/// Decodes a payload or op body written in format `version` (not a relocated copy: each
+/// version rejects the tag inside one).
+#[inline]
+fn decode_plain(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
-        1 | 2 => v1::decode(body),
+        1 | 2 => v1::decode_plain(body),
         // Version 4 changed only the checkpoint body: its records are version 3's.
-        3 | 4 => v3::decode(body),
-        5 => v5::decode(body),
-        6 => v6::decode(body),
+        3 | 4 => v3::decode_plain(body),
+        5 => v5::decode_plain(body),
+        6 => v6::decode_plain(body),
         _ => Err(BadContent),
     }
 }

@@ -95,28 +95,9 @@ pub(super) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
     }
 }
 
-/// Decodes a record body as the state machine applies it (a relocated copy is
-/// [`Decoded::Relocated`]).
-#[inline]
-pub(super) fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => Ok(Decoded::Relocated(Box::new(decode_plain(inner)?))),
-        _ => decode_plain(body),
-    }
-}
-
-/// Decodes a record body, seeing through relocation.
-#[inline]
-pub(super) fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => decode_plain(inner),
-        _ => decode_plain(body),
-    }
-}
-
 /// Decodes a Put or Op body (a relocated copy inside is not a record).
 #[inline]
-fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match body.split_first() {
         Some((&TAG_PUT, _)) => {
             let (meta_bytes, payload) = split_put(body)?;
@@ -179,6 +160,16 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    /// A body of this version, decoded as the log's reader does (relocation seen through).
+    fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode(1, body)
+    }
+
+    /// A body of this version, decoded as the state machine applies it.
+    fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode_for_apply(1, body)
+    }
     use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
     use crate::engine::record::{History, ImportedEntry, PutCause};
 

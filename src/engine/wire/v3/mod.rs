@@ -110,28 +110,9 @@ pub(super) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
     }
 }
 
-/// Decodes a record body as the state machine applies it (a relocated copy is
-/// [`Decoded::Relocated`]).
-#[inline]
-pub(super) fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => Ok(Decoded::Relocated(Box::new(decode_plain(inner)?))),
-        _ => decode_plain(body),
-    }
-}
-
-/// Decodes a record body, seeing through relocation.
-#[inline]
-pub(super) fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => decode_plain(inner),
-        _ => decode_plain(body),
-    }
-}
-
 /// Decodes a Put or Op body: the two version-3 records here, the rest as version 1.
 #[inline]
-fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match body {
         [TAG_OP, RESERVE, rest @ ..] => {
             let r: Reserve<'_> = decode_exact(rest)?;
@@ -149,8 +130,7 @@ fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
             }))
         }
         // A relocated copy inside a relocated copy is not a record.
-        [TAG_RELOCATED, ..] => Err(BadContent),
-        _ => v1::decode(body),
+        _ => v1::decode_plain(body),
     }
 }
 
@@ -175,6 +155,16 @@ pub(super) fn put_payload(body: &[u8]) -> Result<Range<usize>, BadContent> {
 mod tests {
     use super::*;
 
+    /// A body of this version, decoded as the log's reader does (relocation seen through).
+    fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode(3, body)
+    }
+
+    /// A body of this version, decoded as the state machine applies it.
+    fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode_for_apply(3, body)
+    }
+
     #[test]
     fn reservations_and_starts_round_trip_in_their_own_variants() {
         let reserve = Op::Reserve {
@@ -191,7 +181,7 @@ mod tests {
             assert_eq!(&body[..2], &[TAG_OP, variant]);
             assert_eq!(decode(&body), Ok(Decoded::Op(op.clone())));
             // Version 1 does not know them.
-            assert_eq!(v1::decode(&body), Err(BadContent));
+            assert_eq!(crate::engine::wire::decode(1, &body), Err(BadContent));
             let copy = encode_relocated(&Decoded::Op(op.clone())).unwrap();
             assert_eq!(
                 decode_for_apply(&copy),

@@ -119,28 +119,9 @@ pub(super) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
     }
 }
 
-/// Decodes a record body as the state machine applies it (a relocated copy is
-/// [`Decoded::Relocated`]).
-#[inline]
-pub(super) fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => Ok(Decoded::Relocated(Box::new(decode_plain(inner)?))),
-        _ => decode_plain(body),
-    }
-}
-
-/// Decodes a record body, seeing through relocation.
-#[inline]
-pub(super) fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => decode_plain(inner),
-        _ => decode_plain(body),
-    }
-}
-
 /// Decodes a Put or Op body: the two version-5 records here, the rest as version 3.
 #[inline]
-fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match body {
         [TAG_OP, AUDIT, rest @ ..] => {
             let entry: audit::Entry<'_> = decode_exact(rest)?;
@@ -159,8 +140,7 @@ fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
             }))
         }
         // A relocated copy inside a relocated copy is not a record.
-        [TAG_RELOCATED, ..] => Err(BadContent),
-        _ => v3::decode(body),
+        _ => v3::decode_plain(body),
     }
 }
 
@@ -184,6 +164,16 @@ pub(super) fn put_payload(body: &[u8]) -> Result<Range<usize>, BadContent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body of this version, decoded as the log's reader does (relocation seen through).
+    fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode(5, body)
+    }
+
+    /// A body of this version, decoded as the state machine applies it.
+    fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode_for_apply(5, body)
+    }
     use crate::engine::envelope::{DlqMetadata, FailureInfo};
     use crate::engine::state::{AuditAction, AuditEntry, IdSet};
 
@@ -210,7 +200,7 @@ mod tests {
             assert_eq!(&body[..2], &[TAG_OP, variant]);
             assert_eq!(decode(&body), Ok(Decoded::Op(op.clone())));
             // Version 3 does not know them.
-            assert_eq!(v3::decode(&body), Err(BadContent));
+            assert_eq!(crate::engine::wire::decode(3, &body), Err(BadContent));
             let copy = encode_relocated(&Decoded::Op(op.clone())).unwrap();
             assert_eq!(
                 decode_for_apply(&copy),

@@ -181,27 +181,12 @@ pub(super) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
     }
 }
 
-/// Decodes a record body as the state machine applies it (a relocated copy is
-/// [`Decoded::Relocated`]).
+/// Decodes a Put or Op body: the guarded replay's record here, the rest as version 5.
 #[inline]
-pub(super) fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match body {
-        [TAG_RELOCATED, TAG_OP, GUARD, rest @ ..] => {
-            Ok(Decoded::Relocated(Box::new(decode_guard(rest)?)))
-        }
         [TAG_OP, GUARD, rest @ ..] => decode_guard(rest),
-        _ => v5::decode_for_apply(body),
-    }
-}
-
-/// Decodes a record body, seeing through relocation.
-#[inline]
-pub(super) fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body {
-        [TAG_RELOCATED, TAG_OP, GUARD, rest @ ..] | [TAG_OP, GUARD, rest @ ..] => {
-            decode_guard(rest)
-        }
-        _ => v5::decode(body),
+        _ => v5::decode_plain(body),
     }
 }
 
@@ -245,6 +230,16 @@ pub(super) fn put_payload(body: &[u8]) -> Result<Range<usize>, BadContent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body of this version, decoded as the log's reader does (relocation seen through).
+    fn decode(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode(6, body)
+    }
+
+    /// A body of this version, decoded as the state machine applies it.
+    fn decode_for_apply(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
+        crate::engine::wire::decode_for_apply(6, body)
+    }
     use crate::engine::record::{GuardPlan, GuardRelease};
 
     fn steps() -> Vec<Op> {
@@ -294,7 +289,7 @@ mod tests {
             assert_eq!(decode(&body), Ok(Decoded::Op(op.clone())));
             assert_eq!(decode_for_apply(&body), Ok(Decoded::Op(op.clone())));
             // Version 5 does not know it.
-            assert_eq!(v5::decode(&body), Err(BadContent));
+            assert_eq!(crate::engine::wire::decode(5, &body), Err(BadContent));
             let copy = encode_relocated(&Decoded::Op(op.clone())).unwrap();
             assert_eq!(
                 decode_for_apply(&copy),
