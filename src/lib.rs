@@ -140,7 +140,7 @@ pub mod sim;
 
 pub use api::actor::Actor;
 pub use api::alert::DlqAlert;
-pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue};
+pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue, WriteMark};
 pub use api::classify::Classifier;
 pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};

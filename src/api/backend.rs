@@ -6,7 +6,10 @@
 //!
 //! - [`Delivery`]: a leased message (payload, id, attempt number, attributes);
 //! - [`MessageQueue`]: produce (one or a batch), lease (up to `n`, waiting or not), then
-//!   ack (one or many), retry, dead-letter or extend; counts;
+//!   ack (one or many), retry, dead-letter or extend; counts; and the worker pool's
+//!   batching: reservations, starts, acks carried by the next reservation, and failure
+//!   reports made durable together ([`WriteMark`]), each with a default that keeps a
+//!   backend without them correct;
 //! - [`DeadLetterQueue`]: browse, count, analyse, replay, mark, delete and purge entries,
 //!   and size alerts.
 //!
@@ -52,6 +55,7 @@ use crate::api::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
 };
 use crate::api::types::{DeadLetter, MessageId};
+use crate::engine::Settle;
 use crate::error::{Error, Result};
 
 /// A leased message, as a handler sees it on any backend.
@@ -240,6 +244,40 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
     ) -> Result<FailureOutcome>;
     /// Moves a delivered message to the DLQ at once (a permanent failure).
     fn dead_letter(&self, msg: &Self::Message, report: &FailureReport<'_>) -> Result<()>;
+    /// Reports a failed delivery as [`MessageQueue::retry`] does, for a consumer that makes
+    /// its reports durable later, together ([`MessageQueue::make_durable`] with the
+    /// returned mark): the worker pool, which reports failures between the group commits
+    /// of its acks. The report is visible at once and survives the process dying; a power
+    /// cut before a later durable write covers it may lose it (the message is then
+    /// delivered again). The default reports durably, as `retry` does, and returns
+    /// [`WriteMark::DURABLE`]; the embedded store writes without waiting for an fsync
+    /// under `Durability::Always`.
+    fn retry_deferred(
+        &self,
+        msg: &Self::Message,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<(FailureOutcome, WriteMark)> {
+        Ok((self.retry(msg, report, retry_at_ms)?, WriteMark::DURABLE))
+    }
+    /// Moves a delivered message to the DLQ as [`MessageQueue::dead_letter`] does, made
+    /// durable later as [`MessageQueue::retry_deferred`] says. The default is durable at
+    /// once.
+    fn dead_letter_deferred(
+        &self,
+        msg: &Self::Message,
+        report: &FailureReport<'_>,
+    ) -> Result<WriteMark> {
+        self.dead_letter(msg, report)?;
+        Ok(WriteMark::DURABLE)
+    }
+    /// Returns once every deferred report whose mark is at most `mark` is durable: at once
+    /// when a later durable write (the embedded store: any, since its log is made durable
+    /// as a prefix) has covered it already. The default has nothing to wait for.
+    fn make_durable(&self, mark: WriteMark) -> Result<()> {
+        let _ = mark;
+        Ok(())
+    }
     /// Counts of the queue and its DLQ.
     fn stats(&self) -> Result<QueueStats>;
     /// Wakes consumers blocked in [`MessageQueue::lease_wait`] in this process, so that a
@@ -259,6 +297,34 @@ pub trait MessageQueue: Clone + Send + Sync + 'static {
         for &d in durations {
             self.observe_handler(d);
         }
+    }
+}
+
+/// How far a backend's deferred reports ([`MessageQueue::retry_deferred`],
+/// [`MessageQueue::dead_letter_deferred`]) reach: pass the largest one held to
+/// [`MessageQueue::make_durable`]. Marks of one queue's backend are ordered like its
+/// writes; [`WriteMark::DURABLE`] (the default) says there is nothing to wait for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WriteMark(u64);
+
+impl WriteMark {
+    /// Nothing to wait for: the write is durable already.
+    pub const DURABLE: WriteMark = WriteMark(0);
+
+    /// A mark at `position` in a backend's own order of writes (the embedded store: the
+    /// log position an fsync must reach); 0 is [`WriteMark::DURABLE`].
+    pub fn at(position: u64) -> WriteMark {
+        WriteMark(position)
+    }
+
+    /// The position given to [`WriteMark::at`].
+    pub fn position(self) -> u64 {
+        self.0
+    }
+
+    /// True when there is nothing to wait for.
+    pub fn is_durable(self) -> bool {
+        self.0 == 0
     }
 }
 
@@ -494,6 +560,26 @@ impl MessageQueue for Queue {
     #[inline]
     fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
         Queue::dead_letter(self, msg, report)
+    }
+    fn retry_deferred(
+        &self,
+        msg: &Message,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<(FailureOutcome, WriteMark)> {
+        let (outcome, pos) =
+            self.report_failure(Settle::Written, msg, report, Some(retry_at_ms))?;
+        Ok((outcome, WriteMark::at(pos)))
+    }
+    fn dead_letter_deferred(&self, msg: &Message, report: &FailureReport<'_>) -> Result<WriteMark> {
+        let (_, pos) = self.report_failure(Settle::Written, msg, report, None)?;
+        Ok(WriteMark::at(pos))
+    }
+    fn make_durable(&self, mark: WriteMark) -> Result<()> {
+        if mark.is_durable() {
+            return Ok(());
+        }
+        self.sync_to(mark.position())
     }
     fn stats(&self) -> Result<QueueStats> {
         Ok(Queue::stats(self))

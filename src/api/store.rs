@@ -28,7 +28,7 @@ use crate::api::queue::Queue;
 use crate::engine::compaction::CompactionReport;
 use crate::engine::record::{Op, QueueId, RECORD_OVERHEAD};
 use crate::engine::state::{Effects, IdMap, State};
-use crate::engine::{op_entry, Batch, Engine, EngineOptions};
+use crate::engine::{op_entry, Batch, Engine, EngineOptions, Settle};
 use crate::error::{Error, Result};
 use crate::storage::log::{Durability, LogOptions, RecoveryReport, SegmentInfo};
 use crate::storage::segment;
@@ -610,15 +610,35 @@ impl Store {
         self.inner.engine.commit_with(build, |e| self.react(e))
     }
 
+    /// One write settled as `mode` says: see [`Engine::commit_as`] (the second value is
+    /// the position to pass to [`Store::sync_to`], 0 when there is nothing to wait for).
+    pub(crate) fn commit_as<'a, T>(
+        &self,
+        mode: Settle,
+        build: impl FnOnce(&mut State) -> Result<(Batch<'a>, T)>,
+    ) -> Result<(T, u64)> {
+        self.inner.engine.commit_as(mode, build, |e| self.react(e))
+    }
+
+    /// Returns once everything below log position `pos` is durable: for writes settled as
+    /// [`Settle::Written`].
+    pub(crate) fn sync_to(&self, pos: u64) -> Result<()> {
+        self.inner.engine.sync_to(pos)
+    }
+
     /// What follows a write made with [`Engine::write_locked`] once the lock is released.
     pub(crate) fn finish(&self, effects: Effects) -> Result<()> {
-        self.inner.engine.settle(effects, |e| self.react(e))
+        self.inner
+            .engine
+            .settle(Settle::Durable, effects, |e| self.react(e))
     }
 
     /// Like [`Store::finish`], but a durable store only hands the write to the operating
     /// system (no fsync): for a worker pool's start records.
     pub(crate) fn finish_written(&self, effects: Effects) -> Result<()> {
-        self.inner.engine.settle_written(effects, |e| self.react(e))
+        self.inner
+            .engine
+            .settle(Settle::Written, effects, |e| self.react(e))
     }
 
     fn react(&self, effects: Effects) {

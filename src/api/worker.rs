@@ -26,6 +26,15 @@
 //! with it, so the pool writes none ([`MessageQueue::wants_starts`]) and acks whole
 //! batches: a crash there takes back every reservation of the batches in progress.
 //!
+//! Failure reports go the same way under `Durability::Always`: a retry or a move to the DLQ
+//! is written ([`MessageQueue::retry_deferred`], [`MessageQueue::dead_letter_deferred`])
+//! and made durable by the worker's next reservation, or its final acks, whose fsync covers
+//! every record before it; when no write follows (nothing left to reserve) the worker
+//! fsyncs them itself ([`MessageQueue::make_durable`]). Until then their messages stay
+//! counted as held, so `run_until_idle` and a stopping worker return only once every
+//! outcome the pool reported is durable. A power cut before that may lose a report; its
+//! message is then delivered again (docs/ARCHITECTURE.md, "The pool's failure reports").
+//!
 //! Batches grow while handlers are quick (doubling up to [`MAX_BATCH`] while a batch's
 //! handlers took under [`QUICK_BATCH`] together, none failing) and shrink otherwise, so
 //! that slow handlers
@@ -35,8 +44,9 @@
 //! passed, so a slow success is not redelivered. Invariants:
 //! - a delivery is counted in the log before the handler runs;
 //! - `in_flight` counts handlers running; `held` the messages workers hold (reserved,
-//!   running, or handled with their ack not written yet); shutdown waits for `in_flight`,
-//!   then each worker gives back what it has not started and writes its acks.
+//!   running, handled with their ack not written yet, or failed with their report not yet
+//!   durable); shutdown waits for `in_flight`, then each worker gives back what it has not
+//!   started, writes its acks and makes its reports durable.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,7 +58,7 @@ use parking_lot::{Condvar, Mutex};
 use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
-use crate::api::backend::{DeadLetterQueue, Delivery, MessageQueue};
+use crate::api::backend::{DeadLetterQueue, Delivery, MessageQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
@@ -355,6 +365,8 @@ impl<Q: MessageQueue> WorkerPool<Q> {
                         rng,
                         done: Vec::new(),
                         durations: Vec::new(),
+                        unsynced: 0,
+                        mark: WriteMark::DURABLE,
                     };
                     if let Err(e) = worker.run(poll) {
                         stop_with(&shared, e);
@@ -541,6 +553,11 @@ struct Worker<'a, Q: MessageQueue> {
     done: Vec<Q::Message>,
     /// How long each handler of the current batch ran.
     durations: Vec<Duration>,
+    /// Failure reports written but perhaps not durable yet: their messages stay counted in
+    /// `held` until [`Worker::settle_reports`].
+    unsynced: u64,
+    /// The largest mark of those reports.
+    mark: WriteMark,
 }
 
 impl<Q: MessageQueue> Worker<'_, Q> {
@@ -550,12 +567,20 @@ impl<Q: MessageQueue> Worker<'_, Q> {
         let mut size = 1usize;
         while !shared.stop.load(Ordering::Acquire) {
             let batch = if self.done.is_empty() {
-                self.queue.reserve_wait(size, poll)?
+                // Reports waiting for durability do not wait out the poll: if nothing is
+                // reserved (no write, so no fsync), they are synced at once below.
+                let wait = if self.unsynced > 0 {
+                    Duration::ZERO
+                } else {
+                    poll
+                };
+                self.queue.reserve_wait(size, wait)?
             } else {
                 let (batch, lost) = self.queue.ack_and_reserve(&self.done, size)?;
                 self.acked(lost);
                 batch
             };
+            self.settle_reports()?;
             if batch.is_empty() {
                 continue;
             }
@@ -570,6 +595,21 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             let (_, lost) = self.queue.ack_and_reserve(&self.done, 0)?;
             self.acked(lost);
         }
+        self.settle_reports()
+    }
+
+    /// Makes the failure reports written since the last call durable, and stops counting
+    /// their messages as held. Called after each reservation (and the final acks): under
+    /// `Durability::Always` their fsync covers the reports already (the log is made
+    /// durable as a prefix), so this only checks; when nothing was written it fsyncs.
+    fn settle_reports(&mut self) -> Result<()> {
+        if self.unsynced == 0 {
+            return Ok(());
+        }
+        self.queue.make_durable(self.mark)?;
+        let n = std::mem::take(&mut self.unsynced);
+        self.mark = WriteMark::DURABLE;
+        self.release_held(n);
         Ok(())
     }
 
@@ -698,20 +738,35 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             }
             Ok(Err(failure)) => {
                 let failure = shared.classifier.apply(failure);
-                report_failure(shared, msg, &failure, duration, self.name, &mut self.rng)
+                self.report_failure(msg, &failure, duration)
             }
             Err(panic) => {
                 c.panics.fetch_add(1, Ordering::Relaxed);
                 let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
-                report_failure(shared, msg, &failure, duration, self.name, &mut self.rng)
+                self.report_failure(msg, &failure, duration)
             }
         };
         running.store(false, Ordering::Release);
-        self.release_held(1);
+        let outcome = match outcome {
+            Ok(mark) if !mark.is_durable() => {
+                // Held until the next reservation's fsync covers it (settle_reports).
+                self.unsynced += 1;
+                self.mark = self.mark.max(mark);
+                Ok(())
+            }
+            Ok(_) => {
+                self.release_held(1);
+                Ok(())
+            }
+            Err(e) => {
+                self.release_held(1);
+                Err(e)
+            }
+        };
         shared.notify_done();
         match outcome {
             // A failure report wrote a record: the next handler starts now.
-            Ok(_) => Ok((false, Instant::now())),
+            Ok(()) => Ok((false, Instant::now())),
             // The lease was lost meanwhile (expired and redelivered): the other delivery
             // decides.
             Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
@@ -721,29 +776,35 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             Err(e) => Err(e),
         }
     }
-}
 
-fn report_failure<Q: MessageQueue>(
-    shared: &Shared<Q>,
-    msg: &Q::Message,
-    failure: &Failure,
-    duration: Duration,
-    worker: &str,
-    rng: &mut SplitMix64,
-) -> Result<u64> {
-    let c = &shared.counters;
-    let report = FailureReport::new(failure)
-        .duration(duration)
-        .worker(worker);
-    if failure.is_permanent() {
-        shared.queue.dead_letter(msg, &report)?;
-        return Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed));
-    }
-    let delay = shared.retry.delay_with(msg.attempt(), || rng.next_u64());
-    let retry_at = shared.queue.now_ms() + delay.as_millis() as u64;
-    match shared.queue.retry(msg, &report, retry_at)? {
-        FailureOutcome::Retried { .. } => Ok(c.retried.fetch_add(1, Ordering::Relaxed)),
-        FailureOutcome::DeadLettered => Ok(c.dead_lettered.fetch_add(1, Ordering::Relaxed)),
+    /// Reports a failed delivery (deferred: see [`MessageQueue::retry_deferred`]) and
+    /// counts it; returns the report's mark.
+    fn report_failure(
+        &mut self,
+        msg: &Q::Message,
+        failure: &Failure,
+        duration: Duration,
+    ) -> Result<WriteMark> {
+        let shared = self.shared;
+        let c = &shared.counters;
+        let report = FailureReport::new(failure)
+            .duration(duration)
+            .worker(self.name);
+        if failure.is_permanent() {
+            let mark = self.queue.dead_letter_deferred(msg, &report)?;
+            c.dead_lettered.fetch_add(1, Ordering::Relaxed);
+            return Ok(mark);
+        }
+        let rng = &mut self.rng;
+        let delay = shared.retry.delay_with(msg.attempt(), || rng.next_u64());
+        let retry_at = self.queue.now_ms() + delay.as_millis() as u64;
+        let (outcome, mark) = self.queue.retry_deferred(msg, &report, retry_at)?;
+        let counter = match outcome {
+            FailureOutcome::Retried { .. } => &c.retried,
+            FailureOutcome::DeadLettered => &c.dead_lettered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(mark)
     }
 }
 

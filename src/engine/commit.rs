@@ -19,6 +19,19 @@ pub(crate) fn op_entry<'a>(op: Op) -> Result<(Vec<u8>, Decoded<'a>)> {
     Ok((wire::encode_op(&op)?, Decoded::Op(op)))
 }
 
+/// How a write is settled once it is in the log and the index, when the engine waits for
+/// durability (under the other settings both return once the write is applied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// It returns once an fsync covers it.
+    Durable,
+    /// It returns once it is handed to the operating system (written, not fsynced): it
+    /// survives the process dying, not a power cut, until a later fsync covers it (any
+    /// durable write after it, or [`Engine::sync_to`] its position: the log is made
+    /// durable as a prefix). The worker pool's start records and failure reports.
+    Written,
+}
+
 impl Engine {
     /// The write path of one call: under the state lock, `build` validates and returns the
     /// records to write and the call's result; the records are appended and applied; then,
@@ -29,15 +42,40 @@ impl Engine {
         build: impl FnOnce(&mut State) -> Result<(Batch<'a>, T)>,
         react: impl FnOnce(Effects),
     ) -> Result<T> {
+        Ok(self.commit_as(Settle::Durable, build, react)?.0)
+    }
+
+    /// Like [`Engine::commit_with`], settled as `mode` says. Also returns the log position
+    /// to pass to [`Engine::sync_to`] to make the write durable: 0 when nothing is left
+    /// to wait for (nothing was written, the write was settled durably, or the engine does
+    /// not wait for durability).
+    pub(crate) fn commit_as<'a, T>(
+        &self,
+        mode: Settle,
+        build: impl FnOnce(&mut State) -> Result<(Batch<'a>, T)>,
+        react: impl FnOnce(Effects),
+    ) -> Result<(T, u64)> {
         let mut st = self.state.lock();
         let (batch, out) = build(&mut st)?;
         if batch.is_empty() {
-            return Ok(out);
+            return Ok((out, 0));
         }
         let effects = self.write_locked(&mut st, batch)?;
+        // The end of the log now: at least this write's end.
+        let pending = if mode == Settle::Written && self.wait_for_sync {
+            self.log.appended_end()
+        } else {
+            0
+        };
         drop(st);
-        self.settle(effects, react)?;
-        Ok(out)
+        self.settle(mode, effects, react)?;
+        Ok((out, pending))
+    }
+
+    /// Returns once everything below log position `pos` is durable (at once if an fsync
+    /// covered it already): for writes settled as [`Settle::Written`].
+    pub(crate) fn sync_to(&self, pos: u64) -> Result<()> {
+        self.log.sync_to(pos)
     }
 
     /// Appends `batch` and applies it to the index; the caller holds the state lock and
@@ -63,36 +101,26 @@ impl Engine {
         Ok(effects)
     }
 
-    /// What follows a write once the lock is released: wait for durability, wake the
-    /// consumers if something became ready, and hand the effects to `react` (whether or
-    /// not the wait succeeded: the index holds the change either way).
-    pub(crate) fn settle(&self, effects: Effects, react: impl FnOnce(Effects)) -> Result<()> {
-        let durable = self.wait_durable();
-        if effects.ready {
-            self.ready.notify_all();
-        }
-        react(effects);
-        durable
-    }
-
-    /// Like [`Engine::settle`], but when the engine waits for durability the write is only
-    /// handed to the operating system (written, not fsynced): it survives the process
-    /// dying, not a power cut. The worker pool's start records take this path.
-    pub(crate) fn settle_written(
+    /// What follows a write once the lock is released: wait for durability or only hand
+    /// the write to the operating system, as `mode` says (when the engine waits for
+    /// durability), wake the consumers if something became ready, and hand the effects to
+    /// `react` (whether or not the wait succeeded: the index holds the change either way).
+    pub(crate) fn settle(
         &self,
+        mode: Settle,
         effects: Effects,
         react: impl FnOnce(Effects),
     ) -> Result<()> {
-        let written = if self.wait_for_sync {
-            self.log.flush()
-        } else {
-            Ok(())
+        let settled = match mode {
+            Settle::Durable => self.wait_durable(),
+            Settle::Written if self.wait_for_sync => self.log.flush(),
+            Settle::Written => Ok(()),
         };
         if effects.ready {
             self.ready.notify_all();
         }
         react(effects);
-        written
+        settled
     }
 
     /// Returns once everything appended so far is durable, when the engine waits for

@@ -11,7 +11,10 @@
 //!   order, so replaying the log at open rebuilds the same index;
 //! - when the engine waits for durability ([`EngineOptions::wait_for_sync`]), a write
 //!   returns only after its records are durable, and every record it depended on (earlier
-//!   in the log) is durable too;
+//!   in the log) is durable too; except a write its caller settles as
+//!   [`Settle::Written`] (the worker pool's start records and failure reports), which
+//!   returns once it is handed to the operating system and is durable once a later fsync
+//!   covers it (every fsync covers everything appended before it);
 //! - leases do not survive a reopen: the directory lock guarantees that the process that
 //!   held them is gone, so their messages are ready again at once (their delivery stays
 //!   counted).
@@ -42,7 +45,7 @@ use checkpoint::CheckpointSlots;
 use compaction::Shadow;
 use state::State;
 
-pub(crate) use commit::{op_entry, Batch};
+pub(crate) use commit::{op_entry, Batch, Settle};
 
 /// How to open an engine: the log's settings and the engine's own.
 pub(crate) struct EngineOptions {

@@ -1,5 +1,10 @@
 //! Outcomes of a delivery: ack, extend, release, retry and dead-letter, and the records
 //! that move a message to its DLQ (a failure, or its TTL passing).
+//!
+//! A failure report is built once ([`Queue::report_failure`]) and settled as its caller
+//! asks: durably for [`Queue::retry`] and [`Queue::dead_letter`]; only handed to the
+//! operating system for the worker pool, which makes its reports durable with its next
+//! reservation or an explicit sync before it counts them settled (see `api::worker`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -7,9 +12,9 @@ use std::time::Duration;
 use super::{Message, Queue};
 use crate::api::config::QueueOptions;
 use crate::api::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
-use crate::engine::op_entry;
 use crate::engine::record::Op;
 use crate::engine::state::{Msg, State};
+use crate::engine::{op_entry, Settle};
 use crate::error::Result;
 
 /// How a failure report moves the message.
@@ -129,14 +134,39 @@ impl Queue {
         report: &FailureReport<'_>,
         retry_at_ms: u64,
     ) -> Result<FailureOutcome> {
-        let options = self.store.queue_options(self.id);
+        Ok(self
+            .report_failure(Settle::Durable, msg, report, Some(retry_at_ms))?
+            .0)
+    }
+
+    /// Moves a delivered message to the DLQ at once (a permanent failure).
+    pub fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
+        self.report_failure(Settle::Durable, msg, report, None)?;
+        Ok(())
+    }
+
+    /// Reports a failed delivery, settled as `mode` says: as [`Queue::retry`] does with
+    /// `Some(retry_at_ms)`, as [`Queue::dead_letter`] does with `None`. Returns the outcome
+    /// and the log position to pass to [`Queue::sync_to`] to make the report durable (0:
+    /// nothing to wait for).
+    pub(crate) fn report_failure(
+        &self,
+        mode: Settle,
+        msg: &Message,
+        report: &FailureReport<'_>,
+        retry_at_ms: Option<u64>,
+    ) -> Result<(FailureOutcome, u64)> {
+        let max_attempts = retry_at_ms.map(|_| self.store.queue_options(self.id).max_attempts);
         let now = self.store.now();
-        self.store.commit_with(|st| {
+        self.store.commit_as(mode, |st| {
             let m = self.check_lease(st, msg)?;
-            if report.failure.is_permanent() || m.attempts >= options.max_attempts {
-                let op = self.dead_letter_op(st, msg.id, m, report, now, true)?;
-                return Ok((vec![op_entry(op)?], FailureOutcome::DeadLettered));
-            }
+            let retry_at_ms = match (retry_at_ms, max_attempts) {
+                (Some(at), Some(max)) if !report.failure.is_permanent() && m.attempts < max => at,
+                _ => {
+                    let op = self.dead_letter_op(st, msg.id, m, report, now, true)?;
+                    return Ok((vec![op_entry(op)?], FailureOutcome::DeadLettered));
+                }
+            };
             let extra = st.extras.get(&msg.id);
             let mut history = self
                 .store
@@ -160,14 +190,10 @@ impl Queue {
         })
     }
 
-    /// Moves a delivered message to the DLQ at once (a permanent failure).
-    pub fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
-        let now = self.store.now();
-        self.store.commit_with(|st| {
-            let m = self.check_lease(st, msg)?;
-            let op = self.dead_letter_op(st, msg.id, m, report, now, true)?;
-            Ok((vec![op_entry(op)?], ()))
-        })
+    /// Returns once every report made with [`Queue::report_failure`] whose position is
+    /// below `pos` is durable.
+    pub(crate) fn sync_to(&self, pos: u64) -> Result<()> {
+        self.store.sync_to(pos)
     }
 
     /// Builds the dead-letter record of message `id`.

@@ -14,8 +14,19 @@ use crate::error::{Error, Result};
 impl Log {
     /// Writes and fsyncs everything appended so far.
     pub fn sync(&self) -> Result<()> {
-        let end = self.inner.writer.lock().appended_end();
-        self.inner.sync_to(end)
+        self.inner.sync_to(self.appended_end())
+    }
+
+    /// Returns once everything below log position `target` is durable: at once if an
+    /// fsync covered it already, else leading or joining one (it covers everything
+    /// appended so far).
+    pub fn sync_to(&self, target: u64) -> Result<()> {
+        self.inner.sync_to(target)
+    }
+
+    /// The log position just past the last record appended.
+    pub fn appended_end(&self) -> u64 {
+        self.inner.writer.lock().appended_end()
     }
 }
 
