@@ -36,9 +36,10 @@
 //! message is then delivered again (docs/ARCHITECTURE.md, "The pool's failure reports").
 //!
 //! Batches grow while handlers are quick (doubling up to [`MAX_BATCH`] while a batch's
-//! handlers took under [`QUICK_BATCH`] together, none failing) and shrink otherwise, so
-//! that slow handlers
-//! are spread over the workers one message at a time.
+//! handlers took under [`QUICK_BATCH`] together) and shrink otherwise, so that slow
+//! handlers are spread over the workers one message at a time. A failure does not shrink
+//! a batch: its report costs a write, not an fsync, and a retry waits in the log, not in
+//! the batch.
 //!
 //! A heartbeat thread extends the leases of a worker's batch when half of its lease has
 //! passed, so a slow success is not redelivered. Invariants:
@@ -632,8 +633,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
     }
 
     /// Handles a reserved batch in order; when the pool stops, gives back what has not
-    /// started. Returns true when every handler succeeded and they took less than
-    /// [`QUICK_BATCH`] together.
+    /// started. Returns true when its handlers took less than [`QUICK_BATCH`] together.
     ///
     /// Per message the loop touches nothing another worker writes: handler times are
     /// recorded once per batch, one clock reading ends a handler and starts the next
@@ -653,7 +653,6 @@ impl<Q: MessageQueue> Worker<'_, Q> {
             from: 0,
             deadline: Instant::now() + shared.lease,
         };
-        let mut all_ok = true;
         let starts = self.queue.wants_starts();
         // Without starts: which messages succeeded, their acks still to be collected.
         let mut succeeded = vec![false; if starts { 0 } else { batch.len() }];
@@ -694,7 +693,6 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                     succeeded[i] = true;
                 }
             }
-            all_ok &= ok;
         }
         *slot.held.lock() = Held::default();
         self.queue.observe_handlers(&self.durations);
@@ -716,7 +714,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
                 ),
             }
         }
-        Ok(all_ok && handling < QUICK_BATCH)
+        Ok(handling < QUICK_BATCH)
     }
 
     /// Runs the handler on a started message from `started` on and reports its outcome
