@@ -1,6 +1,8 @@
 //! End-to-end throughput through the worker pool: enqueue a batch, handle every message with
 //! a no-op handler, ack. 1, 2 and 4 workers; 100-byte payloads; durable (`Always`, group
-//! commit) and not (`Never`). Data goes under `target/bench-data/pool/` (a real disk).
+//! commit) and not (`Never`). And one failing case, durable with 4 workers (`Always-failing`):
+//! 20% of the messages fail, half of them permanently (to the DLQ), half once (retried after
+//! 1 ms, then acked). Data goes under `target/bench-data/pool/` (a real disk).
 //!
 //! Each iteration enqueues N messages in batches of 1,000, then starts the pool and runs it
 //! until the queue is idle; the time measured is the pool's, from its start to the idle
@@ -11,25 +13,45 @@ mod common;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use deadletter::{CompactionOptions, Config, Durability, Message, Store, WorkerPool};
+use deadletter::{
+    CompactionOptions, Config, Durability, Failure, Message, Retry, Store, WorkerPool,
+};
 
-fn run(durability: Durability, workers: usize, messages: usize) -> Duration {
-    let name = format!("{durability:?}-{workers}").replace(['(', ')', ' '], "");
+/// What message `i`'s first byte says its handler does: 0 fails permanently, 1 fails on
+/// its first delivery; the rest (and all of them without `failing`) succeed.
+fn handle(m: &Message) -> Result<(), Failure> {
+    match (m.payload().first(), m.attempt()) {
+        (Some(0), _) => Err(Failure::permanent("Invalid", "bad input")),
+        (Some(1), 1) => Err(Failure::transient("Timeout", "try again")),
+        _ => Ok(()),
+    }
+}
+
+fn run(durability: Durability, workers: usize, messages: usize, failing: bool) -> Duration {
+    let name = format!("{durability:?}-{workers}-{failing}").replace(['(', ')', ' '], "");
     let dir = common::fresh_dir("pool", &name);
     let config = Config::default()
         .durability(durability)
         .compaction(CompactionOptions::default().interval(None));
     let store = Store::open(&dir, config).expect("open");
     let queue = store.queue("bench").expect("queue");
-    let payload = vec![7u8; 100];
-    let batch: Vec<&[u8]> = (0..1000).map(|_| payload.as_slice()).collect();
+    let batch: Vec<Vec<u8>> = (0..1000)
+        .map(|i| {
+            let mut payload = vec![7u8; 100];
+            if failing {
+                payload[0] = (i % 10) as u8;
+            }
+            payload
+        })
+        .collect();
     for _ in 0..messages / 1000 {
         queue.enqueue_batch(&batch).expect("enqueue");
     }
     let started = Instant::now();
     let pool = WorkerPool::new(&queue)
         .workers(workers)
-        .start(|_m: &Message| Ok(()))
+        .retry(Retry::fixed(Duration::from_millis(1)))
+        .start(handle)
         .expect("pool");
     pool.run_until_idle().expect("drain");
     let took = started.elapsed();
@@ -37,7 +59,9 @@ fn run(durability: Durability, workers: usize, messages: usize) -> Duration {
         .shutdown(Duration::from_secs(10))
         .expect("shutdown")
         .counters;
-    assert_eq!(counters.processed as usize, messages);
+    let permanent = if failing { messages / 10 } else { 0 };
+    assert_eq!(counters.processed as usize, messages - permanent);
+    assert_eq!(counters.dead_lettered as usize, permanent);
     took
 }
 
@@ -50,10 +74,24 @@ fn bench(c: &mut Criterion) {
             group.throughput(Throughput::Elements(messages as u64));
             let id = BenchmarkId::new(format!("{durability:?}"), format!("{workers}-workers"));
             group.bench_function(id, |b| {
-                b.iter_custom(|iters| (0..iters).map(|_| run(durability, workers, messages)).sum())
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| run(durability, workers, messages, false))
+                        .sum()
+                })
             });
         }
     }
+    let messages = 20_000;
+    group.throughput(Throughput::Elements(messages as u64));
+    let id = BenchmarkId::new("Always-failing", "4-workers");
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| run(Durability::Always, 4, messages, true))
+                .sum()
+        })
+    });
     group.finish();
 }
 
