@@ -172,8 +172,20 @@ impl JetStreamQueue {
             .messages()
             .await
             .map_err(|e| backend("lease", e))?;
-        while let Some(m) = batch.next().await {
-            out.push(m.map_err(|e| backend("lease", e))?);
+        // A no-wait pull is answered at once (messages, then "no messages"), but
+        // nats-server can leave one unanswered when several consumers pull at the same
+        // time (nats-io/nats-server#7457: seen here as a worker pool stuck for good in a
+        // lease that does not wait). Listening for at most one slice bounds that to one
+        // slice; a message the server still sends to the abandoned request is delivered
+        // again after the visibility timeout.
+        let answer = async {
+            while let Some(m) = batch.next().await {
+                out.push(m.map_err(|e| backend("lease", e))?);
+            }
+            Ok::<(), Error>(())
+        };
+        if let Ok(answered) = tokio::time::timeout(PULL_SLICE, answer).await {
+            answered?;
         }
         Ok(out)
     }

@@ -33,10 +33,9 @@ use crate::deadletter_queue::Backend;
 use crate::plan::Workload;
 
 /// The workloads the JetStream contestants run: writes, drain, the failure flow and the
-/// pool throughput workloads, with file storage. Not `pool_latency`: deadletter-jetstream's
-/// pool stalled there (a producer enqueueing one at a time while two workers lease; the
-/// run never ended, in a full and a quick run on 2026-12-01), which would hang CI's quick
-/// run; left open until the stall is understood.
+/// pool workloads, with file storage. (`pool_latency` once hung here for good: a lease
+/// that does not wait sent a no-wait pull that nats-server left unanswered; the backend now
+/// stops listening after one pull slice, and this run is what would hang again.)
 pub fn runs(w: Workload, durable: bool) -> bool {
     durable
         && matches!(
@@ -50,6 +49,7 @@ pub fn runs(w: Workload, durable: bool) -> bool {
                 | Workload::Pool2
                 | Workload::Pool4
                 | Workload::PoolFailureFlow
+                | Workload::PoolLatency
         )
 }
 
