@@ -17,7 +17,7 @@
 //!   `update_job`), since its delay comes from the job's options fixed at push
 //!   time; delayed jobs come back through rustqueue's own
 //!   `promote_delayed_jobs`, which a lease calls first while any are delayed
-//!   (rustqueue's server runs it on a timer);
+//!   (one lease at a time, as rustqueue's server runs it from one timer);
 //! * permanent failure: rustqueue has no "fail permanently" call, so the job
 //!   is moved with the storage's own `move_to_dlq` (what `fail` does once the
 //!   attempts are spent); the error kind is stored as a `kind: ` prefix of the
@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustqueue::engine::queue::{BatchAckItem, BatchPushItem};
 use rustqueue::storage::{RedbDurability, RedbStorage};
@@ -54,6 +54,10 @@ pub struct RustQueueStore {
     manager: QueueManager,
     /// Jobs this handle put in `Delayed` and has not seen promoted yet.
     delayed: AtomicUsize,
+    /// Held while a lease promotes delayed jobs: one promoter at a time, as rustqueue's
+    /// server runs it from one timer. Two promoting at once both moved the same job back
+    /// to waiting, so two workers pulled it and the second ack found no job.
+    promoting: Mutex<()>,
     // Declared last: dropped after the manager and storage that use it.
     rt: Runtime,
 }
@@ -78,6 +82,7 @@ pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
         storage,
         manager,
         delayed: AtomicUsize::new(0),
+        promoting: Mutex::new(()),
         rt,
     }))
 }
@@ -156,8 +161,11 @@ impl Contestant for RustQueueStore {
     fn lease(&self, max: usize) -> BenchResult<Vec<Leased>> {
         let count = u32::try_from(max).unwrap_or(u32::MAX);
         if self.delayed.load(Ordering::Acquire) > 0 {
-            let promoted = self.rt.block_on(self.manager.promote_delayed_jobs())?;
-            self.delayed.fetch_sub(promoted as usize, Ordering::AcqRel);
+            // Another lease promoting now does it for this one too.
+            if let Ok(_promoter) = self.promoting.try_lock() {
+                let promoted = self.rt.block_on(self.manager.promote_delayed_jobs())?;
+                self.delayed.fetch_sub(promoted as usize, Ordering::AcqRel);
+            }
         }
         let jobs = self.rt.block_on(self.manager.pull(QUEUE, count))?;
         Ok(jobs
