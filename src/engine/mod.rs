@@ -46,6 +46,7 @@ use compaction::Shadow;
 use state::State;
 
 pub(crate) use commit::{op_entry, Batch, Settle};
+pub(crate) use read::RecordReader;
 
 /// How to open an engine: the log's settings and the engine's own.
 pub(crate) struct EngineOptions {

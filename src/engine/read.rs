@@ -1,6 +1,7 @@
 //! Reading records back: a message's payload record, a failure history, a dead-letter
-//! envelope. Every read is counted (tests use the count to show which calls read nothing),
-//! and a record whose content does not decode is reported as corruption at its position.
+//! envelope, or many records in a row ([`RecordReader`]). Every read is counted (tests use
+//! the count to show which calls read nothing), and a record whose content does not decode
+//! is reported as corruption at its position.
 
 use std::sync::atomic::Ordering;
 
@@ -9,7 +10,7 @@ use super::record::{Decoded, History, Op, PutCause};
 use super::wire;
 use super::Engine;
 use crate::error::{CorruptionKind, Error, Result};
-use crate::storage::log::Record;
+use crate::storage::log::{Reader, Record};
 
 /// The error for a record at `pos` whose checksum passed but whose content does not decode
 /// (or is not the record its reader expected).
@@ -24,12 +25,12 @@ impl Engine {
         self.log.read(pos)
     }
 
-    /// Reads and decodes the non-payload record at `pos`.
-    pub(crate) fn read_op(&self, pos: u64) -> Result<Op> {
-        let rec = self.read_record(pos)?;
-        match wire::decode(rec.version(), &rec) {
-            Ok(Decoded::Op(op)) => Ok(op),
-            _ => Err(self.bad_content(pos)),
+    /// A reader for many records in a row, such as the entries of a DLQ page.
+    pub(crate) fn reader(&self) -> RecordReader<'_> {
+        RecordReader {
+            engine: self,
+            reader: self.log.reader(),
+            reads: 0,
         }
     }
 
@@ -86,5 +87,27 @@ impl Engine {
 
     pub(crate) fn bad_content(&self, pos: u64) -> Error {
         bad_content(pos)
+    }
+}
+
+/// Reads records one after another through the log's [`Reader`] (which keeps the segments
+/// and views of the last records read), counting them into the engine's read count when dropped.
+pub(crate) struct RecordReader<'a> {
+    engine: &'a Engine,
+    reader: Reader<'a>,
+    reads: u64,
+}
+
+impl RecordReader<'_> {
+    /// The body of the record at `pos` and the format version it was written in.
+    pub(crate) fn read(&mut self, pos: u64) -> Result<(u16, &[u8])> {
+        self.reads += 1;
+        self.reader.read(pos)
+    }
+}
+
+impl Drop for RecordReader<'_> {
+    fn drop(&mut self) {
+        self.engine.reads.fetch_add(self.reads, Ordering::Relaxed);
     }
 }

@@ -5,7 +5,10 @@
 //! with each entry (`DlqOrder`), so choosing a page touches no log bytes and no per-id
 //! table; only the entries of the page are looked up and their envelopes read. The index
 //! is read in chunks no larger than what the page still needs, so writers are not held up
-//! while envelopes are read from the log.
+//! while envelopes are read from the log, all through one `RecordReader` (which keeps the
+//! segments and maps of the records before). What is copied out of the index per entry and
+//! how it is loaded is the caller's (`Dlq::page_of`): whole envelopes here, summaries in
+//! `summary`.
 
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
@@ -14,6 +17,7 @@ use crate::api::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
 use crate::engine::record::{Decoded, Op, PutCause, PutMeta};
 use crate::engine::state::{DeadStatus, State};
 use crate::engine::wire;
+use crate::engine::RecordReader;
 use crate::error::{Error, Result};
 
 /// Most entries picked under one hold of the index lock.
@@ -22,25 +26,58 @@ const CHUNK: usize = 256;
 /// may then be rejected, so picking exactly what the page needs would take many rounds).
 const MIN_ENVELOPE_CHUNK: usize = 16;
 
+/// Where a walk over the browse order starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// After this place (or from the oldest entry), forwards.
+    After(Option<(u64, MessageId)>),
+    /// Just before this place, backwards.
+    Before((u64, MessageId)),
+}
+
 impl Dlq {
     /// Entries matching `filter`, oldest first, one page at a time. No side effects.
     pub fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
-        if page.limit == 0 {
-            return Ok(Vec::new());
-        }
-        if let Some(before) = page.before_cursor {
-            return self.list_before(filter, before, page.limit);
-        }
-        let start = match (page.after_cursor, page.after) {
-            (Some(c), _) => Some(c),
-            (None, Some(id)) => Some(self.cursor_of(id)?),
-            (None, None) => None,
-        };
+        let dlq_name = self.name();
+        let mut reader = self.store.engine().reader();
+        self.page_of(
+            filter,
+            page,
+            |st, id| self.entry_ref(st, id).ok(),
+            |r| self.load_matching(&mut reader, filter, r, &dlq_name),
+        )
+    }
+
+    /// The entries of `page` that match `filter`, oldest first: `pick` copies what loading
+    /// an entry needs out of the index (under its lock), `load` reads it (without the lock)
+    /// and returns `None` when the envelope part of the filter rejects it.
+    pub(super) fn page_of<R, T>(
+        &self,
+        filter: &Filter,
+        page: Page,
+        pick: impl Fn(&State, MessageId) -> Option<R>,
+        load: impl FnMut(R) -> Result<Option<T>>,
+    ) -> Result<Vec<T>> {
         let mut out = Vec::with_capacity(page.limit.min(CHUNK));
-        self.scan_from(filter, start, page.limit, |entry| {
+        if page.limit == 0 {
+            return Ok(out);
+        }
+        let from = match (page.before_cursor, page.after_cursor, page.after) {
+            (Some(c), _, _) => Start::Before((c.dead_lettered_at_ms, c.id)),
+            (None, Some(c), _) => Start::After(Some((c.dead_lettered_at_ms, c.id))),
+            (None, None, Some(id)) => {
+                let c = self.cursor_of(id)?;
+                Start::After(Some((c.dead_lettered_at_ms, c.id)))
+            }
+            (None, None, None) => Start::After(None),
+        };
+        self.walk(filter, from, page.limit, pick, load, |entry| {
             out.push(entry);
             true
         })?;
+        if matches!(from, Start::Before(_)) {
+            out.reverse();
+        }
         Ok(out)
     }
 
@@ -63,63 +100,6 @@ impl Dlq {
         }
     }
 
-    /// The `limit` matching entries just before `before`, oldest first. The index is read
-    /// backwards in chunks, like `scan_from` reads it forwards.
-    fn list_before(
-        &self,
-        filter: &Filter,
-        before: Cursor,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>> {
-        let dlq_name = self.name();
-        let mut out = Vec::with_capacity(limit.min(CHUNK));
-        let mut cursor = (before.dead_lettered_at_ms, before.id);
-        loop {
-            let want = Self::chunk_size(filter, limit - out.len());
-            let (chunk, exhausted) = {
-                let st = self.store.engine().lock();
-                let query = filter.index_query(&st);
-                if query.never() {
-                    break;
-                }
-                let order = &st.queues[self.queue as usize].dlq_order;
-                let mut chunk = Vec::with_capacity(want);
-                let mut exhausted = true;
-                for (&key, summary) in order.range(..cursor).rev() {
-                    if query.before_start(key.0) {
-                        break;
-                    }
-                    cursor = key;
-                    if query.matches(key.0, summary) {
-                        if let Ok(r) = self.entry_ref(&st, key.1) {
-                            chunk.push(r);
-                        }
-                        if chunk.len() >= want {
-                            exhausted = false;
-                            break;
-                        }
-                    }
-                }
-                (chunk, exhausted)
-            };
-            for r in chunk {
-                let entry = self.load(r, &dlq_name)?;
-                if filter.matches_envelope(&entry) {
-                    out.push(entry);
-                    if out.len() >= limit {
-                        out.reverse();
-                        return Ok(out);
-                    }
-                }
-            }
-            if exhausted {
-                break;
-            }
-        }
-        out.reverse();
-        Ok(out)
-    }
-
     /// The oldest `n` entries.
     pub fn peek(&self, n: usize) -> Result<Vec<DeadLetter>> {
         self.list(&Filter::all(), Page::first(n))
@@ -131,7 +111,7 @@ impl Dlq {
             let st = self.store.engine().lock();
             self.entry_ref(&st, id)?
         };
-        self.load(r, &self.name())
+        self.load(&mut self.store.engine().reader(), r, &self.name())
     }
 
     /// Ids of the entries matching `filter` (up to `limit`), oldest first.
@@ -169,18 +149,45 @@ impl Dlq {
     }
 
     /// Calls `visit` with each matching entry after `after`, oldest first, until `limit`
-    /// entries were visited or it returns false. The index is read in chunks so writers are
-    /// not held up while envelopes are loaded, and only as many entries are picked as the
-    /// visit still wants.
+    /// entries were visited or it returns false (see [`Dlq::walk`]).
     pub(super) fn scan_from(
         &self,
         filter: &Filter,
         after: Option<Cursor>,
         limit: usize,
-        mut visit: impl FnMut(DeadLetter) -> bool,
+        visit: impl FnMut(DeadLetter) -> bool,
     ) -> Result<()> {
         let dlq_name = self.name();
-        let mut cursor: Option<(u64, MessageId)> = after.map(|c| (c.dead_lettered_at_ms, c.id));
+        let mut reader = self.store.engine().reader();
+        self.walk(
+            filter,
+            Start::After(after.map(|c| (c.dead_lettered_at_ms, c.id))),
+            limit,
+            |st, id| self.entry_ref(st, id).ok(),
+            |r| self.load_matching(&mut reader, filter, r, &dlq_name),
+            visit,
+        )
+    }
+
+    /// Calls `visit` with each entry matching `filter` from `from` (oldest first forwards,
+    /// newest first backwards) until `limit` entries were visited or it returns false.
+    /// The index is read in chunks, `pick` copying out of it what `load` needs, so writers
+    /// are not held up while `load` reads the log; only as many entries are picked as the
+    /// visit still wants. `load` returns `None` for an entry the envelope part of the
+    /// filter rejects.
+    fn walk<R, T>(
+        &self,
+        filter: &Filter,
+        from: Start,
+        limit: usize,
+        pick: impl Fn(&State, MessageId) -> Option<R>,
+        mut load: impl FnMut(R) -> Result<Option<T>>,
+        mut visit: impl FnMut(T) -> bool,
+    ) -> Result<()> {
+        let (mut cursor, backwards) = match from {
+            Start::After(c) => (c, false),
+            Start::Before(c) => (Some(c), true),
+        };
         let mut visited = 0;
         while visited < limit {
             let want = Self::chunk_size(filter, limit - visited);
@@ -191,22 +198,25 @@ impl Dlq {
                     return Ok(());
                 }
                 let order = &st.queues[self.queue as usize].dlq_order;
-                // From the cursor, or from the filter's start time if that is later.
-                let start = match cursor {
-                    Some(c) if c >= query.start() => Excluded(c),
-                    _ => Included(query.start()),
+                let entries: Box<dyn Iterator<Item = _>> = match cursor {
+                    Some(c) if backwards => Box::new(order.range(..c).rev()),
+                    // From the cursor, or from the filter's start time if that is later.
+                    Some(c) if c >= query.start() => {
+                        Box::new(order.range((Excluded(c), Unbounded)))
+                    }
+                    _ => Box::new(order.range((Included(query.start()), Unbounded))),
                 };
                 let mut chunk = Vec::with_capacity(want);
                 let mut exhausted = true;
-                for (&key, summary) in order.range((start, Unbounded)) {
-                    if query.past_end(key.0) {
+                for (&key, summary) in entries {
+                    if (backwards && query.before_start(key.0))
+                        || (!backwards && query.past_end(key.0))
+                    {
                         break;
                     }
                     cursor = Some(key);
                     if query.matches(key.0, summary) {
-                        if let Ok(r) = self.entry_ref(&st, key.1) {
-                            chunk.push(r);
-                        }
+                        chunk.extend(pick(&st, key.1));
                         if chunk.len() >= want {
                             exhausted = false;
                             break;
@@ -216,8 +226,7 @@ impl Dlq {
                 (chunk, exhausted)
             };
             for r in chunk {
-                let entry = self.load(r, &dlq_name)?;
-                if filter.matches_envelope(&entry) {
+                if let Some(entry) = load(r)? {
                     visited += 1;
                     if !visit(entry) || visited >= limit {
                         return Ok(());
@@ -246,9 +255,26 @@ impl Dlq {
         })
     }
 
+    /// The whole envelope of `r` if it matches the envelope part of `filter`.
+    fn load_matching(
+        &self,
+        reader: &mut RecordReader<'_>,
+        filter: &Filter,
+        r: EntryRef,
+        dlq_name: &str,
+    ) -> Result<Option<DeadLetter>> {
+        let entry = self.load(reader, r, dlq_name)?;
+        Ok(filter.matches_envelope(&entry).then_some(entry))
+    }
+
     /// Loads a whole envelope from the log; `dlq_name` is this DLQ's name.
-    fn load(&self, r: EntryRef, dlq_name: &str) -> Result<DeadLetter> {
-        let (meta, payload, replaced) = self.load_put(r.msg.payload_pos)?;
+    fn load(
+        &self,
+        reader: &mut RecordReader<'_>,
+        r: EntryRef,
+        dlq_name: &str,
+    ) -> Result<DeadLetter> {
+        let (meta, payload, replaced) = self.load_put(reader, r.msg.payload_pos)?;
         let original_id = match &meta.cause {
             PutCause::Imported(entry) => Some(entry.original_id),
             _ => None,
@@ -257,15 +283,18 @@ impl Dlq {
             PutCause::Imported(entry) if r.info.envelope_pos == r.msg.payload_pos => {
                 (entry.failure, entry.dlq, entry.first_received_at)
             }
-            _ => match self.store.engine().read_op(r.info.envelope_pos)? {
-                Op::DeadLetter {
-                    failure,
-                    dlq,
-                    first_received_at,
-                    ..
-                } => (failure, dlq, first_received_at),
-                _ => return Err(self.store.engine().bad_content(r.info.envelope_pos)),
-            },
+            _ => {
+                let (version, body) = reader.read(r.info.envelope_pos)?;
+                match wire::decode(version, body) {
+                    Ok(Decoded::Op(Op::DeadLetter {
+                        failure,
+                        dlq,
+                        first_received_at,
+                        ..
+                    })) => (failure, dlq, first_received_at),
+                    _ => return Err(self.store.engine().bad_content(r.info.envelope_pos)),
+                }
+            }
         };
         Ok(DeadLetter {
             payload,
@@ -281,21 +310,21 @@ impl Dlq {
             failure,
             dlq,
             generation: r.generation,
-            status: match r.info.status {
-                DeadStatus::Pending => EntryStatus::Pending,
-                DeadStatus::Reprocessed(success, at_ms) => {
-                    EntryStatus::Reprocessed { success, at_ms }
-                }
-            },
+            status: status(r.info.status),
             dlq_name: dlq_name.to_string(),
             original_id,
             fingerprint: r.fingerprint,
         })
     }
 
-    pub(super) fn load_put(&self, pos: u64) -> Result<(PutMeta, Vec<u8>, Option<Vec<u8>>)> {
-        let rec = self.store.engine().read_record(pos)?;
-        match wire::decode(rec.version(), &rec) {
+    /// The payload record at `pos`: its metadata, payload and replaced payload.
+    pub(super) fn load_put(
+        &self,
+        reader: &mut RecordReader<'_>,
+        pos: u64,
+    ) -> Result<(PutMeta, Vec<u8>, Option<Vec<u8>>)> {
+        let (version, body) = reader.read(pos)?;
+        match wire::decode(version, body) {
             Ok(Decoded::Put(put)) => {
                 let replaced = match &put.meta.cause {
                     PutCause::CorrectedReplay {
@@ -308,5 +337,13 @@ impl Dlq {
             }
             _ => Err(self.store.engine().bad_content(pos)),
         }
+    }
+}
+
+/// The public form of an entry's status.
+pub(super) fn status(s: DeadStatus) -> EntryStatus {
+    match s {
+        DeadStatus::Pending => EntryStatus::Pending,
+        DeadStatus::Reprocessed(success, at_ms) => EntryStatus::Reprocessed { success, at_ms },
     }
 }

@@ -248,7 +248,8 @@ impl Dlq {
             if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
                 return Err(Error::AlreadyReprocessed(id));
             }
-            let (old_meta, old_payload, _) = self.load_put(r.msg.payload_pos)?;
+            let (old_meta, old_payload, _) =
+                self.load_put(&mut self.store.engine().reader(), r.msg.payload_pos)?;
             let attempts = if options.reset_attempts {
                 0
             } else {

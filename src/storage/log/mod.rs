@@ -40,7 +40,7 @@ use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 use append::{spawn_preparer, PrepMsg};
 use group_commit::GroupCommit;
 pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
-pub use read::Record;
+pub use read::{Reader, Record};
 use recovery::recover;
 pub use recovery::{QuarantinedRange, RecoveryReport, TornTail};
 use sync::spawn_flusher;

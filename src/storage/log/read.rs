@@ -1,10 +1,10 @@
-//! Reading: one record by position, or every record from a position on. Records are
-//! borrowed from the segment's read view; every byte returned passed its checksum. Only
-//! bytes below the segment's written end are ever asked of a view, and a record hands out
-//! exactly its body's range (see `storage/mmap.rs` for why that keeps live maps sound
-//! while appends write to the same file).
+//! Reading: one record by position, many records in a row ([`Reader`]), or every record
+//! from a position on. Records are borrowed from the segment's read view; every byte
+//! returned passed its checksum. Only bytes below the segment's written end are ever asked
+//! of a view, and a record hands out exactly its body's range (see `storage/mmap.rs` for
+//! why that keeps live maps sound while appends write to the same file).
 
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -54,6 +54,19 @@ impl std::fmt::Debug for Record {
 impl Log {
     /// Reads the record at `pos`.
     pub fn read(&self, pos: u64) -> Result<Record> {
+        let mut seg = None;
+        let d = self.locate(pos, &mut seg)?;
+        let seg = seg.ok_or(Error::InvalidPosition(pos))?;
+        let view = seg.view()?;
+        decode_in(&seg, Arc::clone(&view), d, self.inner.opts.max_record_size)
+            .map_err(|_| decode_error(&seg, view.as_ref(), d))
+    }
+
+    /// The offset in its segment's data of the record at `pos`, with the checks every read
+    /// makes first: flushed, not in a lost segment or a quarantined range, below the
+    /// segment's written end. `seg` is left holding the record's segment: kept when it
+    /// already does (no lock taken, no count changed), looked up otherwise.
+    fn locate(&self, pos: u64, seg: &mut Option<Arc<Segment>>) -> Result<u64> {
         let inner = &*self.inner;
         if pos >= inner.flushed.load(Ordering::Acquire) {
             self.flush()?;
@@ -66,7 +79,10 @@ impl Log {
         {
             return Err(Error::corrupt_file(CorruptionKind::BadHeader, path, 0));
         }
-        let seg = inner.segment_for(pos).ok_or(Error::InvalidPosition(pos))?;
+        if !seg.as_ref().is_some_and(|s| holds(s, pos)) {
+            *seg = Some(inner.segment_for(pos).ok_or(Error::InvalidPosition(pos))?);
+        }
+        let seg = seg.as_ref().ok_or(Error::InvalidPosition(pos))?;
         let d = pos - seg.base;
         if d >= seg.end() {
             return Err(Error::InvalidPosition(pos));
@@ -78,9 +94,16 @@ impl Log {
                 SEGMENT_HEADER_LEN as u64 + d,
             ));
         }
-        let view = seg.view()?;
-        decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size)
-            .map_err(|_| decode_error(&seg, view.as_ref(), d))
+        Ok(d)
+    }
+
+    /// A reader for many records in a row (see [`Reader`]).
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            log: self,
+            segs: [None, None],
+            views: [None, None],
+        }
     }
 
     /// Iterates over the records from `pos` (a record's position, the end position, or any
@@ -100,6 +123,68 @@ impl Log {
             done: false,
         })
     }
+}
+
+/// Reads records one after another, keeping the segments and read views of the last
+/// records read: a read in a kept segment takes no lock and changes no reference count,
+/// where [`Log::read`] takes the segment table's lock and the segment's, and clones both
+/// (about half the cost of reading a small record). Two are kept, the most recent first:
+/// a DLQ listing alternates between payload records and the later records that
+/// dead-lettered them, often in different segments. The same checks and errors as
+/// [`Log::read`], except that a kept segment compaction has removed since still reads (a
+/// position is never reused, so its records are what they were); a body is borrowed from
+/// the reader until its next read.
+pub struct Reader<'a> {
+    log: &'a Log,
+    segs: [Option<Arc<Segment>>; 2],
+    views: [Option<Arc<dyn MappedView>>; 2],
+}
+
+impl Reader<'_> {
+    /// The body of the record at `pos`, and the format version it was written in.
+    pub fn read(&mut self, pos: u64) -> Result<(u16, &[u8])> {
+        // The slot of the segment holding `pos` first; on a miss the older slot is reused.
+        let held = |s: &Option<Arc<Segment>>| s.as_ref().is_some_and(|s| holds(s, pos));
+        if !held(&self.segs[0]) {
+            self.segs.swap(0, 1);
+            self.views.swap(0, 1);
+        }
+        let base = self.segs[0].as_ref().map(|s| s.base);
+        let d = self.log.locate(pos, &mut self.segs[0])?;
+        let seg = self.segs[0].as_ref().ok_or(Error::InvalidPosition(pos))?;
+        if base != Some(seg.base) {
+            self.views[0] = None;
+        }
+        let max = self.log.inner.opts.max_record_size;
+        // A kept view that is a snapshot may end before the record: map again then (a live
+        // one shows every byte written).
+        let kept = match &self.views[0] {
+            Some(v) => frame_in(seg, v.as_ref(), d, max).ok(),
+            None => None,
+        };
+        let range = match kept {
+            Some(range) => range,
+            None => {
+                let view = seg.view()?;
+                let range = frame_in(seg, view.as_ref(), d, max)
+                    .map_err(|_| decode_error(seg, view.as_ref(), d))?;
+                self.views[0] = Some(view);
+                range
+            }
+        };
+        let version = seg.version;
+        let body = self.views[0]
+            .as_ref()
+            .and_then(|v| v.range(range.start, range.end))
+            .ok_or(Error::InvalidPosition(pos))?;
+        Ok((version, body))
+    }
+}
+
+/// True when `pos` is below the written end of `seg` (the next segment may start before
+/// its capacity).
+fn holds(seg: &Segment, pos: u64) -> bool {
+    pos >= seg.base && pos - seg.base < seg.end()
 }
 
 /// Iterator over records from a position; see [`Log::iter_from`].
@@ -186,18 +271,30 @@ fn decode_in(
     d: u64,
     max_body: usize,
 ) -> std::result::Result<Record, FrameError> {
+    let range = frame_in(seg, view.as_ref(), d, max_body)?;
+    Ok(Record {
+        view,
+        start: range.start,
+        len: range.len(),
+        version: seg.version,
+    })
+}
+
+/// Where the body of the record at data offset `d` of `seg` lies in `view`, its checksum
+/// checked.
+fn frame_in(
+    seg: &Segment,
+    view: &dyn MappedView,
+    d: u64,
+    max_body: usize,
+) -> std::result::Result<Range<usize>, FrameError> {
     let start = SEGMENT_HEADER_LEN + d as usize;
     // A sealed segment whose lost tail is quarantined has an end past its file's bytes.
     let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.len());
     let bytes = view.range(start, stop).ok_or(FrameError::Short)?;
     let frame = format::decode_frame(bytes, seg.base + d, max_body)?;
-    let len = frame.body.len();
-    Ok(Record {
-        view,
-        start: start + FRAME_HEADER_LEN,
-        len,
-        version: seg.version,
-    })
+    let body = start + FRAME_HEADER_LEN;
+    Ok(body..body + frame.body.len())
 }
 
 /// The error for a record at data offset `d` that does not decode: corruption when a record
