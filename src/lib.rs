@@ -146,9 +146,9 @@ pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};
 pub use api::control;
 pub use api::dlq::{
-    Analysis, Cursor, Dlq, DlqAsOf, DlqStats, EntryPredicate, FailurePattern, FailureTimeline,
-    Filter, FingerprintStats, ImportReport, ImportedEntry, Importer, Page, PastDlqEntry,
-    PastDlqStats, ReplayOptions, ReplayReport, HISTORY_HOURS,
+    Analysis, Cursor, DeadLetterSummary, Dlq, DlqAsOf, DlqStats, EntryPredicate, FailurePattern,
+    FailureTimeline, Filter, FingerprintStats, ImportReport, ImportedEntry, Importer, Page,
+    PastDlqEntry, PastDlqStats, ReplayOptions, ReplayReport, HISTORY_HOURS,
 };
 pub use api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
 pub use api::guarded::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};

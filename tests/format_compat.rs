@@ -31,11 +31,11 @@ use common::{copy_dir, T0};
 
 use deadletter::sim::{DebugMessage, Place, StoreHooks};
 use deadletter::{
-    Attempt, AuditAction, Clock, CompactionOptions, Config, DeadLetter, DlqMetadata, DlqStats,
-    Durability, EnqueueOptions, EntryStatus, Error, Failure, FailureInfo, FailureOutcome,
-    FailureReport, Filter, GuardedReplayOptions, GuardedReplayState, HeaderStatus, HistoryEvent,
-    ManualClock, MessageState, OriginalMetadata, Page, QueueOptions, QueueStats, RecoveryMode,
-    Removal, ReplayOptions, Store, FORMAT_VERSION,
+    Attempt, AuditAction, Clock, CompactionOptions, Config, DeadLetter, DeadLetterSummary,
+    DlqMetadata, DlqStats, Durability, EnqueueOptions, EntryStatus, Error, Failure, FailureInfo,
+    FailureOutcome, FailureReport, Filter, GuardedReplayOptions, GuardedReplayState, HeaderStatus,
+    HistoryEvent, ManualClock, MessageState, OriginalMetadata, Page, QueueOptions, QueueStats,
+    RecoveryMode, Removal, ReplayOptions, Store, FORMAT_VERSION,
 };
 
 const SEC: u64 = 1000;
@@ -660,10 +660,24 @@ fn entry_41() -> DeadLetter {
 }
 
 /// The entries of `dlq`, each checked to carry the fingerprint of its failure (which the
-/// index computes, and no fixture stores), then without it, to compare with the scenario's.
+/// index computes, and no fixture stores) and to have the summary `list_summaries` and
+/// `summary` read, then without the fingerprint, to compare with the scenario's.
 fn entries(store: &Store, dlq: &str) -> Vec<DeadLetter> {
     let dlq = store.dlq(dlq).unwrap();
     let mut entries = dlq.list(&Filter::all(), Page::first(100)).unwrap();
+    // Summaries read the same records without decoding them whole.
+    let summaries = dlq
+        .list_summaries(&Filter::all(), Page::first(100))
+        .unwrap();
+    let expected: Vec<DeadLetterSummary> = entries
+        .iter()
+        .cloned()
+        .map(DeadLetterSummary::from)
+        .collect();
+    assert_eq!(summaries, expected);
+    for s in &summaries {
+        assert_eq!(&dlq.summary(s.id).unwrap(), s);
+    }
     for e in &mut entries {
         let computed = deadletter::Fingerprint::of_failure(&e.failure, 0);
         assert_eq!(e.fingerprint.take(), Some(computed), "entry {}", e.id());

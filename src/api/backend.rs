@@ -48,8 +48,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
 use crate::api::dlq::{
-    Analysis, Cursor, Dlq, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
-    ReplayOptions, ReplayReport,
+    Analysis, Cursor, DeadLetterSummary, Dlq, DlqStats, FailureTimeline, Filter, FingerprintStats,
+    Page, ReplayOptions, ReplayReport,
 };
 use crate::api::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
@@ -359,6 +359,13 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
     }
     /// Entries matching `filter`, oldest first, one page at a time.
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>>;
+    /// Summaries of the entries [`list`](DeadLetterQueue::list) returns (see
+    /// [`DeadLetterSummary`]). By default made from the whole entries; the embedded store
+    /// reads only what a summary holds.
+    fn list_summaries(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetterSummary>> {
+        let entries = self.list(filter, page)?;
+        Ok(entries.into_iter().map(DeadLetterSummary::from).collect())
+    }
     /// Entries grouped by failure fingerprint, most entries first. By default from
     /// [`analyze`](DeadLetterQueue::analyze) (hourly counts end at the newest entry); the
     /// embedded store answers from its index, with hourly counts ending now.
@@ -385,6 +392,10 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
     }
     /// One entry by id, or [`Error::NotFound`].
     fn get(&self, id: MessageId) -> Result<DeadLetter>;
+    /// The summary of one entry by id. By default made from the whole entry.
+    fn summary(&self, id: MessageId) -> Result<DeadLetterSummary> {
+        self.get(id).map(DeadLetterSummary::from)
+    }
     /// Ids of the entries matching `filter` (up to `limit`), oldest first.
     fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>>;
     /// Counts of the DLQ.
@@ -608,6 +619,9 @@ impl DeadLetterQueue for Dlq {
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
         Dlq::list(self, filter, page)
     }
+    fn list_summaries(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetterSummary>> {
+        Dlq::list_summaries(self, filter, page)
+    }
     fn fingerprints(&self) -> Result<Vec<FingerprintStats>> {
         Ok(Dlq::fingerprints(self))
     }
@@ -621,6 +635,9 @@ impl DeadLetterQueue for Dlq {
     }
     fn get(&self, id: MessageId) -> Result<DeadLetter> {
         Dlq::get(self, id)
+    }
+    fn summary(&self, id: MessageId) -> Result<DeadLetterSummary> {
+        Dlq::summary(self, id)
     }
     fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
         Dlq::ids(self, filter, limit)

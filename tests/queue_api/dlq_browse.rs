@@ -180,9 +180,9 @@ fn a_listing_reads_only_the_entries_it_returns() {
 
 /// Every filter the index answers gives, on every page, in both directions, exactly the
 /// entries whose envelopes match it ([`Filter::matches`], the check a backend without an
-/// index makes): on the live store, on a read-only snapshot, and after a checkpoint and a
-/// reopen (where the index is rebuilt from the checkpoint and the fingerprints from the
-/// envelopes).
+/// index makes), whole and as summaries: on the live store, on a read-only snapshot, and
+/// after a checkpoint and a reopen (where the index is rebuilt from the checkpoint and the
+/// fingerprints from the envelopes).
 #[test]
 fn filtered_pages_agree_with_the_envelopes_everywhere() {
     use deadletter::{Clock, Cursor, DeadLetter, Dlq, Store};
@@ -287,6 +287,7 @@ fn filtered_pages_agree_with_the_envelopes_everywhere() {
                 backward.splice(0..0, ids(&got));
             }
             assert_eq!(backward, ids(&expected), "{place}: backward {filter:?}");
+            check_summaries(dlq, filter, &expected, place);
         }
     };
     check(&q.dlq(), "live");
@@ -306,4 +307,181 @@ fn filtered_pages_agree_with_the_envelopes_everywhere() {
         &store.dlq("orders-dlq").unwrap(),
         "reopened from a checkpoint",
     );
+}
+
+/// Checks that `dlq`'s summaries of the entries matching `filter` are `expected`'s (the
+/// whole entries, oldest first), each as `DeadLetterSummary::from` makes it: the whole
+/// listing, pages of three forwards (after ids and after cursors) and backwards, and each
+/// entry by id.
+fn check_summaries(
+    dlq: &deadletter::Dlq,
+    filter: &Filter,
+    expected: &[deadletter::DeadLetter],
+    place: &str,
+) {
+    use deadletter::{Cursor, DeadLetterSummary};
+    let expected: Vec<DeadLetterSummary> = expected
+        .iter()
+        .cloned()
+        .map(DeadLetterSummary::from)
+        .collect();
+    let all = dlq.list_summaries(filter, Page::first(usize::MAX)).unwrap();
+    assert_eq!(all, expected, "{place}: summaries of {filter:?}");
+    let cursor = |s: &DeadLetterSummary| Cursor {
+        dead_lettered_at_ms: s.dead_lettered_at_ms,
+        id: s.id,
+    };
+    for by_cursor in [false, true] {
+        let mut forward = Vec::new();
+        let mut page = Page::first(3);
+        loop {
+            let got = dlq.list_summaries(filter, page).unwrap();
+            let Some(last) = got.last() else { break };
+            page = if by_cursor {
+                Page::after_cursor(cursor(last), 3)
+            } else {
+                Page::after(last.id, 3)
+            };
+            forward.extend(got);
+        }
+        assert_eq!(forward, expected, "{place}: summaries forward {filter:?}");
+    }
+    let mut backward = Vec::new();
+    let mut page = Page::before_cursor(
+        Cursor {
+            dead_lettered_at_ms: u64::MAX,
+            id: u64::MAX,
+        },
+        3,
+    );
+    loop {
+        let got = dlq.list_summaries(filter, page).unwrap();
+        let Some(first) = got.first() else { break };
+        page = Page::before_cursor(cursor(first), 3);
+        backward.splice(0..0, got);
+    }
+    assert_eq!(backward, expected, "{place}: summaries backward {filter:?}");
+    for s in &expected {
+        assert_eq!(&dlq.summary(s.id).unwrap(), s, "{place}: summary {}", s.id);
+    }
+}
+
+/// Summaries of entries of every origin (dead-lettered, imported, dead again after a
+/// corrected replay, marked reprocessed) equal their whole entries' on the live store and
+/// after a compaction relocated their records; pages taken while entries are replayed and
+/// deleted in between hold what is left, in order; an entry that left the DLQ, or that is
+/// in another queue's DLQ, has no summary.
+#[test]
+fn summaries_follow_imports_corrections_replays_and_deletes() {
+    use deadletter::{DeadLetterSummary, Error, ReplayOptions};
+    let clock = ManualClock::new(T0);
+    let (_dir, store) = common::temp_store(fast(&clock));
+    let q = store.queue_with("orders", options(1)).unwrap();
+    let other = store.queue_with("emails", options(1)).unwrap();
+    for i in 0..12 {
+        q.enqueue(format!("order-{i}")).unwrap();
+        let kind = if i % 2 == 0 { "Timeout" } else { "Validation" };
+        fail_with(&q, kind, &format!("order {i} failed"));
+        clock.advance(10);
+    }
+    other.enqueue("email").unwrap();
+    let email = fail_with(&other, "Timeout", "smtp down");
+    let dlq = q.dlq();
+    let ids = dlq.ids(&Filter::all(), None).unwrap();
+    // Dead again after a corrected replay: a new payload, and a dead-letter record after it.
+    dlq.replay_corrected(ids[1], b"order-1 fixed", &ReplayOptions::to_origin())
+        .unwrap();
+    clock.advance(10);
+    fail_with(&q, "Validation", "still wrong");
+    dlq.mark_reprocessed(ids[2], true).unwrap();
+    // Imported from an export: the envelope is in the payload record.
+    let (_dir2, store2) = common::temp_store(fast(&clock));
+    let imported = store2
+        .queue("orders")
+        .unwrap()
+        .dlq()
+        .import(&dlq.get(ids[3]).unwrap())
+        .unwrap();
+    let dlq2 = store2.dlq("orders-dlq").unwrap();
+    let check = |dlq: &deadletter::Dlq, place: &str| {
+        let whole = dlq.list(&Filter::all(), Page::first(100)).unwrap();
+        let expected: Vec<DeadLetterSummary> =
+            whole.into_iter().map(DeadLetterSummary::from).collect();
+        let got = dlq
+            .list_summaries(&Filter::all(), Page::first(100))
+            .unwrap();
+        assert_eq!(got, expected, "{place}");
+        for s in &got {
+            assert_eq!(&dlq.summary(s.id).unwrap(), s, "{place}: {}", s.id);
+        }
+        got
+    };
+    let got = check(&dlq, "live");
+    let corrected = got.iter().find(|s| s.id == ids[1]).unwrap();
+    assert_eq!(
+        (
+            corrected.payload.as_slice(),
+            corrected.error_message.as_str()
+        ),
+        (&b"order-1 fixed"[..], "still wrong")
+    );
+    let reprocessed = got.iter().find(|s| s.id == ids[2]).unwrap().status;
+    assert!(matches!(
+        reprocessed,
+        EntryStatus::Reprocessed { success: true, .. }
+    ));
+    let imported = check(&dlq2, "imported")
+        .into_iter()
+        .find(|s| s.id == imported)
+        .unwrap();
+    assert_eq!(
+        (imported.payload.as_slice(), imported.error_message.as_str()),
+        (&b"order-3"[..], "order 3 failed")
+    );
+    store.compact_now().unwrap();
+    store2.compact_now().unwrap();
+    check(&dlq, "compacted");
+    check(&dlq2, "imported, compacted");
+
+    // Pages while entries leave between them: what is left, in order, none twice.
+    let validation = Filter::error_kind("Validation");
+    let first = dlq.list_summaries(&validation, Page::first(2)).unwrap();
+    let first_ids: Vec<u64> = first.iter().map(|s| s.id).collect();
+    assert_eq!(first_ids, [ids[3], ids[5]]);
+    dlq.replay_one(ids[5], &ReplayOptions::to_origin()).unwrap();
+    dlq.delete(ids[7]).unwrap();
+    let next = dlq
+        .list_summaries(&validation, Page::after_cursor(cursor_of(&first[1]), 10))
+        .unwrap();
+    let next_ids: Vec<u64> = next.iter().map(|s| s.id).collect();
+    assert_eq!(next_ids, [ids[9], ids[11], ids[1]]);
+    // The entry a page was taken after has left: an id no longer works, its cursor does.
+    assert!(matches!(
+        dlq.list_summaries(&validation, Page::after(ids[5], 10)),
+        Err(Error::NotFound(_))
+    ));
+    for gone in [ids[5], ids[7], email] {
+        assert!(
+            matches!(dlq.summary(gone), Err(Error::NotFound(id)) if id == gone),
+            "{gone}"
+        );
+    }
+    assert_eq!(
+        other.dlq().summary(email).unwrap().error_message,
+        "smtp down"
+    );
+}
+
+fn fail_with(q: &deadletter::Queue, kind: &str, message: &str) -> u64 {
+    let m = q.lease(1).unwrap().remove(0);
+    let f = Failure::permanent(kind, message);
+    q.dead_letter(&m, &FailureReport::new(&f)).unwrap();
+    m.id()
+}
+
+fn cursor_of(s: &deadletter::DeadLetterSummary) -> deadletter::Cursor {
+    deadletter::Cursor {
+        dead_lettered_at_ms: s.dead_lettered_at_ms,
+        id: s.id,
+    }
 }

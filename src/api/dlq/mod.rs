@@ -1,13 +1,14 @@
 //! A DLQ handle: browse, count, analyse, replay, delete and purge dead-letter entries.
 //!
-//! Browsing ([`Dlq::list`], [`Dlq::peek`], [`Dlq::get`], [`Dlq::stats`], [`Dlq::analyze`])
+//! Browsing ([`Dlq::list`], [`Dlq::list_summaries`], [`Dlq::peek`], [`Dlq::get`],
+//! [`Dlq::summary`], [`Dlq::stats`], [`Dlq::analyze`])
 //! changes nothing, not even a counter. Every change is one log record per entry, so an entry
 //! is in the DLQ or back in a queue, never both. Stats come from counters kept as records are
 //! applied: their cost does not grow with the DLQ.
 
 //!
 //! The handle is split by job: `filter` (what an operation applies to), `browse`
-//! (listing and loading envelopes), `stats` (counters and analysis), `replay`, and
+//! (listing and loading envelopes), `summary` (listing without whole envelopes), `stats` (counters and analysis), `replay`, and
 //! `change` (import, mark, delete, purge, retention), `import` (batches, once each).
 
 mod as_of;
@@ -18,6 +19,7 @@ mod fingerprints;
 mod import;
 mod replay;
 mod stats;
+mod summary;
 mod timeline;
 
 use std::sync::Arc;
@@ -36,6 +38,7 @@ pub use fingerprints::FingerprintStats;
 pub use import::{ImportReport, ImportedEntry, Importer};
 pub use replay::{ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
+pub use summary::DeadLetterSummary;
 pub use timeline::{FailureTimeline, HISTORY_HOURS};
 
 /// A handle on the DLQ of one queue.

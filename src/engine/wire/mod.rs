@@ -137,6 +137,28 @@ pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, Bad
     }
 }
 
+/// The id and final error message of a dead-letter record body written in format
+/// `version` (a relocated copy reads as its original), from the record's first fields
+/// only: what a DLQ listing shows, without decoding the history and metadata behind them.
+/// `None` when the body is another record (an imported entry's envelope is in its payload
+/// record: [`decode`] it).
+#[inline]
+pub(crate) fn dead_letter_error(
+    version: u16,
+    body: &[u8],
+) -> Result<Option<(u64, &str)>, BadContent> {
+    let body = match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => inner,
+        _ => body,
+    };
+    match version {
+        // Versions 2 to 4 write version 1's dead-letter record; 6 writes version 5's.
+        1..=4 => v1::dead_letter_error(body),
+        5 | 6 => v5::dead_letter_error(body),
+        _ => Err(BadContent),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +178,47 @@ mod tests {
             assert_eq!(decode_for_apply(version, &body), Err(BadContent));
             assert_eq!(put_payload(version, &body), Err(BadContent));
         }
+    }
+
+    #[test]
+    fn a_dead_letter_records_error_reads_from_its_first_fields_in_every_version() {
+        use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
+        let op = Op::DeadLetter {
+            id: 300,
+            failure: FailureInfo::new("Timeout", "upstream timed out", 9_000)
+                .attempts(vec![Attempt::new(1, 8_000, "Io", "reset")]),
+            dlq: DlqMetadata::new(9_000).worker("w-1"),
+            first_received_at: Some(7_000),
+            enqueued_at: Some(6_000),
+        };
+        let expected = Ok(Some((300, "upstream timed out")));
+        // Written now (version 5's variant), and by versions 1 to 4 (variant 6), which
+        // newer segments hold as relocated copies.
+        let current = encode_op(&op).unwrap();
+        let old = v1::encode_op(&op).unwrap();
+        assert_eq!(dead_letter_error(FORMAT_VERSION, &current), expected);
+        for version in 1..=FORMAT_VERSION {
+            assert_eq!(dead_letter_error(version, &old), expected, "v{version}");
+        }
+        for body in [&current, &old] {
+            let copy = encode_relocated(&decode(FORMAT_VERSION, body).unwrap()).unwrap();
+            assert_eq!(dead_letter_error(FORMAT_VERSION, &copy), expected);
+            // Cut inside the message: not a record.
+            let at = body.windows(8).position(|w| w == b"upstream").unwrap();
+            let cut = &body[..at + 5];
+            assert_eq!(dead_letter_error(FORMAT_VERSION, cut), Err(BadContent));
+        }
+        // Another record is none; an unknown version is no record at all.
+        let ack = encode_op(&Op::Ack {
+            at: 1,
+            ids: vec![2],
+        })
+        .unwrap();
+        assert_eq!(dead_letter_error(FORMAT_VERSION, &ack), Ok(None));
+        assert_eq!(
+            dead_letter_error(FORMAT_VERSION + 1, &current),
+            Err(BadContent)
+        );
     }
 
     #[test]

@@ -27,6 +27,8 @@ use crate::error::{Error, Result};
 const TAG_PUT: u8 = 1;
 const TAG_OP: u8 = 2;
 const TAG_RELOCATED: u8 = 3;
+/// Variant index of a dead-letter record.
+const DEAD_LETTER: u8 = 6;
 
 /// The bincode configuration of every version-1 value: bincode 2's `standard()`, which is
 /// little-endian with variable-length integers and no limit.
@@ -138,6 +140,25 @@ fn split_put(body: &[u8]) -> Result<(&[u8], &[u8]), BadContent> {
         .ok_or(BadContent)?;
     let meta = body.get(5..meta_end).ok_or(BadContent)?;
     Ok((meta, &body[meta_end..]))
+}
+
+/// The id and final error message of a dead-letter record body (not a relocated copy),
+/// read from its first fields only; `None` for any other record.
+#[inline]
+pub(super) fn dead_letter_error(body: &[u8]) -> Result<Option<(u64, &str)>, BadContent> {
+    match body {
+        [TAG_OP, DEAD_LETTER, rest @ ..] => dead_letter_head(rest).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The id and final error message at the start of a dead-letter record's fields (after its
+/// variant index), whatever follows them.
+#[inline]
+pub(in crate::engine::wire) fn dead_letter_head(fields: &[u8]) -> Result<(u64, &str), BadContent> {
+    let (head, _): (records::DeadLetterHead<'_>, usize) =
+        bincode::serde::borrow_decode_from_slice(fields, config()).map_err(|_| BadContent)?;
+    Ok((head.id, head.error_message))
 }
 
 /// Where the payload of a Put body (or of a relocated copy of one) lies, without decoding

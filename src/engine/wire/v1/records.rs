@@ -119,6 +119,20 @@ pub(in crate::engine::wire) struct DlqMetadata<'a> {
     expires_at_ms: Option<u64>,
 }
 
+/// The first fields of a dead-letter record (variant 6 here, variant 13 in version 5,
+/// which starts the same): the message id and the final error. Decoding it reads only
+/// them, so a listing takes the error message without decoding the history, context and
+/// DLQ metadata behind it.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "'de: 'a"))]
+pub(in crate::engine::wire) struct DeadLetterHead<'a> {
+    pub id: u64,
+    /// Read to reach the message; the kind a caller wants is the one the index interned.
+    #[allow(dead_code)]
+    pub error_kind: Text<'a>,
+    pub error_message: Text<'a>,
+}
+
 /// The failure history a retry record carries.
 #[derive(Serialize, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]

@@ -144,6 +144,16 @@ pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     }
 }
 
+/// The id and final error message of a dead-letter record body (variant 13 starts like
+/// version 1's variant 6); `None` for any other record.
+#[inline]
+pub(super) fn dead_letter_error(body: &[u8]) -> Result<Option<(u64, &str)>, BadContent> {
+    match body {
+        [TAG_OP, DEAD_LETTER, rest @ ..] => super::v1::dead_letter_head(rest).map(Some),
+        _ => super::v1::dead_letter_error(body),
+    }
+}
+
 /// Decodes one value that fills `bytes` exactly.
 #[inline]
 fn decode_exact<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, BadContent> {
