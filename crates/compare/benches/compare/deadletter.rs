@@ -6,7 +6,9 @@
 //! run). Durable runs use `Durability::Always` (group commit), the others `Never`.
 //! Compaction's background thread is off so that it cannot run inside a timed section.
 //! Pool runs use the engine's own `WorkerPool` (batched reservations, acks committed in
-//! groups), with the run's backoff as a fixed retry delay.
+//! groups), with the run's backoff as a fixed retry delay. The DLQ reads ask for entry
+//! summaries (`list_summaries`, `summary`): the harness's entry holds the fields SQLite's
+//! table has, so neither side decodes more than it returns.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadletter::{
-    CompactionOptions, Config, DeadLetterQueue, Delivery, Durability, Failure as DlFailure,
-    FailureReport, Filter, MessageQueue, Page, QueueOptions, ReplayOptions, Retry, Store,
-    WorkerPool,
+    CompactionOptions, Config, DeadLetterQueue, DeadLetterSummary, Delivery, Durability,
+    Failure as DlFailure, FailureReport, Filter, MessageQueue, Page, QueueOptions, ReplayOptions,
+    Retry, Store, WorkerPool,
 };
 use parking_lot::Mutex;
 
@@ -84,12 +86,14 @@ pub fn open(dir: &Path, durable: bool) -> BenchResult<Box<dyn Contestant>> {
     Ok(Box::new(Backend::new(queue, store)))
 }
 
-fn entry(e: deadletter::DeadLetter) -> DlqEntry {
+/// The harness's entry: the fields SQLite's table holds, from the summary a listing reads
+/// (`DeadLetterSummary`: no failure history or metadata decoded, as SQLite stores none).
+fn entry(e: DeadLetterSummary) -> DlqEntry {
     DlqEntry {
-        id: Id(e.id() as u128),
-        attempts: e.metadata.delivery_count,
-        error_kind: e.failure.error_kind,
-        error: e.failure.error_message,
+        id: Id(e.id as u128),
+        attempts: e.attempts,
+        error_kind: e.error_kind,
+        error: e.error_message,
         payload: e.payload,
     }
 }
@@ -157,12 +161,15 @@ impl<Q: MessageQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
 
     fn dlq_list(&self, kind: Option<&str>, limit: usize) -> BenchResult<Vec<DlqEntry>> {
         let filter = kind.map(Filter::error_kind).unwrap_or_default();
-        let list = self.queue.dlq().list(&filter, Page::first(limit))?;
+        let list = self
+            .queue
+            .dlq()
+            .list_summaries(&filter, Page::first(limit))?;
         Ok(list.into_iter().map(entry).collect())
     }
 
     fn dlq_get(&self, id: Id) -> BenchResult<Option<DlqEntry>> {
-        match self.queue.dlq().get(id.0 as u64) {
+        match self.queue.dlq().summary(id.0 as u64) {
             Ok(e) => Ok(Some(entry(e))),
             Err(deadletter::Error::NotFound(_)) => Ok(None),
             Err(e) => Err(e.into()),
