@@ -263,6 +263,12 @@ pub enum Error {
         /// Its limit: messages waiting or in flight.
         limit: u64,
     },
+    /// A new queue was refused: the store holds as many queues as it can (its limit, more
+    /// than a billion, comes from how the index packs a queue id). Nothing was written.
+    TooManyQueues {
+        /// The most queues a store holds.
+        limit: u32,
+    },
     /// A configuration value is out of range.
     InvalidConfig(String),
     /// An actor name (who makes a change, for the audit trail) that is empty, longer
@@ -433,6 +439,9 @@ impl fmt::Display for Error {
                 f,
                 "queue {queue:?} is full: it holds its limit of {limit} pending messages"
             ),
+            Error::TooManyQueues { limit } => {
+                write!(f, "the store holds its limit of {limit} queues")
+            }
             Error::InvalidConfig(s) => write!(f, "invalid configuration: {s}"),
             Error::InvalidActor(s) => write!(
                 f,

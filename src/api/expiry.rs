@@ -47,7 +47,7 @@ pub(crate) fn expire_ttl(store: &Store, now: u64, report: &mut CompactionReport)
                 }
                 seen += 1;
                 after = Some((at, id));
-                if st.msgs.get(&id).is_some_and(|m| m.place.is_ready()) {
+                if st.msgs.get(&id).is_some_and(|m| m.place().is_ready()) {
                     due.push(id);
                 }
             }
@@ -58,8 +58,8 @@ pub(crate) fn expire_ttl(store: &Store, now: u64, report: &mut CompactionReport)
                 let Some(m) = st.msgs.get(id).copied() else {
                     continue;
                 };
-                let queue = store.queue_handle(m.queue, st);
-                let options = store.queue_options(m.queue);
+                let queue = store.queue_handle(m.queue(), st);
+                let options = store.queue_options(m.queue());
                 if options.expired_to_dlq {
                     to_dlq += 1;
                 } else {

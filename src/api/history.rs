@@ -178,7 +178,7 @@ impl Store {
         };
         let first_queue = lineage
             .and_then(first_failure_queue)
-            .or(live.map(|m| m.queue))
+            .or(live.map(|m| m.queue()))
             .unwrap_or(0);
         if let Some(at) = enqueued_at {
             let queue = queue_name(first_queue);
@@ -202,7 +202,7 @@ impl Store {
             }
         }
         // The current generation's failed deliveries, while the message is in a queue.
-        if live.is_some_and(|m| m.place != Place::Dead) {
+        if live.is_some_and(|m| m.place() != Place::Dead) {
             let history_pos = st.extras.get(&id).and_then(|e| e.history_pos);
             let since = lineage.and_then(|l| l.steps.last()).map_or(0, |s| s.at);
             for a in engine.read_history(history_pos)?.attempts {
@@ -218,7 +218,7 @@ impl Store {
         }
         steps.sort_by_key(|s| s.at_ms);
         let state = match (live, tombstone) {
-            (Some(m), _) => live_state(m.place, m.queue, &queue_name, &dlq_name),
+            (Some(m), _) => live_state(m.place(), m.queue(), &queue_name, &dlq_name),
             (None, Some(t)) => MessageState::Removed {
                 how: t.lineage.removal().map(|(_, how)| how),
                 at_ms: t.removed_at,

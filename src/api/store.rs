@@ -27,7 +27,7 @@ use crate::api::guarded::GuardDriver;
 use crate::api::queue::Queue;
 use crate::engine::compaction::CompactionReport;
 use crate::engine::record::{Op, QueueId, RECORD_OVERHEAD};
-use crate::engine::state::{Effects, IdMap, State};
+use crate::engine::state::{Effects, IdMap, State, MAX_QUEUES};
 use crate::engine::{op_entry, Batch, Engine, EngineOptions, Settle};
 use crate::error::{Error, Result};
 use crate::storage::log::{Durability, LogOptions, RecoveryReport, SegmentInfo};
@@ -575,7 +575,10 @@ impl Store {
                     existing,
                 });
             }
-            let id = st.queues.len() as QueueId;
+            let id = QueueId::try_from(st.queues.len())
+                .ok()
+                .filter(|&id| id < MAX_QUEUES)
+                .ok_or(Error::TooManyQueues { limit: MAX_QUEUES })?;
             let batch = vec![op_entry(Op::DeclareQueue {
                 queue: id,
                 name: name.to_string(),

@@ -209,7 +209,7 @@ impl Engine {
             .filter_map(|id| st.dead.get(&id).map(|d| (id, *d)))
             .collect();
         for (id, info) in missing {
-            let Some(queue) = st.msgs.get(&id).map(|m| m.queue) else {
+            let Some(queue) = st.msgs.get(&id).map(|m| m.queue()) else {
                 continue;
             };
             let failure = self.read_failure(info.envelope_pos)?;

@@ -74,13 +74,13 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
     let mut ready_count = vec![0u64; names.len()];
     let mut leased_count = vec![0u64; names.len()];
     for (id, m) in msgs {
-        let q = m.queue as usize;
+        let q = m.queue() as usize;
         let queue = names
             .get(q)
             .cloned()
             .ok_or_else(|| mismatch(id, "in a declared queue"))?;
         let in_order = dlq_orders[q].contains(&id);
-        let place = match m.place {
+        let place = match m.place() {
             Place::Ready | Place::ReadyAfterLostLease => Where::Ready,
             Place::Leased => Where::Leased,
             Place::Dead => Where::Dead,

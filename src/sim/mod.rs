@@ -85,10 +85,10 @@ impl StoreHooks for Store {
                     id,
                     queue: st
                         .queues
-                        .get(m.queue as usize)
+                        .get(m.queue() as usize)
                         .map(|q| q.name.clone())
                         .unwrap_or_default(),
-                    place: m.place,
+                    place: m.place(),
                     attempts: m.attempts,
                     visible_at_ms: m.visible_at,
                     generation: extra.map_or(0, |e| e.generation),

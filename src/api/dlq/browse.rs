@@ -243,7 +243,7 @@ impl Dlq {
     pub(super) fn entry_ref(&self, st: &State, id: MessageId) -> Result<EntryRef> {
         let info = *st.dead.get(&id).ok_or(Error::NotFound(id))?;
         let msg = *st.msgs.get(&id).ok_or(Error::NotFound(id))?;
-        if msg.queue != self.queue {
+        if msg.queue() != self.queue {
             return Err(Error::NotFound(id));
         }
         Ok(EntryRef {

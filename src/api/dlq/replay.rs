@@ -198,7 +198,7 @@ impl Dlq {
             report.replayed.push(id);
             batch.push(op_entry(Op::Replay {
                 id,
-                queue: target.unwrap_or(r.msg.queue),
+                queue: target.unwrap_or(r.msg.queue()),
                 at: now,
                 visible_at,
                 attempts: if options.reset_attempts {
@@ -257,7 +257,7 @@ impl Dlq {
             };
             let meta = PutMeta {
                 id,
-                queue: target.unwrap_or(r.msg.queue),
+                queue: target.unwrap_or(r.msg.queue()),
                 enqueued_at: old_meta.enqueued_at,
                 visible_at: now + options.delay.as_millis() as u64,
                 expires_at: None,

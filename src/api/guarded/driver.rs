@@ -295,12 +295,12 @@ fn release(st: &State, g: &Guard, n: u64) -> Option<GuardEvent> {
             continue;
         };
         let pending = info.status == DeadStatus::Pending;
-        if m.place != Place::Dead || m.queue != plan.dlq || !(pending || plan.force) {
+        if m.place() != Place::Dead || m.queue() != plan.dlq || !(pending || plan.force) {
             continue;
         }
         released.push(GuardRelease {
             id,
-            queue: plan.target.unwrap_or(m.queue),
+            queue: plan.target.unwrap_or(m.queue()),
             attempts: if plan.reset_attempts { 0 } else { m.attempts },
             generation: st.extras.get(&id).map_or(0, |e| e.generation) + 1,
         });

@@ -243,7 +243,7 @@ impl Queue {
                 batch.push(op_entry(op)?);
                 continue;
             }
-            if m.place == Place::ReadyAfterLostLease && m.attempts >= options.max_attempts {
+            if m.place() == Place::ReadyAfterLostLease && m.attempts >= options.max_attempts {
                 let cut = extra.is_some_and(|e| e.lease_cut_by_restart);
                 let failure = if cut {
                     Failure::transient(
@@ -359,9 +359,9 @@ impl Queue {
     pub(super) fn check_lease(&self, st: &State, msg: &Message) -> Result<Msg> {
         match st.msgs.get(&msg.id) {
             Some(m)
-                if m.place == Place::Leased
+                if m.place() == Place::Leased
                     && m.attempts == msg.attempt
-                    && m.queue == self.id
+                    && m.queue() == self.id
                     && generation_of(st, msg.id) == msg.generation =>
             {
                 Ok(*m)

@@ -101,7 +101,7 @@ impl State {
                 from_dlq,
                 ..
             } => {
-                let prev = self.msgs.get(&m.id).map(|x| x.place);
+                let prev = self.msgs.get(&m.id).map(|x| x.place());
                 if prev.is_some_and(|p| p != Place::Dead) {
                     // Only a DLQ entry is replayed (as for `Op::Replay`). A message elsewhere
                     // meets this record only when recovery skipped the damaged range that
@@ -134,13 +134,7 @@ impl State {
         }
         self.msgs.insert(
             m.id,
-            Msg {
-                payload_pos: pos,
-                visible_at: m.visible_at,
-                queue: m.queue,
-                attempts,
-                place: Place::Ready,
-            },
+            Msg::new(pos, m.visible_at, m.queue, attempts, Place::Ready),
         );
         if generation > 0 || m.expires_at.is_some() {
             let extra = self.extras.entry(m.id).or_default();
@@ -187,16 +181,8 @@ impl State {
         if self.msgs.contains_key(&id) {
             return;
         }
-        self.msgs.insert(
-            id,
-            Msg {
-                payload_pos: pos,
-                visible_at: 0,
-                queue,
-                attempts: e.attempts,
-                place: Place::Ready,
-            },
-        );
+        self.msgs
+            .insert(id, Msg::new(pos, 0, queue, e.attempts, Place::Ready));
         if e.generation > 0 || e.first_received_at.is_some() {
             let extra = self.extras.entry(id).or_default();
             extra.generation = e.generation;
@@ -234,7 +220,11 @@ impl State {
             Op::Reserve { at, deadline, ids } => {
                 for id in ids {
                     self.lease_one(*id, *at, *deadline);
-                    if self.msgs.get(id).is_some_and(|m| m.place == Place::Leased) {
+                    if self
+                        .msgs
+                        .get(id)
+                        .is_some_and(|m| m.place() == Place::Leased)
+                    {
                         self.extras.entry(*id).or_default().awaiting_start = true;
                     }
                 }
@@ -249,9 +239,9 @@ impl State {
             Op::Extend { deadline, ids } => {
                 for id in ids {
                     if let Some(m) = self.msgs.get_mut(id) {
-                        if m.place == Place::Leased {
+                        if m.place() == Place::Leased {
                             m.visible_at = *deadline;
-                            let q = m.queue;
+                            let q = m.queue();
                             self.push_lease(q, *deadline, *id);
                         }
                     }
@@ -269,12 +259,12 @@ impl State {
                 let Some(m) = self.msgs.get(id).copied() else {
                     return Effects::default();
                 };
-                if m.place == Place::Dead {
+                if m.place() == Place::Dead {
                     return Effects::default();
                 }
                 self.extras.entry(*id).or_default().history_pos = Some(pos);
                 self.make_ready(*id, m, *visible_at, Place::Ready);
-                self.queue_mut(m.queue).counters.retried += 1;
+                self.queue_mut(m.queue()).counters.retried += 1;
                 self.guard_outcome(*id, Outcome::FailedAgain);
                 Effects {
                     ready: true,
@@ -287,7 +277,7 @@ impl State {
                 let Some(m) = self.msgs.get(id).copied() else {
                     return Effects::default();
                 };
-                if m.place != Place::Leased {
+                if m.place() != Place::Leased {
                     return Effects::default();
                 }
                 if self.end_reservation(*id, *visible_at) {
@@ -386,7 +376,7 @@ impl State {
                 let was_pending = info.status == DeadStatus::Pending;
                 info.status = DeadStatus::Reprocessed(*success, *at);
                 let key = (info.dead_at, *id);
-                let q = self.msgs.get(id).map(|m| m.queue).unwrap_or(0);
+                let q = self.msgs.get(id).map(|m| m.queue()).unwrap_or(0);
                 let qs = self.queue_mut(q);
                 if let Some(s) = qs.dlq_order.get_mut(&key) {
                     s.pending = false;
@@ -435,10 +425,10 @@ impl State {
         let Some(m) = self.msgs.get(&id).copied() else {
             return false;
         };
-        if m.place != Place::Dead {
+        if m.place() != Place::Dead {
             return false;
         }
-        let from = m.queue;
+        let from = m.queue();
         let history = self.replay_history(id, m.payload_pos, attempts, false);
         self.leave_dlq(id, Leave::Replayed);
         let extra = self.extras.entry(id).or_default();
@@ -447,13 +437,7 @@ impl State {
         extra.history_pos = history;
         self.msgs.insert(
             id,
-            Msg {
-                payload_pos: m.payload_pos,
-                visible_at,
-                queue,
-                attempts,
-                place: Place::Ready,
-            },
+            Msg::new(m.payload_pos, visible_at, queue, attempts, Place::Ready),
         );
         self.queue_mut(queue).counters.ready += 1;
         self.push_ready(queue, visible_at, id, false);
@@ -474,7 +458,7 @@ impl State {
         // A live lease only takes ready messages. A replayed one may find the message still
         // leased: its earlier lease ended by expiry or by a restart, neither of which is
         // logged, so the new delivery counts on top of it.
-        let was_leased = match m.place {
+        let was_leased = match m.place() {
             Place::Ready | Place::ReadyAfterLostLease => false,
             Place::Leased => true,
             Place::Dead => return,
@@ -488,10 +472,10 @@ impl State {
         let Some(m) = self.msgs.get_mut(&id) else {
             return;
         };
-        m.place = Place::Leased;
+        m.set_place(Place::Leased);
         m.attempts += 1;
         m.visible_at = deadline;
-        let q = m.queue;
+        let q = m.queue();
         let extra = self.extras.entry(id).or_default();
         extra.first_received_at.get_or_insert(at);
         extra.lease_cut_by_restart = false;
@@ -511,7 +495,7 @@ impl State {
         let Some(m) = self.msgs.get(&id).copied() else {
             return;
         };
-        if m.place.is_ready() {
+        if m.place().is_ready() {
             self.lease_one(id, at, at);
         }
         if let Some(e) = self.extras.get_mut(&id) {
@@ -529,7 +513,7 @@ impl State {
         let Some(e) = self.extras.get_mut(&id) else {
             return false;
         };
-        if m.place != Place::Leased || !e.awaiting_start {
+        if m.place() != Place::Leased || !e.awaiting_start {
             return false;
         }
         e.awaiting_start = false;
@@ -542,14 +526,14 @@ impl State {
     }
 
     pub(super) fn make_ready(&mut self, id: MessageId, m: Msg, visible_at: u64, place: Place) {
-        let qs = self.queue_mut(m.queue);
-        if m.place == Place::Leased {
+        let qs = self.queue_mut(m.queue());
+        if m.place() == Place::Leased {
             qs.counters.in_flight -= 1;
             qs.counters.ready += 1;
         }
-        self.push_ready(m.queue, visible_at, id, false);
+        self.push_ready(m.queue(), visible_at, id, false);
         if let Some(x) = self.msgs.get_mut(&id) {
-            x.place = place;
+            x.set_place(place);
             x.visible_at = visible_at;
         }
     }
@@ -559,13 +543,13 @@ impl State {
         let Some(m) = self.msgs.get(&id).copied() else {
             return;
         };
-        if m.place == Place::Dead {
+        if m.place() == Place::Dead {
             return;
         }
         self.msgs.remove(&id);
         let extra = self.remove_extra(id);
-        let qs = self.queue_mut(m.queue);
-        if m.place == Place::Leased {
+        let qs = self.queue_mut(m.queue());
+        if m.place() == Place::Leased {
             qs.counters.in_flight -= 1;
         } else {
             qs.counters.ready -= 1;
@@ -599,7 +583,7 @@ impl State {
         let Some(m) = self.msgs.get(&id).copied() else {
             return false;
         };
-        if m.place == Place::Dead {
+        if m.place() == Place::Dead {
             return false;
         }
         let kind = self.strings.intern(&failure.error_kind);
@@ -633,16 +617,15 @@ impl State {
         self.msgs.insert(
             id,
             Msg {
-                place: Place::Dead,
                 visible_at: dead_at,
-                ..m
+                ..m.with_place(Place::Dead)
             },
         );
         if let Some(from) = from_dlq {
             self.queue_mut(from).dlq.reprocessed_failed += 1;
         }
-        let qs = self.queue_mut(m.queue);
-        if m.place == Place::Leased {
+        let qs = self.queue_mut(m.queue());
+        if m.place() == Place::Leased {
             qs.counters.in_flight -= 1;
         } else {
             qs.counters.ready -= 1;
@@ -663,8 +646,8 @@ impl State {
         );
         qs.history.record(dead_at, kind);
         qs.dlq.pending += 1;
-        self.add_fingerprint(m.queue, id, dead_at, failure);
-        let qs = self.queue_mut(m.queue);
+        self.add_fingerprint(m.queue(), id, dead_at, failure);
+        let qs = self.queue_mut(m.queue());
         *qs.dlq.by_kind.entry(kind).or_default() += 1;
         *qs.dlq.by_worker.entry(worker).or_default() += 1;
         self.guard_outcome(id, Outcome::FailedAgain);
@@ -685,7 +668,7 @@ impl State {
             None => Fingerprint::of_failure(failure, self.audit_frames),
         };
         Failed {
-            queue: m.map(|m| m.queue).unwrap_or(0),
+            queue: m.map(|m| m.queue()).unwrap_or(0),
             generation: self.extras.get(&id).map(|e| e.generation).unwrap_or(0),
             attempts: m.map(|m| m.attempts).unwrap_or(0),
             first_received_at,
@@ -722,7 +705,7 @@ impl State {
         let kind = self.strings.name(info.kind).to_string();
         let worker = (info.worker != 0).then(|| self.strings.name(info.worker).to_string());
         let failed = Failed {
-            queue: m.queue,
+            queue: m.queue(),
             generation: self.extras.get(&id).map(|e| e.generation).unwrap_or(0),
             attempts: m.attempts,
             first_received_at: self.extras.get(&id).and_then(|e| e.first_received_at),
@@ -783,7 +766,7 @@ impl State {
         let Some(info) = self.dead.remove(&id) else {
             return false;
         };
-        let q = self.msgs.get(&id).map(|m| m.queue).unwrap_or(0);
+        let q = self.msgs.get(&id).map(|m| m.queue()).unwrap_or(0);
         self.fingerprints.remove(q, id);
         let qs = self.queue_mut(q);
         qs.dlq_order.remove(&(info.dead_at, id));
@@ -813,7 +796,7 @@ impl State {
         let Some(m) = self.msgs.get(&id).copied() else {
             return false;
         };
-        let was_dead = m.place == Place::Dead;
+        let was_dead = m.place() == Place::Dead;
         if was_dead {
             self.ensure_lineage(id);
         }
@@ -823,7 +806,7 @@ impl State {
             (false, true) => (Removal::Ttl, Some(STORE_ACTOR)),
         };
         self.audit.remove(id, at, how, actor);
-        match m.place {
+        match m.place() {
             Place::Dead => {
                 self.leave_dlq(
                     id,
@@ -835,8 +818,8 @@ impl State {
                 );
             }
             Place::Ready | Place::ReadyAfterLostLease | Place::Leased => {
-                let qs = self.queue_mut(m.queue);
-                if m.place == Place::Leased {
+                let qs = self.queue_mut(m.queue());
+                if m.place() == Place::Leased {
                     qs.counters.in_flight -= 1;
                 } else {
                     qs.counters.ready -= 1;

@@ -129,7 +129,7 @@ impl State {
                     fingerprint,
                     pending: d.status == DeadStatus::Pending,
                 };
-                if m.queue as usize != q || d.dead_at != at || *s != expected {
+                if m.queue() as usize != q || d.dead_at != at || *s != expected {
                     return Some(id);
                 }
             }

@@ -28,6 +28,7 @@ mod snapshot;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::num::NonZeroU32;
 
 use crate::engine::envelope::MessageId;
 use crate::engine::record::QueueId;
@@ -69,19 +70,101 @@ impl Place {
     }
 }
 
-/// The per-message index entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Queue ids a store can hold, `0..MAX_QUEUES`: [`Msg`] keeps a message's queue and place
+/// in one `u32`, the place in two bits. Declaring one more queue is
+/// [`crate::Error::TooManyQueues`]; a record or checkpoint naming a queue id at or above it
+/// does not decode (`engine::wire`), so no index ever meets one.
+pub const MAX_QUEUES: QueueId = (1 << 30) - 1;
+
+/// The per-message index entry, 24 bytes (`Option<Msg>` too: a page slot costs no more).
+///
+/// The queue and the place share a `u32` (`(queue + 1) << 2 | place`, never zero, which
+/// gives `Option<Msg>` its niche); they are read and changed through the methods below,
+/// the only code that knows the packing.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Msg {
     /// Position of the record holding its payload.
     pub payload_pos: u64,
     /// Visible-at while ready; the lease deadline while leased; dead-lettered-at when dead.
     pub visible_at: u64,
-    /// Its queue (for a dead message: the queue whose DLQ holds it).
-    pub queue: QueueId,
     /// Deliveries counted.
     pub attempts: u32,
+    /// Its queue (for a dead message: the queue whose DLQ holds it) and where it is.
+    queue_place: NonZeroU32,
+}
+
+impl Msg {
+    /// A message of queue `queue` (below [`MAX_QUEUES`]: the decoders and
+    /// `Store::declare` see to it).
+    pub fn new(
+        payload_pos: u64,
+        visible_at: u64,
+        queue: QueueId,
+        attempts: u32,
+        place: Place,
+    ) -> Msg {
+        Msg {
+            payload_pos,
+            visible_at,
+            attempts,
+            queue_place: pack(queue, place),
+        }
+    }
+
+    /// Its queue (for a dead message: the queue whose DLQ holds it).
+    pub fn queue(&self) -> QueueId {
+        (self.queue_place.get() >> 2) - 1
+    }
+
     /// Where it is.
-    pub place: Place,
+    pub fn place(&self) -> Place {
+        match self.queue_place.get() & 3 {
+            0 => Place::Ready,
+            1 => Place::ReadyAfterLostLease,
+            2 => Place::Leased,
+            _ => Place::Dead,
+        }
+    }
+
+    /// Moves it to `place` in the same queue.
+    pub fn set_place(&mut self, place: Place) {
+        self.queue_place = pack(self.queue(), place);
+    }
+
+    /// The same message moved to `place`.
+    pub fn with_place(mut self, place: Place) -> Msg {
+        self.set_place(place);
+        self
+    }
+}
+
+/// `(queue + 1) << 2 | place`: at least 4, so never zero. A queue id at or above
+/// [`MAX_QUEUES`] (which nothing builds) would be taken modulo it; debug builds stop there.
+fn pack(queue: QueueId, place: Place) -> NonZeroU32 {
+    debug_assert!(
+        queue < MAX_QUEUES,
+        "queue id {queue} over the index's limit"
+    );
+    let code = match place {
+        Place::Ready => 0,
+        Place::ReadyAfterLostLease => 1,
+        Place::Leased => 2,
+        Place::Dead => 3,
+    };
+    let packed = ((queue % MAX_QUEUES + 1) << 2) | code;
+    NonZeroU32::new(packed).unwrap_or(NonZeroU32::MAX)
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Msg")
+            .field("payload_pos", &self.payload_pos)
+            .field("visible_at", &self.visible_at)
+            .field("queue", &self.queue())
+            .field("attempts", &self.attempts)
+            .field("place", &self.place())
+            .finish()
+    }
 }
 
 /// Extra facts kept only for messages that were delivered, replayed or have a TTL.
@@ -315,6 +398,38 @@ impl State {
             };
             if self.idempotency.get(&key).is_some_and(|&(_, t)| t == at) {
                 self.idempotency.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_msg_packs_queue_and_place_into_24_bytes() {
+        assert_eq!(std::mem::size_of::<Msg>(), 24);
+        assert_eq!(std::mem::size_of::<Option<Msg>>(), 24);
+        let places = [
+            Place::Ready,
+            Place::ReadyAfterLostLease,
+            Place::Leased,
+            Place::Dead,
+        ];
+        for queue in [0, 1, 2, 1000, MAX_QUEUES - 2, MAX_QUEUES - 1] {
+            for place in places {
+                let m = Msg::new(u64::MAX, u64::MAX - 1, queue, u32::MAX, place);
+                assert_eq!((m.queue(), m.place()), (queue, place));
+                assert_eq!(
+                    (m.payload_pos, m.visible_at, m.attempts),
+                    (u64::MAX, u64::MAX - 1, u32::MAX)
+                );
+                for other in places {
+                    let moved = m.with_place(other);
+                    assert_eq!((moved.queue(), moved.place()), (queue, other));
+                    assert_eq!(moved.with_place(place), m);
+                }
             }
         }
     }

@@ -83,7 +83,7 @@ impl State {
                 let (Some(info), Some(m)) = (self.dead.get(&id), self.msgs.get(&id)) else {
                     continue;
                 };
-                if m.place != Place::Dead {
+                if m.place() != Place::Dead {
                     continue;
                 }
                 let status = match info.status {
@@ -127,6 +127,6 @@ impl State {
         }
         let info = self.dead.get(&id)?;
         let m = self.msgs.get(&id)?;
-        (m.queue == failed.queue && info.dead_at == failed.dead_at).then_some(info.envelope_pos)
+        (m.queue() == failed.queue && info.dead_at == failed.dead_at).then_some(info.envelope_pos)
     }
 }

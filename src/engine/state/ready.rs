@@ -63,7 +63,7 @@ impl State {
         let leased: Vec<(MessageId, Msg)> = self
             .msgs
             .iter()
-            .filter(|(_, m)| m.place == Place::Leased)
+            .filter(|(_, m)| m.place() == Place::Leased)
             .map(|(id, m)| (id, *m))
             .collect();
         self.leases_lost_at = self.latest_time;
@@ -118,10 +118,10 @@ impl State {
         let mut delayed: Vec<Vec<Reverse<(u64, MessageId)>>> =
             (0..self.queues.len()).map(|_| Vec::new()).collect();
         for (id, m) in self.msgs.iter() {
-            if !m.place.is_ready() {
+            if !m.place().is_ready() {
                 continue;
             }
-            let Some(qs) = self.queues.get_mut(m.queue as usize) else {
+            let Some(qs) = self.queues.get_mut(m.queue() as usize) else {
                 continue;
             };
             let entry = (m.visible_at, id);
@@ -129,7 +129,7 @@ impl State {
             // the heap.
             if m.visible_at > 0 && qs.fresh.back().is_none_or(|&last| last < entry) {
                 qs.fresh.push_back(entry);
-            } else if let Some(list) = delayed.get_mut(m.queue as usize) {
+            } else if let Some(list) = delayed.get_mut(m.queue() as usize) {
                 list.push(Reverse(entry));
             }
         }
@@ -151,9 +151,9 @@ impl State {
             }
             self.queues[q as usize].leases.pop();
             if let Some(m) = self.msgs.get(&id).copied() {
-                if m.place == Place::Leased
+                if m.place() == Place::Leased
                     && m.visible_at == deadline
-                    && m.queue == q
+                    && m.queue() == q
                     && !self.end_reservation(id, deadline)
                 {
                     self.make_ready(id, m, deadline, Place::ReadyAfterLostLease);
@@ -171,7 +171,7 @@ impl State {
                 break None;
             };
             match self.msgs.get(&id) {
-                Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                Some(m) if m.place().is_ready() && m.queue() == q && m.visible_at == at => {
                     break Some((at, id));
                 }
                 _ => {
@@ -184,7 +184,7 @@ impl State {
                 break None;
             };
             match self.msgs.get(&id) {
-                Some(m) if m.place.is_ready() && m.queue == q && m.visible_at == at => {
+                Some(m) if m.place().is_ready() && m.queue() == q && m.visible_at == at => {
                     break Some((at, id));
                 }
                 _ => {
@@ -218,7 +218,7 @@ impl State {
     /// Puts back a message popped by [`State::pop_visible`] but not leased after all.
     pub fn push_back_ready(&mut self, id: MessageId) {
         if let Some(m) = self.msgs.get(&id) {
-            let q = m.queue;
+            let q = m.queue();
             let at = m.visible_at;
             self.queue_mut(q).delayed.push(Reverse((at, id)));
         }
@@ -268,7 +268,7 @@ impl State {
                 && self
                     .msgs
                     .get(id)
-                    .is_some_and(|m| m.queue == q && m.place == Place::Leased)
+                    .is_some_and(|m| m.queue() == q && m.place() == Place::Leased)
         })
     }
 }

@@ -73,12 +73,12 @@ impl State {
             .iter()
             .map(|(id, m)| {
                 let mut m = *m;
-                if m.place == Place::Leased && awaiting(id) {
-                    if let Some(c) = queues.get_mut(m.queue as usize).map(|q| &mut q.counters) {
+                if m.place() == Place::Leased && awaiting(id) {
+                    if let Some(c) = queues.get_mut(m.queue() as usize).map(|q| &mut q.counters) {
                         c.in_flight -= 1;
                         c.ready += 1;
                     }
-                    m.place = Place::Ready;
+                    m.set_place(Place::Ready);
                     m.visible_at = 0;
                     m.attempts = m.attempts.saturating_sub(1);
                 }
@@ -127,7 +127,7 @@ impl State {
         }
         let mut lost = Vec::new();
         for (id, mut m) in snap.msgs {
-            if m.place == Place::ReadyAfterLostLease {
+            if m.place() == Place::ReadyAfterLostLease {
                 // Its last delivery ended without an outcome and without a record (a lease
                 // expiry or a restart), so replaying the log would find it leased and
                 // `release_all_leases` would make it a suspect cut by the restart, ready at
@@ -158,7 +158,7 @@ impl State {
                     fingerprint: NO_FINGERPRINT,
                     pending: d.status == DeadStatus::Pending,
                 };
-                st.queue_mut(m.queue)
+                st.queue_mut(m.queue())
                     .dlq_order
                     .insert((d.dead_at, id), summary);
             }

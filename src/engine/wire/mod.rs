@@ -18,7 +18,10 @@
 //! - a version's wire structs never change once a store was written with them: a change is
 //!   a new version (see "Changing the format" in `docs/FORMAT.md`);
 //! - decoding never panics on any input: bytes that do not decode are [`BadContent`] (a
-//!   record) or [`CheckpointError::Damaged`] (a checkpoint).
+//!   record) or [`CheckpointError::Damaged`] (a checkpoint);
+//! - nothing decoded names a queue id the index cannot hold (at or above
+//!   [`MAX_QUEUES`](crate::engine::state::MAX_QUEUES)): such a record or checkpoint does
+//!   not decode.
 //!
 //! Version 2 changed the segment header only (it declares the segment's size): its record
 //! bodies and checkpoint bodies are version 1's, byte for byte, so `v1` encodes and decodes
@@ -49,7 +52,8 @@ pub(crate) use checkpoint::{
     decode_checkpoint, encode_checkpoint, CheckpointError, CheckpointFile,
 };
 
-use crate::engine::record::{Decoded, Op, PutMeta};
+use crate::engine::record::{Decoded, GuardEvent, Op, PutCause, PutMeta, QueueId};
+use crate::engine::state::MAX_QUEUES;
 use crate::error::Result;
 
 /// The wire structs records and checkpoints are written with. A version that changes
@@ -113,13 +117,53 @@ const TAG_RELOCATED: u8 = 3;
 /// version rejects the tag inside one).
 #[inline]
 fn decode_plain(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match version {
+    let decoded = match version {
         1 | 2 => v1::decode_plain(body),
         // Version 4 changed only the checkpoint body: its records are version 3's.
         3 | 4 => v3::decode_plain(body),
         5 => v5::decode_plain(body),
         6 => v6::decode_plain(body),
         _ => Err(BadContent),
+    }?;
+    if queues_fit(&decoded) {
+        Ok(decoded)
+    } else {
+        Err(BadContent)
+    }
+}
+
+/// True when every queue id `rec` names is one the index can hold (below [`MAX_QUEUES`]:
+/// no store declares more, and the index packs a queue id into 30 bits).
+fn queues_fit(rec: &Decoded<'_>) -> bool {
+    let fits = |q: QueueId| q < MAX_QUEUES;
+    match rec {
+        Decoded::Put(put) => {
+            fits(put.meta.queue)
+                && match &put.meta.cause {
+                    PutCause::CorrectedReplay { from_dlq, .. } => fits(*from_dlq),
+                    PutCause::Enqueue | PutCause::Imported(_) => true,
+                }
+        }
+        Decoded::Relocated(inner) => queues_fit(inner),
+        Decoded::Op(op) => match op {
+            Op::DeclareQueue { queue, .. } | Op::Replay { queue, .. } => fits(*queue),
+            Op::Guard { event, .. } => match event {
+                GuardEvent::Start(plan) => fits(plan.dlq) && plan.target.is_none_or(fits),
+                GuardEvent::Release { released, .. } => released.iter().all(|r| fits(r.queue)),
+                GuardEvent::Pause | GuardEvent::Resume | GuardEvent::Cancel => true,
+            },
+            Op::Lease { .. }
+            | Op::Reserve { .. }
+            | Op::Start { .. }
+            | Op::Extend { .. }
+            | Op::Ack { .. }
+            | Op::Retry { .. }
+            | Op::Release { .. }
+            | Op::DeadLetter { .. }
+            | Op::Delete { .. }
+            | Op::MarkReprocessed { .. }
+            | Op::Audit(_) => true,
+        },
     }
 }
 
@@ -177,6 +221,56 @@ mod tests {
             assert_eq!(decode(version, &body), Err(BadContent));
             assert_eq!(decode_for_apply(version, &body), Err(BadContent));
             assert_eq!(put_payload(version, &body), Err(BadContent));
+        }
+    }
+
+    /// A record naming a queue id the index cannot hold does not decode, alone or as a
+    /// relocated copy; the last one it can hold does.
+    #[test]
+    fn queue_ids_past_the_index_limit_do_not_decode() {
+        let put = |queue: u32| {
+            let meta = PutMeta {
+                id: 9,
+                queue,
+                enqueued_at: 5,
+                visible_at: 6,
+                expires_at: None,
+                attributes: BTreeMap::new(),
+                idempotency_key: None,
+                cause: PutCause::Enqueue,
+            };
+            let mut out = Vec::new();
+            encode_put(&mut out, &meta, b"payload").unwrap();
+            out
+        };
+        let replay = |queue: u32| {
+            encode_op(&Op::Replay {
+                id: 9,
+                queue,
+                at: 1,
+                visible_at: 1,
+                attempts: 0,
+                generation: 1,
+            })
+            .unwrap()
+        };
+        let declare = |queue: u32| {
+            encode_op(&Op::DeclareQueue {
+                queue,
+                name: "q".to_string(),
+            })
+            .unwrap()
+        };
+        for body in [put, replay, declare] {
+            let last = body(MAX_QUEUES - 1);
+            let original = decode(FORMAT_VERSION, &last).unwrap();
+            assert!(decode(FORMAT_VERSION, &encode_relocated(&original).unwrap()).is_ok());
+            for queue in [MAX_QUEUES, u32::MAX] {
+                let bad = body(queue);
+                assert_eq!(decode(FORMAT_VERSION, &bad), Err(BadContent));
+                let copy = [&[TAG_RELOCATED][..], &bad].concat();
+                assert_eq!(decode_for_apply(FORMAT_VERSION, &copy), Err(BadContent));
+            }
         }
     }
 

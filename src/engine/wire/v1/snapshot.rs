@@ -127,6 +127,9 @@ pub(in crate::engine::wire) fn decode(
     if used != body.len() {
         return Err(CheckpointError::Damaged(at + used as u64));
     }
+    if !snapshot.queues_fit() {
+        return Err(CheckpointError::Damaged(at));
+    }
     Ok(snapshot.into())
 }
 
@@ -149,6 +152,15 @@ fn history_of_entries(s: &Snapshot) -> Vec<FailureHistory> {
         }
     }
     history
+}
+
+impl Snapshot {
+    /// True when every queue id it names is one the index can hold (below
+    /// [`engine::MAX_QUEUES`]); a checkpoint that names another does not decode.
+    fn queues_fit(&self) -> bool {
+        self.queues.len() <= engine::MAX_QUEUES as usize
+            && self.msgs.iter().all(|(_, m)| m.queue < engine::MAX_QUEUES)
+    }
 }
 
 impl From<Snapshot> for engine::Snapshot {
@@ -218,18 +230,14 @@ impl From<DlqCounters> for engine::DlqCounters {
 
 impl From<Msg> for engine::Msg {
     fn from(m: Msg) -> Self {
-        engine::Msg {
-            payload_pos: m.payload_pos,
-            visible_at: m.visible_at,
-            queue: m.queue,
-            attempts: m.attempts,
-            place: match m.place {
-                Place::Ready => engine::Place::Ready,
-                Place::ReadyAfterLostLease => engine::Place::ReadyAfterLostLease,
-                Place::Leased => engine::Place::Leased,
-                Place::Dead => engine::Place::Dead,
-            },
-        }
+        let place = match m.place {
+            Place::Ready => engine::Place::Ready,
+            Place::ReadyAfterLostLease => engine::Place::ReadyAfterLostLease,
+            Place::Leased => engine::Place::Leased,
+            Place::Dead => engine::Place::Dead,
+        };
+        // Below `MAX_QUEUES`: `decode` checked (`Snapshot::queues_fit`).
+        engine::Msg::new(m.payload_pos, m.visible_at, m.queue, m.attempts, place)
     }
 }
 

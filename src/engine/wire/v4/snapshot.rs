@@ -127,6 +127,9 @@ pub(in crate::engine::wire) fn decode(
     if used != body.len() {
         return Err(CheckpointError::Damaged(at + used as u64));
     }
+    if !snapshot.queues_fit() {
+        return Err(CheckpointError::Damaged(at));
+    }
     Ok(snapshot.into())
 }
 
@@ -155,6 +158,15 @@ impl From<engine::Snapshot> for Snapshot {
             idempotency: s.idempotency,
             strings: s.strings,
         }
+    }
+}
+
+impl Snapshot {
+    /// True when every queue id it names is one the index can hold (below
+    /// [`engine::MAX_QUEUES`]); a checkpoint that names another does not decode.
+    pub(in crate::engine::wire) fn queues_fit(&self) -> bool {
+        self.queues.len() <= engine::MAX_QUEUES as usize
+            && self.msgs.iter().all(|(_, m)| m.queue < engine::MAX_QUEUES)
     }
 }
 
@@ -256,9 +268,9 @@ impl From<engine::Msg> for Msg {
         Msg {
             payload_pos: m.payload_pos,
             visible_at: m.visible_at,
-            queue: m.queue,
+            queue: m.queue(),
             attempts: m.attempts,
-            place: match m.place {
+            place: match m.place() {
                 engine::Place::Ready => Place::Ready,
                 engine::Place::ReadyAfterLostLease => Place::ReadyAfterLostLease,
                 engine::Place::Leased => Place::Leased,
@@ -270,18 +282,14 @@ impl From<engine::Msg> for Msg {
 
 impl From<Msg> for engine::Msg {
     fn from(m: Msg) -> Self {
-        engine::Msg {
-            payload_pos: m.payload_pos,
-            visible_at: m.visible_at,
-            queue: m.queue,
-            attempts: m.attempts,
-            place: match m.place {
-                Place::Ready => engine::Place::Ready,
-                Place::ReadyAfterLostLease => engine::Place::ReadyAfterLostLease,
-                Place::Leased => engine::Place::Leased,
-                Place::Dead => engine::Place::Dead,
-            },
-        }
+        let place = match m.place {
+            Place::Ready => engine::Place::Ready,
+            Place::ReadyAfterLostLease => engine::Place::ReadyAfterLostLease,
+            Place::Leased => engine::Place::Leased,
+            Place::Dead => engine::Place::Dead,
+        };
+        // Below `MAX_QUEUES`: `decode` checked (`Snapshot::queues_fit`).
+        engine::Msg::new(m.payload_pos, m.visible_at, m.queue, m.attempts, place)
     }
 }
 
@@ -363,6 +371,41 @@ mod tests {
         // ..., no idempotency keys, then one interned string of 2^60 bytes.
         let strings = [&[0, 0, 0, 0, 0, 0, 0, 1][..], &huge].concat();
         assert_eq!(decode(&strings, 32), Err(CheckpointError::Damaged(32)));
+    }
+
+    /// A message of a queue id the index cannot hold is damage, the last one it can hold
+    /// is read as it is.
+    #[test]
+    fn queue_ids_past_the_index_limit_are_damage() {
+        let body = |queue: u32| {
+            let snapshot = Snapshot {
+                next_id: 8,
+                latest_time: 0,
+                queues: Vec::new(),
+                msgs: vec![(
+                    7,
+                    Msg {
+                        payload_pos: 40,
+                        visible_at: 5,
+                        queue,
+                        attempts: 2,
+                        place: Place::Leased,
+                    },
+                )],
+                extras: Vec::new(),
+                dead: Vec::new(),
+                idempotency: Vec::new(),
+                strings: Vec::new(),
+            };
+            bincode::serde::encode_to_vec(snapshot, config()).unwrap()
+        };
+        for queue in [engine::MAX_QUEUES, u32::MAX] {
+            assert_eq!(decode(&body(queue), 32), Err(CheckpointError::Damaged(32)));
+        }
+        let last = engine::MAX_QUEUES - 1;
+        let snapshot = decode(&body(last), 32).unwrap();
+        let want = engine::Msg::new(40, 5, last, 2, engine::Place::Leased);
+        assert_eq!(snapshot.msgs, vec![(7, want)]);
     }
 
     /// Every version-4 checkpoint of the fixture stores is exactly its wire structs' bytes

@@ -50,6 +50,9 @@ pub(in crate::engine::wire) fn decode(
     if used != body.len() {
         return Err(CheckpointError::Damaged(at + used as u64));
     }
+    if !snapshot.v4.queues_fit() {
+        return Err(CheckpointError::Damaged(at));
+    }
     let audit = snapshot
         .audit
         .into_engine()
