@@ -68,23 +68,23 @@ impl State {
             })
             .collect();
         let awaiting = |id: MessageId| self.extras.get(&id).is_some_and(|e| e.awaiting_start);
-        let msgs = self
-            .msgs
-            .iter()
-            .map(|(id, m)| {
-                let mut m = *m;
-                if m.place() == Place::Leased && awaiting(id) {
-                    if let Some(c) = queues.get_mut(m.queue() as usize).map(|q| &mut q.counters) {
-                        c.in_flight -= 1;
-                        c.ready += 1;
-                    }
-                    m.set_place(Place::Ready);
-                    m.visible_at = 0;
-                    m.attempts = m.attempts.saturating_sub(1);
+        // Sized once: the index's iterator cannot say its length, and growing by doubling
+        // would hold up to twice the entries (a checkpoint of compaction's index is the
+        // peak of its memory).
+        let mut msgs = Vec::with_capacity(self.msgs.len());
+        msgs.extend(self.msgs.iter().map(|(id, m)| {
+            let mut m = *m;
+            if m.place() == Place::Leased && awaiting(id) {
+                if let Some(c) = queues.get_mut(m.queue() as usize).map(|q| &mut q.counters) {
+                    c.in_flight -= 1;
+                    c.ready += 1;
                 }
-                (id, m)
-            })
-            .collect();
+                m.set_place(Place::Ready);
+                m.visible_at = 0;
+                m.attempts = m.attempts.saturating_sub(1);
+            }
+            (id, m)
+        }));
         Snapshot {
             next_id: self.next_id,
             latest_time: self.latest_time,

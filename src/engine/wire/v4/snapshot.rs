@@ -11,7 +11,9 @@
 //! hash maps hold them; a sequence of pairs has exactly those bytes, so that is what they
 //! are here.
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, SeqAccess, Visitor};
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::config;
 use crate::engine::state::{self as engine, FailureHistory, IdMap};
@@ -24,7 +26,7 @@ pub(in crate::engine::wire) struct Snapshot {
     next_id: u64,
     latest_time: u64,
     queues: Vec<QueueSnapshot>,
-    msgs: Vec<(u64, Msg)>,
+    msgs: Msgs,
     extras: Vec<(u64, Extra)>,
     dead: Vec<(u64, DeadInfo)>,
     /// (enqueued-at, key, id), oldest first.
@@ -68,6 +70,48 @@ struct DlqCounters {
     expired: u64,
     by_kind: Vec<(u32, u64)>,
     by_worker: Vec<(u32, u64)>,
+}
+
+/// The messages, with the bytes of a `Vec<(u64, Msg)>`, converted to and from the index's
+/// entries one at a time: encoding or decoding a checkpoint holds no second vector of them
+/// (compaction writes checkpoints of a million pending messages; this was its peak).
+/// Decoding refuses a queue id the index cannot hold (at or above
+/// [`engine::MAX_QUEUES`]).
+pub(in crate::engine::wire) struct Msgs(Vec<(u64, engine::Msg)>);
+
+impl Serialize for Msgs {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for &(id, m) in &self.0 {
+            seq.serialize_element(&(id, Msg::from(m)))?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Msgs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = Msgs;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence of (id, message)")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Msgs, A::Error> {
+                // As serde's own `Vec`: a damaged length reserves no more than 1 MiB ahead.
+                let ahead = (1 << 20) / std::mem::size_of::<(u64, engine::Msg)>();
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(ahead));
+                while let Some((id, m)) = seq.next_element::<(u64, Msg)>()? {
+                    if m.queue >= engine::MAX_QUEUES {
+                        return Err(A::Error::custom("a queue id over the index's limit"));
+                    }
+                    out.push((id, m.into()));
+                }
+                Ok(Msgs(out))
+            }
+        }
+        d.deserialize_seq(Entries)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -152,7 +196,7 @@ impl From<engine::Snapshot> for Snapshot {
                     history: q.history.counts().collect(),
                 })
                 .collect(),
-            msgs: s.msgs.into_iter().map(|(id, m)| (id, m.into())).collect(),
+            msgs: Msgs(s.msgs),
             extras: s.extras.into_iter().map(|(id, e)| (id, e.into())).collect(),
             dead: s.dead.into_iter().map(|(id, d)| (id, d.into())).collect(),
             idempotency: s.idempotency,
@@ -163,10 +207,10 @@ impl From<engine::Snapshot> for Snapshot {
 
 impl Snapshot {
     /// True when every queue id it names is one the index can hold (below
-    /// [`engine::MAX_QUEUES`]); a checkpoint that names another does not decode.
+    /// [`engine::MAX_QUEUES`]; its messages' were checked as they were decoded); a
+    /// checkpoint that names another does not decode.
     pub(in crate::engine::wire) fn queues_fit(&self) -> bool {
         self.queues.len() <= engine::MAX_QUEUES as usize
-            && self.msgs.iter().all(|(_, m)| m.queue < engine::MAX_QUEUES)
     }
 }
 
@@ -185,7 +229,7 @@ impl From<Snapshot> for engine::Snapshot {
                     history: FailureHistory::from_counts(q.history),
                 })
                 .collect(),
-            msgs: s.msgs.into_iter().map(|(id, m)| (id, m.into())).collect(),
+            msgs: s.msgs.0,
             extras: s.extras.into_iter().map(|(id, e)| (id, e.into())).collect(),
             dead: s.dead.into_iter().map(|(id, d)| (id, d.into())).collect(),
             idempotency: s.idempotency,
@@ -288,7 +332,7 @@ impl From<Msg> for engine::Msg {
             Place::Leased => engine::Place::Leased,
             Place::Dead => engine::Place::Dead,
         };
-        // Below `MAX_QUEUES`: `decode` checked (`Snapshot::queues_fit`).
+        // Below `MAX_QUEUES`: `Msgs` checked as it decoded.
         engine::Msg::new(m.payload_pos, m.visible_at, m.queue, m.attempts, place)
     }
 }
@@ -377,8 +421,20 @@ mod tests {
     /// is read as it is.
     #[test]
     fn queue_ids_past_the_index_limit_are_damage() {
+        // The body's fields, with the messages as the wire structs they are written as.
+        #[derive(Serialize)]
+        struct Raw {
+            next_id: u64,
+            latest_time: u64,
+            queues: Vec<QueueSnapshot>,
+            msgs: Vec<(u64, Msg)>,
+            extras: Vec<(u64, Extra)>,
+            dead: Vec<(u64, DeadInfo)>,
+            idempotency: Vec<(u64, String, u64)>,
+            strings: Vec<String>,
+        }
         let body = |queue: u32| {
-            let snapshot = Snapshot {
+            let raw = Raw {
                 next_id: 8,
                 latest_time: 0,
                 queues: Vec::new(),
@@ -397,7 +453,7 @@ mod tests {
                 idempotency: Vec::new(),
                 strings: Vec::new(),
             };
-            bincode::serde::encode_to_vec(snapshot, config()).unwrap()
+            bincode::serde::encode_to_vec(raw, config()).unwrap()
         };
         for queue in [engine::MAX_QUEUES, u32::MAX] {
             assert_eq!(decode(&body(queue), 32), Err(CheckpointError::Damaged(32)));
