@@ -266,7 +266,7 @@ pub struct QueueState {
     /// Its name.
     pub name: String,
     /// Messages visible at enqueue, in enqueue order (entries may be stale; checked on pop).
-    fresh: VecDeque<(u64, MessageId)>,
+    fresh: ready::Fresh,
     /// Messages visible later, by (visible-at, id) (entries may be stale; checked on pop).
     delayed: BinaryHeap<Reverse<(u64, MessageId)>>,
     /// Leases by deadline (entries may be stale).
@@ -378,7 +378,7 @@ impl State {
         let mut bytes = self.msgs.heap_bytes() as usize + table(&self.extras) + table(&self.dead);
         bytes += ordered(&self.ttl);
         for q in &self.queues {
-            bytes += q.fresh.capacity() * std::mem::size_of::<(u64, MessageId)>();
+            bytes += q.fresh.heap_bytes();
             bytes += q.delayed.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
             bytes += q.leases.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
             bytes += q.dlq_order.heap_bytes();

@@ -9,7 +9,10 @@
 //! are hints: one is valid only while its message is still ready (or leased) in that queue
 //! with the same time, so a message that moved is never searched for and removed.
 //! `fresh` is sorted by (visible-at, id) (a lease takes the smaller of its head and the
-//! heap's).
+//! heap's). It is held as runs of consecutive ids ready at the same time ([`Fresh`]): a
+//! batch enqueued at once, or the messages enqueued within one millisecond, is one 24-byte
+//! run, so a backlog of pending messages costs next to nothing here (16 bytes each as a
+//! list of entries). Each id of a run is a hint like any other entry.
 //!
 //! A replay-only index ([`State::replay_only`], compaction's) keeps none of these lists:
 //! only live operations drain them, so there they would only grow.
@@ -24,11 +27,11 @@ use crate::engine::record::QueueId;
 impl State {
     /// Makes this an index that only ever replays records (compaction's own): it keeps no
     /// ready lists and no lease deadlines from now on (and drops those it has), which
-    /// saves their memory, 16 bytes per pending message.
+    /// saves their memory.
     pub fn set_replay_only(&mut self) {
         self.replay_only = true;
         for q in &mut self.queues {
-            q.fresh = VecDeque::new();
+            q.fresh = Fresh::default();
             q.delayed = BinaryHeap::new();
             q.leases = BinaryHeap::new();
         }
@@ -42,9 +45,7 @@ impl State {
             return;
         }
         let qs = self.queue_mut(q);
-        if fresh && qs.fresh.back().is_none_or(|&last| last < (at, id)) {
-            qs.fresh.push_back((at, id));
-        } else {
+        if !(fresh && qs.fresh.push_after_last(at, id)) {
             qs.delayed.push(Reverse((at, id)));
         }
     }
@@ -109,7 +110,7 @@ impl State {
     /// leases pop a list.
     pub fn rebuild_ready_lists(&mut self) {
         for qs in &mut self.queues {
-            qs.fresh = VecDeque::new();
+            qs.fresh = Fresh::default();
             qs.delayed = BinaryHeap::new();
         }
         if self.replay_only {
@@ -124,13 +125,13 @@ impl State {
             let Some(qs) = self.queues.get_mut(m.queue() as usize) else {
                 continue;
             };
-            let entry = (m.visible_at, id);
             // Ready at 0: a lease a restart cut. `oldest_waiting_since` looks for those in
             // the heap.
-            if m.visible_at > 0 && qs.fresh.back().is_none_or(|&last| last < entry) {
-                qs.fresh.push_back(entry);
-            } else if let Some(list) = delayed.get_mut(m.queue() as usize) {
-                list.push(Reverse(entry));
+            if m.visible_at > 0 && qs.fresh.push_after_last(m.visible_at, id) {
+                continue;
+            }
+            if let Some(list) = delayed.get_mut(m.queue() as usize) {
+                list.push(Reverse((m.visible_at, id)));
             }
         }
         for (qs, list) in self.queues.iter_mut().zip(delayed) {
@@ -167,7 +168,7 @@ impl State {
     pub fn pop_visible(&mut self, q: QueueId, now: u64) -> Option<MessageId> {
         let qs = self.queues.get_mut(q as usize)?;
         let fresh = loop {
-            let Some(&(at, id)) = qs.fresh.front() else {
+            let Some((at, id)) = qs.fresh.front() else {
                 break None;
             };
             match self.msgs.get(&id) {
@@ -228,7 +229,7 @@ impl State {
     /// this can be early but never late).
     pub fn next_visible_at(&self, q: QueueId) -> Option<u64> {
         let qs = self.queues.get(q as usize)?;
-        let fresh = qs.fresh.front().map(|(at, _)| *at);
+        let fresh = qs.fresh.front().map(|(at, _)| at);
         let delayed = qs.delayed.peek().map(|Reverse((at, _))| *at);
         let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
         [fresh, delayed, lease].into_iter().flatten().min()
@@ -241,7 +242,7 @@ impl State {
     /// are looked through for one that waited longer (a walk of that list, only then).
     pub fn oldest_waiting_since(&self, q: QueueId) -> Option<u64> {
         let qs = self.queues.get(q as usize)?;
-        let fresh = qs.fresh.front().map(|(at, _)| *at);
+        let fresh = qs.fresh.front().map(|(at, _)| at);
         let lease = qs.leases.peek().map(|Reverse((at, _))| *at);
         let delayed = match qs.delayed.peek() {
             Some(Reverse((0, _))) => {
@@ -270,5 +271,125 @@ impl State {
                     .get(id)
                     .is_some_and(|m| m.queue() == q && m.place() == Place::Leased)
         })
+    }
+}
+
+/// A queue's `fresh` list: entries (visible-at, id) sorted by both, held as runs of
+/// consecutive ids with the same visible-at.
+///
+/// Invariants: every run holds at least one id; runs follow each other in (visible-at, id)
+/// order, so the entries they hold, read front to back, are sorted.
+#[derive(Debug, Default)]
+pub struct Fresh {
+    runs: VecDeque<Run>,
+}
+
+/// Ids `first` to `first + len - 1`, each visible at `at`.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    at: u64,
+    first: MessageId,
+    len: u32,
+}
+
+impl Fresh {
+    /// The first entry.
+    pub fn front(&self) -> Option<(u64, MessageId)> {
+        self.runs.front().map(|r| (r.at, r.first))
+    }
+
+    /// The last entry.
+    pub fn back(&self) -> Option<(u64, MessageId)> {
+        self.runs
+            .back()
+            .map(|r| (r.at, r.first + u64::from(r.len) - 1))
+    }
+
+    /// Removes the first entry.
+    pub fn pop_front(&mut self) {
+        if let Some(r) = self.runs.front_mut() {
+            r.first += 1;
+            r.len -= 1;
+            if r.len == 0 {
+                self.runs.pop_front();
+            }
+        }
+    }
+
+    /// Adds the entry (`at`, `id`) if it sorts after the last one; returns false, and
+    /// changes nothing, otherwise.
+    pub fn push_after_last(&mut self, at: u64, id: MessageId) -> bool {
+        if self.back().is_some_and(|last| last >= (at, id)) {
+            return false;
+        }
+        if let Some(r) = self.runs.back_mut() {
+            let next = r.first.checked_add(u64::from(r.len));
+            if r.at == at && next == Some(id) && r.len < u32::MAX {
+                r.len += 1;
+                return true;
+            }
+        }
+        self.runs.push_back(Run {
+            at,
+            first: id,
+            len: 1,
+        });
+        true
+    }
+
+    /// The heap memory held, in bytes.
+    #[cfg(feature = "sim")]
+    pub fn heap_bytes(&self) -> usize {
+        self.runs.capacity() * std::mem::size_of::<Run>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random pushes and pops agree with a plain list of entries; a batch is one run.
+    #[test]
+    fn fresh_runs_agree_with_a_list_of_entries() {
+        let mut fresh = Fresh::default();
+        let mut model: VecDeque<(u64, MessageId)> = VecDeque::new();
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let (mut at, mut id) = (1u64, 0u64);
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match x % 8 {
+                // Enqueues: the same millisecond, a later one, or ids skipped (other queues).
+                0..=4 => {
+                    at += u64::from(x.is_multiple_of(97));
+                    id += 1 + u64::from(x.is_multiple_of(89)) * (x >> 60);
+                    assert!(fresh.push_after_last(at, id));
+                    assert!(!fresh.push_after_last(at, id), "not after the last");
+                    model.push_back((at, id));
+                }
+                _ => {
+                    fresh.pop_front();
+                    model.pop_front();
+                }
+            }
+            assert_eq!(fresh.front(), model.front().copied());
+            assert_eq!(fresh.back(), model.back().copied());
+        }
+        while let Some(e) = model.pop_front() {
+            assert_eq!(fresh.front(), Some(e));
+            fresh.pop_front();
+        }
+        assert_eq!((fresh.front(), fresh.back()), (None, None));
+        assert!(fresh.runs.is_empty());
+        // A batch of a thousand consecutive ids at one time is one run.
+        for id in 5000..6000 {
+            assert!(fresh.push_after_last(9, id));
+        }
+        assert_eq!(fresh.runs.len(), 1);
+        assert_eq!(
+            (fresh.front(), fresh.back()),
+            (Some((9, 5000)), Some((9, 5999)))
+        );
     }
 }
