@@ -78,7 +78,13 @@ pub(in crate::engine::wire) fn encode(
         audit: (&audit).into(),
         guards: guards.iter().map(|(&id, g)| Guard::of(id, g)).collect(),
     };
-    bincode::serde::encode_into_std_write(body, out, config())
+    // Sized first, then written: a growing buffer would hold up to twice the bytes (at a
+    // million pending messages, compaction's peak of memory is this checkpoint).
+    let mut size = bincode::enc::write::SizeWriter::default();
+    bincode::serde::encode_into_writer(&body, &mut size, config())
+        .map_err(|e| Error::Codec(e.to_string()))?;
+    out.reserve_exact(size.bytes_written);
+    bincode::serde::encode_into_std_write(&body, out, config())
         .map_err(|e| Error::Codec(e.to_string()))?;
     Ok(())
 }
