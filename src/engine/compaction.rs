@@ -34,7 +34,7 @@
 //! what is live is read from it. So however many messages are live, none of that holds the
 //! store's lock: the lock is held only to write a batch of relocated copies (at most
 //! `batch` records, read and encoded beforehand). The cost is a second copy of the index in
-//! memory (the messages' entries, 32 bytes per live message: it keeps no ready lists, which
+//! memory (the messages' entries, 24 bytes per live message: it keeps no ready lists, which
 //! only live operations drain) and replaying each record once more. A
 //! checkpoint taken from the replayed index is also exactly what a reopen would rebuild:
 //! it holds nothing that only the live process knew (expired leases, a reopen's releases).

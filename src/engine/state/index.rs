@@ -3,7 +3,7 @@
 //! Ids are handed out in increasing order, and most messages live briefly in enqueue order,
 //! so the live ids of a store are mostly a dense window. They are kept in pages of
 //! [`PAGE`] consecutive ids: a page is an array of slots with no keys and no hashing, so a
-//! pending message costs its 32-byte [`Msg`], and enqueue and lookup touch memory
+//! pending message costs its 24-byte [`Msg`], and enqueue and lookup touch memory
 //! sequentially. Ids that do not fit that shape live in a hash map (`sparse`):
 //! - DLQ entries (kept for days, they would pin whole pages);
 //! - the survivors of a page that has thinned out: when the pages hold more than four

@@ -9,9 +9,10 @@
 //! - a message is in exactly one place: ready or leased in its queue, or in its queue's DLQ;
 //! - counters (ready, in flight, DLQ size, by-kind counts...) are kept incrementally and equal
 //!   what a scan would count;
-//! - memory held per pending message is its [`Msg`] (32 bytes, in a dense page of
-//!   [`MsgIndex`] while ids are dense) plus one 16-byte ready-list entry; its payload and
-//!   metadata stay in the log.
+//! - memory held per pending message is its [`Msg`] (24 bytes, in a dense page of
+//!   [`MsgIndex`] while ids are dense) plus its ready-list entry: a share of a run of the
+//!   `fresh` list (next to nothing when messages arrive in batches) or a 16-byte heap
+//!   entry; its payload and metadata stay in the log.
 
 mod apply;
 mod audit;
