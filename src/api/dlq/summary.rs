@@ -126,7 +126,7 @@ impl Dlq {
     fn summary_ref(&self, st: &State, id: MessageId) -> Result<SummaryRef> {
         let info = st.dead.get(&id).ok_or(Error::NotFound(id))?;
         let msg = st.msgs.get(&id).ok_or(Error::NotFound(id))?;
-        if msg.queue != self.queue {
+        if msg.queue() != self.queue {
             return Err(Error::NotFound(id));
         }
         Ok(SummaryRef {
