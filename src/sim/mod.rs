@@ -44,7 +44,9 @@ pub use crate::storage::format::{
     decode_frame, decode_segment_header, encode_frame, encode_segment_header, frame_len, Frame,
     FrameError, HeaderError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
-pub use crate::storage::log::{Log, LogOptions, LogStats, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE};
+pub use crate::storage::log::{
+    Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
+};
 pub use crate::storage::segment::{
     parse_segment_name, parse_temp_name, scan, segment_name, temp_name, ScanResult, SPARE_NAME,
 };

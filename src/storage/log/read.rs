@@ -97,7 +97,7 @@ impl Log {
         Ok(d)
     }
 
-    /// A reader for many records in a row (a `Reader`).
+    /// A reader for many records in a row (see [`Reader`]).
     pub fn reader(&self) -> Reader<'_> {
         Reader {
             log: self,
