@@ -31,13 +31,11 @@
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 
-use deadletter::{
-    Cursor, DeadLetter, DeadLetterQueue, EntryStatus, Error, MessageId, Page, HISTORY_HOURS,
-};
+use deadletter::{Cursor, DeadLetter, DeadLetterQueue, Error, MessageId, Page, HISTORY_HOURS};
 
-use crate::export::{envelope_to_json, PayloadEncoding};
+use crate::export::{envelope_to_json, status_name, PayloadEncoding};
 use crate::query::{cursor_text, ListQuery};
-use crate::routes::Reply;
+use crate::reply::{status_of, Reply};
 use crate::source::Source;
 
 /// Decodes the `{name}` segment of a path: `%XX` escapes, strictly UTF-8 once decoded (a
@@ -47,20 +45,6 @@ fn path_segment(s: &str) -> Result<String, String> {
         .decode_utf8()
         .map(|name| name.into_owned())
         .map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
-}
-
-/// The status code for a library error.
-pub(crate) fn status_of(e: &Error) -> u16 {
-    match e {
-        Error::UnknownQueue(_) | Error::NotFound(_) => 404,
-        Error::InvalidQueueName(_) | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
-        Error::UnknownGuardedReplay(_) => 404,
-        Error::AlreadyReprocessed(_)
-        | Error::InvalidState { .. }
-        | Error::NameClash { .. }
-        | Error::GuardedReplayConflict { .. } => 409,
-        _ => 500,
-    }
 }
 
 fn lib_error(e: &Error) -> Reply {
@@ -146,16 +130,6 @@ fn summary(e: &DeadLetter) -> Value {
         "payload_is_text": text.is_some(),
         "payload_preview": preview,
     })
-}
-
-/// `pending`, `reprocessed_ok` or `reprocessed_failed`: the one spelling of an entry's
-/// status in every output (the API, `--json`, exports, the command's tables).
-pub fn status_name(s: &EntryStatus) -> &'static str {
-    match s {
-        EntryStatus::Pending => "pending",
-        EntryStatus::Reprocessed { success: true, .. } => "reprocessed_ok",
-        EntryStatus::Reprocessed { success: false, .. } => "reprocessed_failed",
-    }
 }
 
 fn list<S: Source>(store: &S, name: &str, query: &str) -> Reply {

@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 
 use deadletter::{DeadLetterQueue, MessageId, ReplayOptions};
 
-use crate::api::status_of;
+use crate::guarded;
 use crate::query::FilterSpec;
-use crate::routes::Reply;
+use crate::reply::{status_of, Reply};
 use crate::source::Source;
 
 /// A change the API makes.
@@ -124,8 +124,10 @@ fn failed_json(failed: &[(MessageId, String)]) -> Vec<Value> {
 
 /// Carries out a change; also returns a one-line summary for the log.
 pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Reply, String) {
-    if matches!(action, Action::GuardedStart | Action::GuardedStep) {
-        return crate::guarded::mutate(store, action, body);
+    match action {
+        Action::GuardedStart => return guarded::start(store, body),
+        Action::GuardedStep => return guarded::step(store, body),
+        Action::Replay | Action::Delete | Action::Mark => {}
     }
     let fail = |status: u16, msg: String| (Reply::error(status, msg.clone()), msg);
     let req: ChangeRequest = match serde_json::from_slice(body) {
@@ -156,7 +158,8 @@ pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Repl
     let dlq_name = dlq.name();
     match action {
         // Their bodies are not change requests: answered above, before the parse.
-        Action::GuardedStart | Action::GuardedStep => crate::guarded::mutate(store, action, body),
+        Action::GuardedStart => guarded::start(store, body),
+        Action::GuardedStep => guarded::step(store, body),
         Action::Replay => {
             let mut options = ReplayOptions::to_origin();
             options.target = req.to.clone().filter(|t| !t.is_empty());

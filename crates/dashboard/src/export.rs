@@ -17,6 +17,16 @@ use data_encoding::{BASE64, HEXLOWER, HEXLOWER_PERMISSIVE};
 use deadletter::{DeadLetter, EntryStatus};
 use serde_json::Value;
 
+/// `pending`, `reprocessed_ok` or `reprocessed_failed`: the one spelling of an entry's
+/// status in every output (the API, `--json`, exports, the command's tables).
+pub fn status_name(s: &EntryStatus) -> &'static str {
+    match s {
+        EntryStatus::Pending => "pending",
+        EntryStatus::Reprocessed { success: true, .. } => "reprocessed_ok",
+        EntryStatus::Reprocessed { success: false, .. } => "reprocessed_failed",
+    }
+}
+
 /// How payload bytes are written as a JSON string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PayloadEncoding {
@@ -128,10 +138,7 @@ pub fn envelope_to_json(entry: &DeadLetter, encoding: PayloadEncoding, with_text
         );
         // The status in the one spelling every output uses (the API's): `pending`,
         // `reprocessed_ok`, `reprocessed_failed`, and when it was marked.
-        map.insert(
-            "status".into(),
-            Value::from(crate::api::status_name(&entry.status)),
-        );
+        map.insert("status".into(), Value::from(status_name(&entry.status)));
         if let EntryStatus::Reprocessed { at_ms, .. } = entry.status {
             map.insert("reprocessed_at_ms".into(), Value::from(at_ms));
         }

@@ -13,16 +13,15 @@
 //! the page polls `/api/guarded` for its progress.
 
 use deadletter::{
-    DeadLetterQueue, GuardedReplay, GuardedReplayOptions, GuardedReplayState, MessageId,
+    DeadLetterQueue, Error, GuardedReplay, GuardedReplayOptions, GuardedReplayState, MessageId,
 };
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::status_of;
-use crate::change::Action;
 use crate::query::FilterSpec;
-use crate::routes::Reply;
-use crate::source::{GuardedStep, Source};
+use crate::reply::{status_of, Reply};
+use crate::source::{GuardedReplays, GuardedStep, Source};
 
 /// A guarded replay's report as a JSON object: every number of
 /// [`GuardedReplay`], `state` as a word (`running`, `paused`, `completed`, `stopped`,
@@ -154,81 +153,93 @@ pub(crate) fn fingerprints<S: Source>(store: &S, name: &str) -> Reply {
     }
 }
 
-/// `POST /api/guarded/start` and `/api/guarded/step`; also returns a one-line summary for
-/// the log of changes.
-pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Reply, String) {
-    let fail = |status: u16, msg: String| (Reply::error(status, msg.clone()), msg);
+/// What a change answers: the reply, and a one-line summary for the log of changes.
+type Answer = (Reply, String);
+
+fn fail(status: u16, msg: String) -> Answer {
+    (Reply::error(status, msg.clone()), msg)
+}
+
+fn lib_fail(e: Error) -> Answer {
+    fail(status_of(&e), e.to_string())
+}
+
+/// Answers a change to a guarded replay: the replay's report and the summary `change`
+/// returns, or the refusal it stopped at. Changes need a backend that keeps guarded
+/// replays, and a body that parses.
+fn answer<S: Source, R: DeserializeOwned>(
+    store: &S,
+    body: &[u8],
+    change: impl FnOnce(&dyn GuardedReplays, R) -> Result<(String, GuardedReplay), Answer>,
+) -> Answer {
     let Some(guarded) = store.guarded() else {
         return fail(
             404,
             "this backend keeps no guarded replays (a store does, in its log)".into(),
         );
     };
-    let result = match action {
-        Action::GuardedStep => {
-            let req: StepRequest = match serde_json::from_slice(body) {
-                Ok(r) => r,
-                Err(e) => return fail(400, format!("bad request body: {e}")),
-            };
-            let step = match req.step.as_str() {
-                "pause" => GuardedStep::Pause,
-                "resume" => GuardedStep::Resume,
-                "cancel" => GuardedStep::Cancel,
-                other => {
-                    return fail(
-                        400,
-                        format!("step {other:?}: give \"pause\", \"resume\" or \"cancel\""),
-                    )
-                }
-            };
-            guarded
-                .guarded_step(req.id, step)
-                .map(|r| (format!("{} guarded replay {}", req.step, r.id), r))
-        }
-        _ => {
-            let req: StartRequest = match serde_json::from_slice(body) {
-                Ok(r) => r,
-                Err(e) => return fail(400, format!("bad request body: {e}")),
-            };
-            let dlq = match store.dlq(&req.dlq) {
-                Ok(d) => d,
-                Err(e) => return fail(status_of(&e), e.to_string()),
-            };
-            let (ids, selection) = match (&req.ids, &req.filter) {
-                (Some(ids), None) => (ids.clone(), format!("{} selected entries", ids.len())),
-                (None, Some(spec)) => {
-                    let filter = match spec.to_filter() {
-                        Ok(f) => f,
-                        Err(e) => return fail(400, e),
-                    };
-                    match dlq.ids(&filter, None) {
-                        Ok(ids) => (ids, spec.describe()),
-                        Err(e) => return fail(status_of(&e), e.to_string()),
-                    }
-                }
-                _ => return fail(400, "give exactly one of \"ids\" or \"filter\"".into()),
-            };
-            let defaults = GuardedReplayOptions::default();
-            let mut options = GuardedReplayOptions::to_origin()
-                .canary(req.canary.unwrap_or(defaults.canary))
-                .growth(req.growth.unwrap_or(defaults.growth))
-                .max_failure_ratio(req.max_failure_ratio.unwrap_or(defaults.max_failure_ratio))
-                .selection(selection);
-            options.target = req.to.clone().filter(|t| !t.is_empty());
-            options.reset_attempts = req.reset_attempts;
-            options.force = req.force;
-            options.rate_per_sec = req.rate;
-            guarded.guarded_start(&dlq.name(), &ids, &options).map(|r| {
-                let summary = format!(
-                    "started guarded replay {} of {} ({}) in {}",
-                    r.id, r.selected, r.selection, r.dlq
-                );
-                (summary, r)
-            })
-        }
-    };
+    let result = serde_json::from_slice(body)
+        .map_err(|e| fail(400, format!("bad request body: {e}")))
+        .and_then(|req| change(guarded, req));
     match result {
         Ok((summary, report)) => (Reply::json(200, &report_json(&report)), summary),
-        Err(e) => fail(status_of(&e), e.to_string()),
+        Err(refused) => refused,
     }
+}
+
+/// `POST /api/guarded/step`: pauses, resumes or cancels a guarded replay.
+pub(crate) fn step<S: Source>(store: &S, body: &[u8]) -> Answer {
+    answer(store, body, |guarded, req: StepRequest| {
+        let step = match req.step.as_str() {
+            "pause" => GuardedStep::Pause,
+            "resume" => GuardedStep::Resume,
+            "cancel" => GuardedStep::Cancel,
+            other => {
+                return Err(fail(
+                    400,
+                    format!("step {other:?}: give \"pause\", \"resume\" or \"cancel\""),
+                ))
+            }
+        };
+        let r = guarded.guarded_step(req.id, step).map_err(lib_fail)?;
+        Ok((format!("{} guarded replay {}", req.step, r.id), r))
+    })
+}
+
+/// `POST /api/guarded/start`: starts a guarded replay of the selected entries.
+pub(crate) fn start<S: Source>(store: &S, body: &[u8]) -> Answer {
+    answer(store, body, |guarded, req: StartRequest| {
+        let dlq = store.dlq(&req.dlq).map_err(lib_fail)?;
+        let (ids, selection) = match (&req.ids, &req.filter) {
+            (Some(ids), None) => (ids.clone(), format!("{} selected entries", ids.len())),
+            (None, Some(spec)) => {
+                let filter = spec.to_filter().map_err(|e| fail(400, e))?;
+                (dlq.ids(&filter, None).map_err(lib_fail)?, spec.describe())
+            }
+            _ => {
+                return Err(fail(
+                    400,
+                    "give exactly one of \"ids\" or \"filter\"".into(),
+                ))
+            }
+        };
+        let defaults = GuardedReplayOptions::default();
+        let mut options = GuardedReplayOptions::to_origin()
+            .canary(req.canary.unwrap_or(defaults.canary))
+            .growth(req.growth.unwrap_or(defaults.growth))
+            .max_failure_ratio(req.max_failure_ratio.unwrap_or(defaults.max_failure_ratio))
+            .selection(selection);
+        options.target = req.to.clone().filter(|t| !t.is_empty());
+        options.reset_attempts = req.reset_attempts;
+        options.force = req.force;
+        options.rate_per_sec = req.rate;
+        let r = guarded
+            .guarded_start(&dlq.name(), &ids, &options)
+            .map_err(lib_fail)?;
+        let summary = format!(
+            "started guarded replay {} of {} ({}) in {}",
+            r.id, r.selected, r.selection, r.dlq
+        );
+        Ok((summary, r))
+    })
 }

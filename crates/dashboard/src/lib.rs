@@ -69,12 +69,15 @@ pub mod api;
 mod change;
 pub mod export;
 pub mod guarded;
+mod options;
 mod query;
+mod reply;
 mod routes;
 mod server;
 pub mod source;
 pub mod time;
 
+pub use options::{DashboardOptions, ExtraMetrics};
 pub use routes::TOKEN_HEADER;
-pub use server::{serve, serve_source, Dashboard, DashboardError, DashboardOptions, ExtraMetrics};
+pub use server::{serve, serve_source, Dashboard, DashboardError};
 pub use source::Source;

@@ -6,9 +6,23 @@ use std::io::Read;
 
 use tiny_http::{Header, Method, Request, Response};
 
-use crate::server::Ctx;
+use crate::options::ExtraMetrics;
+use crate::reply::Reply;
 use crate::source::Source;
 use crate::{api, change, time};
+
+/// What answering a request needs: the source served and the settings of its checks
+/// (shared by the request threads).
+pub(crate) struct Ctx<S> {
+    /// What is served.
+    pub(crate) store: S,
+    pub(crate) token: String,
+    /// `Host` header values accepted (`None`: any, for an unspecified bind address).
+    pub(crate) hosts: Option<Vec<String>>,
+    pub(crate) reads_need_token: bool,
+    pub(crate) log_actions: bool,
+    pub(crate) extra_metrics: Option<ExtraMetrics>,
+}
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -31,35 +45,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// A response: status, content type, body.
-pub(crate) struct Reply {
-    pub(crate) status: u16,
-    pub(crate) content_type: &'static str,
-    pub(crate) body: String,
-}
-
-impl Reply {
-    pub(crate) fn json(status: u16, value: &serde_json::Value) -> Reply {
-        Reply {
-            status,
-            content_type: "application/json",
-            body: value.to_string(),
-        }
-    }
-
-    pub(crate) fn error(status: u16, message: impl Into<String>) -> Reply {
-        Reply::json(status, &serde_json::json!({ "error": message.into() }))
-    }
-
-    fn text(status: u16, content_type: &'static str, body: impl Into<String>) -> Reply {
-        Reply {
-            status,
-            content_type,
-            body: body.into(),
-        }
-    }
 }
 
 fn header(name: &str, value: &str) -> Option<Header> {

@@ -1,6 +1,6 @@
-//! Starting and stopping the dashboard: its options, the listening socket, the token, and
-//! the request threads, each of which answers requests through [`crate::routes`] until the
-//! dashboard is shut down.
+//! Starting and stopping the dashboard: the listening socket, the token, and the request
+//! threads, each of which answers requests through [`crate::routes`] until the dashboard is
+//! shut down.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,93 +12,9 @@ use data_encoding::HEXLOWER;
 use deadletter::Store;
 use tiny_http::Server;
 
-use crate::routes;
+use crate::options::DashboardOptions;
+use crate::routes::{self, Ctx};
 use crate::source::Source;
-
-/// How the dashboard is served: [`DashboardOptions::default`], then the builder methods
-/// (new options can be added without breaking a caller).
-///
-/// ```
-/// use deadletter_dashboard::DashboardOptions;
-/// let options = DashboardOptions::default()
-///     .bind(([127, 0, 0, 1], 0).into()) // a free port
-///     .token("s3cret")
-///     .log_actions(false);
-/// assert_eq!(options.threads, 4);
-/// ```
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DashboardOptions {
-    /// Address to listen on (default 127.0.0.1:8080; port 0 picks a free port).
-    pub bind: SocketAddr,
-    /// The token mutating requests must carry (`None`: 16 random bytes from the operating
-    /// system, hex-encoded).
-    pub token: Option<String>,
-    /// Threads handling requests.
-    pub threads: usize,
-    /// Log each mutating request to stderr.
-    pub log_actions: bool,
-    /// More Prometheus text appended to `/metrics` (such as a forwarder's metrics, from
-    /// the process that serves the store).
-    pub extra_metrics: Option<ExtraMetrics>,
-}
-
-/// A source of Prometheus text appended to `/metrics` ([`DashboardOptions::extra_metrics`]),
-/// called at each request.
-#[derive(Clone)]
-pub struct ExtraMetrics(pub Arc<dyn Fn() -> String + Send + Sync>);
-
-impl std::fmt::Debug for ExtraMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ExtraMetrics(..)")
-    }
-}
-
-impl Default for DashboardOptions {
-    fn default() -> Self {
-        DashboardOptions {
-            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            token: None,
-            threads: 4,
-            log_actions: true,
-            extra_metrics: None,
-        }
-    }
-}
-
-impl DashboardOptions {
-    /// Listens on `addr` (port 0 picks a free port; [`Dashboard::local_addr`] tells which).
-    pub fn bind(mut self, addr: SocketAddr) -> Self {
-        self.bind = addr;
-        self
-    }
-
-    /// Mutating requests must carry `token` (1 to 200 visible ASCII characters, no quotes)
-    /// instead of a random one.
-    pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
-        self
-    }
-
-    /// Handles requests on `n` threads (at least 1).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.threads = n;
-        self
-    }
-
-    /// Appends the text `metrics` returns (Prometheus families of its own) to each
-    /// `/metrics` answer.
-    pub fn extra_metrics(mut self, metrics: impl Fn() -> String + Send + Sync + 'static) -> Self {
-        self.extra_metrics = Some(ExtraMetrics(Arc::new(metrics)));
-        self
-    }
-
-    /// Whether to log each mutating request, done or refused, to stderr.
-    pub fn log_actions(mut self, on: bool) -> Self {
-        self.log_actions = on;
-        self
-    }
-}
 
 /// Why the dashboard could not start.
 #[derive(Debug)]
@@ -210,18 +126,6 @@ impl Dashboard {
             let _ = t.join();
         }
     }
-}
-
-/// Shared by the request threads.
-pub(crate) struct Ctx<S> {
-    /// What is served.
-    pub(crate) store: S,
-    pub(crate) token: String,
-    /// `Host` header values accepted (`None`: any, for an unspecified bind address).
-    pub(crate) hosts: Option<Vec<String>>,
-    pub(crate) reads_need_token: bool,
-    pub(crate) log_actions: bool,
-    pub(crate) extra_metrics: Option<ExtraMetrics>,
 }
 
 /// Starts the dashboard on `options.bind`, serving `store`, in background threads, and
