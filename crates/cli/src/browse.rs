@@ -2,7 +2,7 @@
 
 use deadletter::DeadLetterQueue;
 use deadletter::{Analysis, DeadLetter, EntryStatus, MessageId, Page};
-use deadletter_dashboard::export::{envelope_to_json, PayloadEncoding};
+use deadletter_dashboard::export::{envelope_to_json, status_name, PayloadEncoding};
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};
@@ -185,7 +185,7 @@ pub fn render_list(entries: &[DeadLetter], next: Option<MessageId>) -> String {
             format_utc(e.dlq.dead_lettered_at_ms),
             clip(&e.failure.error_kind, 24),
             e.metadata.delivery_count.to_string(),
-            api::status_name(&e.status).into(),
+            status_name(&e.status).into(),
             clip(&e.failure.error_message, 40),
             payload_preview(&e.payload, 32),
         ]);
@@ -226,7 +226,7 @@ pub fn render_entry(e: &DeadLetter, force_hex: bool) -> String {
         "Entry {} in {} ({})\n\n",
         e.id(),
         e.dlq_name,
-        api::status_name(&e.status)
+        status_name(&e.status)
     );
     let mut fields = Table::new(&["FIELD", "VALUE"]);
     let mut add = |k: &str, v: String| fields.row(vec![k.to_string(), v]);

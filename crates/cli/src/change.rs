@@ -15,53 +15,12 @@ use crate::cli::{DeleteArgs, EnqueueArgs, MarkArgs, PurgeArgs, ReplayArgs};
 use crate::error::CliError;
 use crate::output::{clip, print, print_json, Table};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, select_dlqs, Open, Writable};
+use crate::store_access::{self, select_dlqs, selected, Open, Writable};
 
 /// Entries replayed or deleted per batch (one fsync each).
 const BATCH: usize = 500;
 
-/// A DLQ and the ids of the entries selected in it.
-pub(crate) type Selected<D> = (D, Vec<MessageId>);
-
-/// The entries a replay or delete works on, per DLQ.
-pub(crate) fn selected<S: Source>(
-    store: &S,
-    id: Option<MessageId>,
-    queue: Option<&str>,
-    filter: &Filter,
-    limit: Option<usize>,
-) -> Result<Vec<Selected<S::Dlq>>, CliError> {
-    if let Some(id) = id {
-        let (dlq, _) = api::find_entry(store, id)?;
-        if let Some(q) = queue {
-            let wanted = store.dlq(q)?;
-            if wanted.name() != dlq.name() {
-                return Err(CliError::Input(format!(
-                    "entry {id} is in {}, not in {}",
-                    dlq.name(),
-                    wanted.name()
-                )));
-            }
-        }
-        return Ok(vec![(dlq, vec![id])]);
-    }
-    let mut out = Vec::new();
-    let mut left = limit.unwrap_or(usize::MAX);
-    for dlq in select_dlqs(store, queue)? {
-        if left == 0 {
-            break;
-        }
-        let ids = dlq.ids(filter, Some(left))?;
-        left -= ids.len();
-        out.push((dlq, ids));
-    }
-    Ok(out)
-}
-
 pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
-    if crate::guarded::wanted(args) {
-        return crate::guarded::run(args, json);
-    }
     match store_access::open_write(&args.dir, Open::Existing, false)? {
         Writable::Local(store) => replay_on(&store, args, json),
         Writable::Owner(live) => replay_on(&live, args, json),

@@ -13,11 +13,10 @@ use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::Source;
 use serde_json::{json, Value};
 
-use crate::change::selected;
 use crate::cli::ReplayArgs;
 use crate::error::CliError;
 use crate::output::{print, print_json, Table};
-use crate::store_access::{self, Open, Writable};
+use crate::store_access::{self, selected, Open, Writable};
 
 /// True when `args` asks for a guarded replay or its operator's view.
 pub fn wanted(args: &ReplayArgs) -> bool {

@@ -102,6 +102,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Show(a) => browse::show(&a, json),
         Command::Trace(a) => trace::trace(&a, json),
         Command::Analyze(a) => browse::analyze(&a, json),
+        Command::Replay(a) if guarded::wanted(&a) => guarded::run(&a, json),
         Command::Replay(a) => change::replay(&a, json),
         Command::Delete(a) => change::delete(&a, json),
         Command::Purge(a) => change::purge(&a, json),

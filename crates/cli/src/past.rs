@@ -7,7 +7,7 @@
 //! keeps is an error naming the earliest time it answers for.
 
 use deadletter::{Dlq, DlqAsOf, EntryStatus, MessageId, Page, PastDlqEntry, Store};
-use deadletter_dashboard::api;
+use deadletter_dashboard::export::status_name;
 use deadletter_dashboard::time::format_utc;
 use serde_json::{json, Value};
 
@@ -86,7 +86,7 @@ fn entry_json(dlq: &str, e: &PastDlqEntry) -> Value {
         serde_json::to_value(e).unwrap_or_else(|err| json!({ "error": err.to_string() }));
     if let Value::Object(map) = &mut value {
         map.insert("dlq_name".into(), Value::from(dlq));
-        map.insert("status".into(), Value::from(api::status_name(&e.status)));
+        map.insert("status".into(), Value::from(status_name(&e.status)));
         if let EntryStatus::Reprocessed { at_ms, .. } = e.status {
             map.insert("reprocessed_at_ms".into(), Value::from(at_ms));
         }
@@ -115,7 +115,7 @@ fn render_list(at: u64, entries: &[(&str, PastDlqEntry)], next: Option<MessageId
             format_utc(e.dead_lettered_at_ms),
             clip(&e.error_kind, 24),
             e.attempts.to_string(),
-            api::status_name(&e.status).into(),
+            status_name(&e.status).into(),
             clip(&e.error_message, 60),
         ]);
     }

@@ -1,4 +1,5 @@
-//! Opening a store for a command, and finding its DLQs.
+//! Opening a store for a command, with the actor its changes are recorded as, and finding
+//! its DLQs and the entries a command selects in them.
 //!
 //! Commands that only read (stats, list, show, analyze, export; verify reads the files
 //! itself) open a read-only snapshot (`Store::open_read_only`): no lock, nothing written,
@@ -14,7 +15,8 @@
 use std::path::Path;
 
 use deadletter::control::Client;
-use deadletter::{Config, Error, Store};
+use deadletter::{Actor, Config, DeadLetterQueue, Error, Filter, MessageId, Store};
+use deadletter_dashboard::api;
 use deadletter_dashboard::Source;
 
 use crate::error::CliError;
@@ -68,6 +70,23 @@ pub enum Writable {
     Owner(Live),
 }
 
+/// Who this tool's changes are recorded as: `$USER@host` (`unknown` for a part it cannot
+/// find).
+pub fn cli_actor() -> Actor {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_string());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() { "unknown" } else { &host };
+    // An environment that makes a name no actor may have (a control character in $USER)
+    // is recorded without its user.
+    Actor::new(format!("{user}@{host}"))
+        .or_else(|_| Actor::new(format!("unknown@{host}")))
+        .unwrap_or_else(|_| Actor::library())
+}
+
 /// Takes the store in `dir` to change it, or, when another process holds it, connects to
 /// that process's control socket. With `serve`, the store (if this process takes it)
 /// serves a control socket itself, so that commands run while it is served work too.
@@ -76,7 +95,7 @@ pub fn open_write(dir: &Path, mode: Open, serve: bool) -> Result<Writable, CliEr
         check_is_store(dir)?;
     }
     // Changes are recorded in the audit trail as made by user@host, here or by the owner.
-    let actor = crate::trace::cli_actor();
+    let actor = cli_actor();
     match Store::open(dir, config_for(dir).control_socket(serve)) {
         Ok(store) => Ok(Writable::Local(store.with_actor(actor))),
         Err(Error::Locked { path, pid, host }) if !serve => match Client::connect_as(dir, &actor) {
@@ -106,4 +125,42 @@ pub fn select_dlqs<S: Source>(source: &S, queue: Option<&str>) -> Result<Vec<S::
             .map(|n| Ok(source.dlq(n)?))
             .collect(),
     }
+}
+
+/// A DLQ and the ids of the entries selected in it.
+pub(crate) type Selected<D> = (D, Vec<MessageId>);
+
+/// The entries a replay or delete works on, per DLQ.
+pub(crate) fn selected<S: Source>(
+    store: &S,
+    id: Option<MessageId>,
+    queue: Option<&str>,
+    filter: &Filter,
+    limit: Option<usize>,
+) -> Result<Vec<Selected<S::Dlq>>, CliError> {
+    if let Some(id) = id {
+        let (dlq, _) = api::find_entry(store, id)?;
+        if let Some(q) = queue {
+            let wanted = store.dlq(q)?;
+            if wanted.name() != dlq.name() {
+                return Err(CliError::Input(format!(
+                    "entry {id} is in {}, not in {}",
+                    dlq.name(),
+                    wanted.name()
+                )));
+            }
+        }
+        return Ok(vec![(dlq, vec![id])]);
+    }
+    let mut out = Vec::new();
+    let mut left = limit.unwrap_or(usize::MAX);
+    for dlq in select_dlqs(store, queue)? {
+        if left == 0 {
+            break;
+        }
+        let ids = dlq.ids(filter, Some(left))?;
+        left -= ids.len();
+        out.push((dlq, ids));
+    }
+    Ok(out)
 }

@@ -1,32 +1,15 @@
 //! `trace`: the whole life of one message (`Store::history`), on a read-only snapshot, so
 //! it works while another process holds the store: enqueue, failed deliveries, each
 //! dead-lettering, replay generation and mark, and its removal, with who did what where
-//! the store knows it. Also the actor this tool's changes are recorded as (`user@host`).
+//! the store knows it.
 
-use deadletter::{Actor, HistoryEvent, MessageHistory, MessageState};
+use deadletter::{HistoryEvent, MessageHistory, MessageState};
 use deadletter_dashboard::time::format_utc;
 
 use crate::cli::TraceArgs;
 use crate::error::CliError;
 use crate::output::{print, print_json, Table};
 use crate::store_access;
-
-/// Who this tool's changes are recorded as: `$USER@host` (`unknown` for a part it cannot
-/// find).
-pub fn cli_actor() -> Actor {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".to_string());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    let host = if host.is_empty() { "unknown" } else { &host };
-    // An environment that makes a name no actor may have (a control character in $USER)
-    // is recorded without its user.
-    Actor::new(format!("{user}@{host}"))
-        .or_else(|_| Actor::new(format!("unknown@{host}")))
-        .unwrap_or_else(|_| Actor::library())
-}
 
 pub fn trace(args: &TraceArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open_read(&args.dir)?;
