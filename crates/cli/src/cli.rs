@@ -11,11 +11,18 @@ use deadletter::{Filter, Fingerprint, MessageId};
 use crate::timefmt;
 
 /// Inspect, replay and operate the queues and dead letter queues of a deadletter store.
-///
-/// Where a command takes the store directory, `nats://HOST:PORT/NAMESPACE` names a queue
-/// namespace on NATS JetStream instead (stats, list, show, analyze, replay, delete, purge,
-/// export, enqueue).
 #[derive(Debug, Parser)]
+// What the `jetstream` feature adds, said only in a build that has it.
+#[cfg_attr(
+    feature = "jetstream",
+    command(
+        long_about = "Inspect, replay and operate the queues and dead letter queues of a \
+            deadletter store.\n\n\
+            Where a command takes the store directory, `nats://HOST:PORT/NAMESPACE` names a \
+            queue namespace on NATS JetStream instead (stats, list, show, analyze, replay, \
+            delete, purge, export, enqueue)."
+    )
+)]
 #[command(name = "deadletter", version, propagate_version = true)]
 #[command(after_help = "Examples:\n  deadletter stats ./data\n  \
     deadletter list ./data --queue orders --grep ORD-123\n  \
@@ -112,9 +119,11 @@ pub enum Command {
     #[command(after_help = "Examples:\n  deadletter serve ./data\n  \
         deadletter serve ./data --read-only --bind 127.0.0.1:9090   # beside a running app")]
     Serve(ServeArgs),
+    #[cfg(feature = "jetstream")]
     /// Forward queues and DLQs to a NATS JetStream server while the link is up, until
     /// stopped (or drained, with --until-drained). Safe to kill at any moment.
     Forward(ForwardArgs),
+    #[cfg(feature = "jetstream")]
     /// The fleet DLQ of a JetStream namespace: DLQ entries forwarded by many stores,
     /// listed by origin, and replayed back to their device.
     #[command(subcommand)]
@@ -127,6 +136,7 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
+#[cfg(feature = "jetstream")]
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
     /// List forwarded DLQ entries in the order they arrived, with their origin.
@@ -136,6 +146,7 @@ pub enum FleetCommand {
     Replay(FleetReplayArgs),
 }
 
+#[cfg(feature = "jetstream")]
 #[derive(Debug, Args)]
 pub struct FleetListArgs {
     /// The namespace, nats://HOST:PORT/NAMESPACE.
@@ -150,6 +161,7 @@ pub struct FleetListArgs {
     pub limit: u64,
 }
 
+#[cfg(feature = "jetstream")]
 #[derive(Debug, Args)]
 pub struct FleetReplayArgs {
     /// The namespace, nats://HOST:PORT/NAMESPACE.
@@ -183,12 +195,33 @@ impl Command {
             Command::Verify(a) => &a.dir,
             Command::MarkReprocessed(a) => &a.dir,
             Command::Serve(a) => &a.dir,
+            #[cfg(feature = "jetstream")]
             Command::Forward(a) => &a.dir,
+            #[cfg(feature = "jetstream")]
             Command::Fleet(FleetCommand::List(a)) => &a.target,
+            #[cfg(feature = "jetstream")]
             Command::Fleet(FleetCommand::Replay(a)) => &a.target,
             Command::Completions(_) => std::path::Path::new(""),
         }
     }
+}
+
+/// The namespace used when a `nats://` target names none.
+pub const DEFAULT_NAMESPACE: &str = "deadletter";
+
+/// A `nats://host:port[/namespace]` target: the server's URL and the namespace, if
+/// `target` is one. Recognised in every build, so that a build without the `jetstream`
+/// feature can say why it cannot work on one instead of looking for a directory so named.
+pub fn parse_target(target: &std::path::Path) -> Option<(String, String)> {
+    let rest = target.to_str()?.strip_prefix("nats://")?;
+    let (server, namespace) = match rest.split_once('/') {
+        Some((server, ns)) if !ns.trim_matches('/').is_empty() => {
+            (server, ns.trim_matches('/').to_string())
+        }
+        Some((server, _)) => (server, DEFAULT_NAMESPACE.to_string()),
+        None => (rest, DEFAULT_NAMESPACE.to_string()),
+    };
+    Some((format!("nats://{server}"), namespace))
 }
 
 /// Which DLQ entries: filters shared by list, analyze, replay, delete and export.
@@ -609,6 +642,7 @@ pub struct ServeArgs {
     pub token_name: String,
 }
 
+#[cfg(feature = "jetstream")]
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).multiple(true).args(["queues", "dlqs"])))]
 pub struct ForwardArgs {
@@ -665,5 +699,23 @@ mod tests {
     #[test]
     fn grammar_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn targets() {
+        let p = |s: &str| parse_target(std::path::Path::new(s));
+        assert_eq!(
+            p("nats://127.0.0.1:4222/shop"),
+            Some(("nats://127.0.0.1:4222".into(), "shop".into()))
+        );
+        assert_eq!(
+            p("nats://localhost:4222"),
+            Some(("nats://localhost:4222".into(), DEFAULT_NAMESPACE.into()))
+        );
+        assert_eq!(
+            p("nats://h:1/"),
+            Some(("nats://h:1".into(), DEFAULT_NAMESPACE.into()))
+        );
+        assert_eq!(p("./data"), None);
     }
 }

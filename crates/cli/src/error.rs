@@ -40,13 +40,17 @@ pub enum CliError {
     UnknownMessage(u64),
     /// The dashboard could not start.
     Dashboard(deadletter_dashboard::DashboardError),
+    /// The command needs JetStream, and this binary was built without its `jetstream`
+    /// feature (exit 2): what was asked, such as "nats://h:4222/ns is a JetStream namespace".
+    #[cfg_attr(feature = "jetstream", allow(dead_code))]
+    NotBuilt(String),
 }
 
 impl CliError {
     /// The process exit code.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) => 2,
+            CliError::Usage(_) | CliError::NotBuilt(_) => 2,
             _ => 1,
         }
     }
@@ -63,6 +67,7 @@ impl CliError {
             CliError::Incomplete(_) => "incomplete",
             CliError::UnknownMessage(_) => "not_found",
             CliError::Dashboard(_) => "dashboard",
+            CliError::NotBuilt(_) => "not_built",
             CliError::Store(e) => match e {
                 E::NotFound(_) => "not_found",
                 E::UnknownQueue(_) => "unknown_queue",
@@ -154,6 +159,12 @@ impl fmt::Display for CliError {
                  passing through a DLQ and past what its audit trail keeps"
             ),
             CliError::Dashboard(e) => write!(f, "{e}"),
+            CliError::NotBuilt(what) => write!(
+                f,
+                "{what}, and this deadletter was built without its `jetstream` feature; \
+                 install it with the feature (`cargo install deadletter-cli`: it is on by \
+                 default) to work on NATS JetStream"
+            ),
         }
     }
 }

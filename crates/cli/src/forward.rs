@@ -17,14 +17,13 @@ use deadletter::{QueueOptions, Store};
 use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
 use deadletter_jetstream::{ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder};
 
-use crate::cli::ForwardArgs;
+use crate::cli::{self, ForwardArgs};
 use crate::error::CliError;
 use crate::output::print;
-use crate::remote;
 use crate::store_access;
 
 pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
-    let Some((url, namespace)) = remote::parse_target(std::path::Path::new(&args.to)) else {
+    let Some((url, namespace)) = cli::parse_target(std::path::Path::new(&args.to)) else {
         return Err(CliError::Usage(format!(
             "--to takes nats://HOST:PORT/NAMESPACE, not {:?}",
             args.to

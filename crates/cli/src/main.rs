@@ -2,7 +2,9 @@
 //! queue namespace on NATS JetStream.
 //!
 //! Every command takes the store directory as its first argument (or, in its place,
-//! `nats://host:port/namespace`: see [`remote`]), prints aligned tables for
+//! `nats://host:port/namespace`: see `remote`, built with the `jetstream` feature, which
+//! is on by default; a build without it says so when given such a target or one of its
+//! commands), prints aligned tables for
 //! people (fitted to the terminal) and, with `--json`, stable JSON for scripts. Reads work
 //! on a snapshot whoever holds the store; changes to a store another process holds go
 //! through its control socket ([`live`], [`store_access`]). Exit codes: 0 success, 1 the
@@ -15,9 +17,9 @@
 //! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transfer`] (export,
 //! import),
 //! [`check`] (verify), [`trace`] (a message's life), [`past`] (DLQs as of a past time),
-//! [`serve`] (the dashboard), [`remote`] (the commands on JetStream),
-//! [`forward`] (the forwarder to JetStream), [`fleet`] (the fleet DLQ on JetStream),
-//! [`live`] (a store another process holds),
+//! [`serve`] (the dashboard); with the `jetstream` feature, `remote` (the commands on
+//! JetStream), `forward` (the forwarder to JetStream) and `fleet` (the fleet DLQ on
+//! JetStream); [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
 //! [`progress`], [`timefmt`], [`store_access`].
 
@@ -26,13 +28,16 @@ mod change;
 mod check;
 mod cli;
 mod error;
+#[cfg(feature = "jetstream")]
 mod fleet;
+#[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;
 mod live;
 mod output;
 mod past;
 mod progress;
+#[cfg(feature = "jetstream")]
 mod remote;
 mod serve;
 mod store_access;
@@ -44,40 +49,63 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{parse_target, Cli, Command};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if wants_json() && e.use_stderr() => {
-            // A usage error, for a script: one JSON object, exit 2.
-            let message = e.kind().to_string();
-            let detail = e.render().to_string();
-            let err = CliError::Usage(format!("{message}: {}", detail.trim()));
-            eprintln!("{}", err.to_json());
-            return ExitCode::from(2);
-        }
-        // Help and version print and exit 0; usage errors print and exit 2.
-        Err(e) => e.exit(),
+        Err(e) => return parse_failed(e),
     };
     let json = cli.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if json {
-                eprintln!("{}", e.to_json());
-            } else {
-                eprintln!("error: {e}");
-            }
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) => report(&e, json),
     }
+}
+
+/// Prints `e` on stderr (one line, a JSON object with `--json`) and gives its exit code.
+fn report(e: &CliError, json: bool) -> ExitCode {
+    if json {
+        eprintln!("{}", e.to_json());
+    } else {
+        eprintln!("error: {e}");
+    }
+    ExitCode::from(e.exit_code())
+}
+
+/// What the arguments failed to parse into (or asked for help or the version) says.
+fn parse_failed(e: clap::Error) -> ExitCode {
+    #[cfg(not(feature = "jetstream"))]
+    if let Some(command) = jetstream_command(&e) {
+        let err = CliError::NotBuilt(format!("`deadletter {command}` works on JetStream"));
+        return report(&err, wants_json());
+    }
+    if wants_json() && e.use_stderr() {
+        // A usage error, for a script: one JSON object, exit 2.
+        let message = e.kind().to_string();
+        let detail = e.render().to_string();
+        let err = CliError::Usage(format!("{message}: {}", detail.trim()));
+        return report(&err, true);
+    }
+    // Help and version print and exit 0; usage errors print and exit 2.
+    e.exit()
 }
 
 /// True when `--json` is among the arguments (for errors found before they are parsed).
 fn wants_json() -> bool {
     std::env::args_os().skip(1).any(|a| a == "--json")
+}
+
+/// The command of the `jetstream` feature that `e` says is unknown, in a build without
+/// it: such a build does not offer `forward` and `fleet`, but says why when they are typed.
+#[cfg(not(feature = "jetstream"))]
+fn jetstream_command(e: &clap::Error) -> Option<&'static str> {
+    use clap::error::{ContextKind, ContextValue};
+    match e.get(ContextKind::InvalidSubcommand) {
+        Some(ContextValue::String(name)) => ["forward", "fleet"].into_iter().find(|c| c == name),
+        _ => None,
+    }
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -87,8 +115,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
         clap_complete::generate(a.shell, &mut command, "deadletter", &mut std::io::stdout());
         return Ok(());
     }
-    if let Some((url, namespace)) = remote::parse_target(cli.command.target()) {
+    if let Some((url, namespace)) = parse_target(cli.command.target()) {
+        #[cfg(feature = "jetstream")]
         return remote::run(&url, &namespace, &cli.command, json);
+        #[cfg(not(feature = "jetstream"))]
+        return Err(CliError::NotBuilt(format!(
+            "{url}/{namespace} is a JetStream namespace"
+        )));
     }
     match cli.command {
         Command::Stats(a) => match a.as_of {
@@ -112,7 +145,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Import(a) => transfer::import(&a, json),
         Command::Verify(a) => check::verify(&a, json),
         Command::Serve(a) => serve::serve(&a, json),
+        #[cfg(feature = "jetstream")]
         Command::Forward(a) => forward::forward(&a, json),
+        #[cfg(feature = "jetstream")]
         Command::Fleet(_) => Err(CliError::Usage(format!(
             "fleet works on a JetStream namespace (nats://HOST:PORT/NAMESPACE), not on {}",
             cli.command.target().display()

@@ -15,23 +15,6 @@ use crate::cli::Command;
 use crate::error::CliError;
 use crate::{browse, change, fleet, serve, transfer};
 
-/// The namespace used when the URL names none.
-pub const DEFAULT_NAMESPACE: &str = "deadletter";
-
-/// A `nats://host:port[/namespace]` target: the server's URL and the namespace, if
-/// `target` is one.
-pub fn parse_target(target: &std::path::Path) -> Option<(String, String)> {
-    let rest = target.to_str()?.strip_prefix("nats://")?;
-    let (server, namespace) = match rest.split_once('/') {
-        Some((server, ns)) if !ns.trim_matches('/').is_empty() => {
-            (server, ns.trim_matches('/').to_string())
-        }
-        Some((server, _)) => (server, DEFAULT_NAMESPACE.to_string()),
-        None => (rest, DEFAULT_NAMESPACE.to_string()),
-    };
-    Some((format!("nats://{server}"), namespace))
-}
-
 /// A JetStream namespace as the dashboard and the commands see it.
 pub struct Namespace {
     js: JetStream,
@@ -123,28 +106,5 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              files are the server's",
             ns.describe()
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets() {
-        let p = |s: &str| parse_target(std::path::Path::new(s));
-        assert_eq!(
-            p("nats://127.0.0.1:4222/shop"),
-            Some(("nats://127.0.0.1:4222".into(), "shop".into()))
-        );
-        assert_eq!(
-            p("nats://localhost:4222"),
-            Some(("nats://localhost:4222".into(), DEFAULT_NAMESPACE.into()))
-        );
-        assert_eq!(
-            p("nats://h:1/"),
-            Some(("nats://h:1".into(), DEFAULT_NAMESPACE.into()))
-        );
-        assert_eq!(p("./data"), None);
     }
 }

@@ -131,6 +131,7 @@ fn what_the_past_does_not_keep_is_a_usage_error() {
             "cannot be used with",
         );
     }
+    #[cfg(feature = "jetstream")]
     fails(
         &["list", "nats://127.0.0.1:1/ns", "--as-of", "1h"],
         2,

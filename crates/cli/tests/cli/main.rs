@@ -14,10 +14,11 @@
 //! - `serve`: the dashboard;
 //! - `nats`: the commands on a JetStream namespace (the machine's NATS server);
 //! - `forward`: the forwarder, from a store filled offline to its limit;
+//! - `features`: what the `jetstream` feature adds, and what a build without it says;
 //! - `trace`: a message's life after compactions;
 //! - `as_of`: `list` and `stats` of the DLQs as they were at a past time.
 //!
-//! `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
+//! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
 
 mod fixture;
@@ -32,10 +33,13 @@ mod as_of;
 mod browse;
 mod change;
 mod errors;
+mod features;
 mod fingerprints;
+#[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;
 mod live;
+#[cfg(feature = "jetstream")]
 mod nats;
 mod serve;
 mod trace;
