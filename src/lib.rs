@@ -128,6 +128,21 @@
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
+// Unix only: the store's files are read and written at offsets with Unix's positioned I/O
+// (std::os::unix::fs::FileExt) and the control socket is a Unix domain socket
+// (std::os::unix::net). On any other system the build stops with the sentence below
+// instead of a page of errors from those calls: `cfg(unix)` empties the crate there, and
+// a crate-level attribute is the one place the error can be raised from that outlives
+// the emptying (rustc adds "attribute value must be a literal", pointing at the same line).
+#![cfg_attr(
+    not(unix),
+    doc = compile_error!(
+        "deadletter supports Unix systems only (Linux, macOS, the BSDs): its store files use \
+         Unix positioned reads and writes (std::os::unix::fs::FileExt) and its control \
+         socket is a Unix domain socket (std::os::unix::net); Windows is not supported"
+    )
+)]
+#![cfg(unix)]
 
 mod api;
 mod engine;
