@@ -24,8 +24,6 @@ pub enum CorruptionKind {
     /// no version of deadletter writes. (A header of a newer version is not damage:
     /// [`Error::UnsupportedFormat`].)
     BadHeader,
-    /// A sealed (non-last) segment ends before the next segment begins.
-    TruncatedSegment,
     /// The positions of two consecutive segments leave a gap or overlap.
     MissingSegment,
     /// An entry named like a segment is not a regular file (a directory, say).
@@ -58,7 +56,6 @@ impl fmt::Display for CorruptionKind {
         let s = match self {
             CorruptionKind::BadRecord => "record fails its checksum",
             CorruptionKind::BadHeader => "bad segment header",
-            CorruptionKind::TruncatedSegment => "sealed segment is truncated",
             CorruptionKind::MissingSegment => "segment missing from the sequence",
             CorruptionKind::NotASegment => "named like a segment but not a file",
             CorruptionKind::ShortSegment { expected, actual } => {
@@ -206,16 +203,20 @@ pub enum Error {
         /// Where: a file and byte offset, or a record's log position.
         location: CorruptionLocation,
     },
-    /// The store (a segment or a checkpoint) was written in a newer on-disk format than this
-    /// build reads. The data is intact; this reader is too old for it. Nothing in the
-    /// directory was changed: open it with a newer deadletter.
+    /// The store (a segment or a checkpoint) is in an on-disk format this build does not
+    /// read: a newer release's (the data is intact, this reader is too old for it: open it
+    /// with a newer deadletter), or, with `pre_release`, a development build's from before
+    /// release 0.1.0, which no release reads. Nothing in the directory was changed.
     UnsupportedFormat {
         /// The segment or checkpoint file that says so.
         path: PathBuf,
-        /// The format version it was written in.
+        /// The format version it was written in (with `pre_release`, in the numbering of
+        /// the development builds, which is not the releases').
         found: u16,
         /// The newest format version this build reads ([`crate::FORMAT_VERSION`]).
         supported: u16,
+        /// Written by a development build before release 0.1.0 (its magic number says so).
+        pre_release: bool,
     },
     /// An fsync failed earlier: the page cache may have dropped the data, so the log refuses
     /// writes until the store is reopened (retrying fsync would report success falsely).
@@ -406,10 +407,24 @@ impl fmt::Display for Error {
                 path,
                 found,
                 supported,
+                pre_release: false,
             } => write!(
                 f,
                 "{} is in on-disk format version {found}, newer than this build of deadletter \
                  reads (versions up to {supported}); open the store with a newer deadletter",
+                path.display()
+            ),
+            Error::UnsupportedFormat {
+                path,
+                found,
+                supported,
+                pre_release: true,
+            } => write!(
+                f,
+                "{} was written by a development build of deadletter from before release \
+                 0.1.0 (its development format {found}), which no release reads (this build \
+                 reads format versions 1 to {supported}); drain it, or export its DLQ entries \
+                 with the build that wrote it and import them into a new store",
                 path.display()
             ),
             Error::Poisoned => f.write_str(

@@ -1,25 +1,29 @@
-//! Every on-disk format version stays readable: the stores each version wrote open with
-//! today's code, with exactly the contents they were written with, and take new records.
+//! The format of every release stays readable: the store each released format version
+//! wrote opens with today's code, with exactly the contents it was written with, and takes
+//! new records.
 //!
-//! `tests/fixtures/vN/store` is a small store written in format version N (v1 by the code
-//! of deadletter's first version, see its README). Every fixture holds the same scenario,
-//! so one set of expectations describes them all: [`write_scenario`] (today's API) and
-//! `tests/fixtures/v1/GENERATOR.rs.txt` (the first version's API) do the same things in
-//! the same order, on a manual clock, with fixed payloads.
+//! `tests/fixtures/vN/store` is a small store in format version N, written by
+//! [`write_scenario`] (see its README). Version 1 is the format of release 0.1.0: its
+//! fixture is frozen, and opens in every later release. The next release's version (v2) gets
+//! a fixture of its own, written again as that version grows until the release freezes it
+//! (see "The format rule" in `docs/FORMAT.md`).
 //!
 //! - `every_fixture_opens_with_its_exact_contents`: for each fixture, a copy is opened; every
 //!   queue's and DLQ's counters, every message in the index, every pending message's
-//!   payload, attempts and attributes, and every DLQ entry's envelope, field by field, are
-//!   what the scenario left. Then more records are written (enqueue, lease, ack, retry,
+//!   payload, attempts and attributes, every DLQ entry's envelope, field by field, the
+//!   failure history, every lineage and the audit trail, and every guarded replay are what
+//!   the scenario left. Then more records are written (enqueue, lease, ack, retry,
 //!   dead-letter, replay, a compaction), the store is reopened, and old and new records are
 //!   checked again.
 //! - `a_newer_format_version_is_refused_untouched`: a copy whose segment, or whose
 //!   checkpoint, says `FORMAT_VERSION + 1` (header and checksum rewritten) is refused with
 //!   `Error::UnsupportedFormat` naming both versions, and not a byte of it changes;
 //!   `verify` reports it.
-//! - `write_fixture` (ignored): the current-version fixture writer. After a change of the
-//!   format (see "Changing the format" in `docs/FORMAT.md`):
-//!   `DEADLETTER_WRITE_FIXTURE=tests/fixtures/vN cargo test --all-features --test format_compat -- --ignored write_fixture`
+//! - `a_pre_release_store_is_refused_untouched`: the same for a store of a development
+//!   build before release 0.1.0 (another magic number, versions 1 to 6).
+//! - `write_fixture` (ignored): the fixture writer, for the current version while it is
+//!   not released:
+//!   `DEADLETTER_WRITE_FIXTURE=tests/fixtures/vN cargo test -p deadletter --all-features --test format_compat -- --ignored write_fixture`
 
 mod common;
 
@@ -31,11 +35,11 @@ use common::{copy_dir, T0};
 
 use deadletter::sim::{DebugMessage, Place, StoreHooks};
 use deadletter::{
-    Attempt, AuditAction, Clock, CompactionOptions, Config, DeadLetter, DeadLetterSummary,
-    DlqMetadata, DlqStats, Durability, EnqueueOptions, EntryStatus, Error, Failure, FailureInfo,
-    FailureOutcome, FailureReport, Filter, GuardedReplayOptions, GuardedReplayState, HeaderStatus,
-    HistoryEvent, ManualClock, MessageState, OriginalMetadata, Page, QueueOptions, QueueStats,
-    RecoveryMode, Removal, ReplayOptions, Store, FORMAT_VERSION,
+    Attempt, AuditAction, AuditEntry, Clock, CompactionOptions, Config, DeadLetter,
+    DeadLetterSummary, DlqMetadata, DlqStats, Durability, EnqueueOptions, EntryStatus, Error,
+    Failure, FailureInfo, FailureOutcome, FailureReport, Filter, GuardedReplayOptions,
+    GuardedReplayState, HeaderStatus, IdSet, ManualClock, OriginalMetadata, Page, QueueOptions,
+    QueueStats, RecoveryMode, ReplayOptions, Store, FORMAT_VERSION,
 };
 
 const SEC: u64 = 1000;
@@ -114,8 +118,7 @@ fn queues(store: &Store) -> Queues {
     }
 }
 
-/// The scenario every fixture holds, written with today's API (the current-version fixture
-/// writer). Step by step the same as `tests/fixtures/v1/GENERATOR.rs.txt`.
+/// The scenario the fixture holds, written with today's API (the fixture writer).
 fn write_scenario(dir: &Path) -> deadletter::Result<()> {
     let clock = ManualClock::new(T0);
     let store = Store::open(dir, config(&clock))?;
@@ -287,8 +290,7 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
     clock.advance(SEC);
 
     // G. archive: 20 messages of 3,000 bytes (ids 42..=61), all acked, roll the log into
-    // its third segment. An hour later a second compaction expires the TTLs, writes the
-    // second checkpoint and deletes the first segment.
+    // its third segment.
     let archive = store.queue("archive")?;
     let batch: Vec<Vec<u8>> = (0..20).map(|i| filler("archive", i, 3000)).collect();
     assert_eq!(
@@ -298,32 +300,72 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
     let leased = archive.lease_for(20, vis)?;
     assert_eq!(leased.len(), 20);
     archive.ack_all(&leased)?;
-    clock.set(T0 + 3700 * SEC);
+    clock.set(T_END);
+
+    // H. refunds, an hour later (ids 62, 63; 62 with an idempotency key, still live when
+    // the store is opened) and two guarded replays of its DLQ: the first (62) stops at its
+    // canary, which fails again; the second (63, then 62) is paused with its canary
+    // released and waiting. Then a second compaction expires the TTLs, writes the second
+    // checkpoint (with the guarded replays) and deletes the first segment.
+    let refunds = store.queue("refunds")?;
+    let ref1 = EnqueueOptions::new()
+        .attribute("customer", "c-200")
+        .idempotency_key("REF-1");
+    assert_eq!(refunds.enqueue_with(REFUND_1, &ref1)?, 62);
+    assert_eq!(refunds.enqueue(REFUND_2)?, 63);
+    let rejected = Failure::permanent("RefundRejected", "amount over the limit");
+    let report = FailureReport::new(&rejected)
+        .duration(ms(15))
+        .worker("worker-d");
+    for msg in refunds.lease_for(2, vis)? {
+        refunds.dead_letter(&msg, &report)?;
+    }
+    let once = GuardedReplayOptions::to_origin()
+        .canary(1)
+        .max_failure_ratio(0.0)
+        .selection("fixture: REF-1 again");
+    let stopped = refunds.dlq().replay_guarded_ids(&[62], &once)?;
+    assert_eq!((stopped.id, stopped.replayed), (1, 1));
+    let m = refunds.lease_for(1, vis)?;
+    assert_eq!((m[0].id(), m[0].attempt()), (62, 2));
+    refunds.dead_letter(&m[0], &report)?;
+    let stopped = store.guarded_replay(stopped.id)?;
+    assert!(
+        matches!(stopped.state, GuardedReplayState::Stopped { .. }),
+        "{stopped:?}"
+    );
+    let waves = GuardedReplayOptions::to_origin()
+        .canary(1)
+        .rate(5)
+        .selection("fixture: REF-2, then REF-1");
+    let paused = refunds.dlq().replay_guarded_ids(&[63, 62], &waves)?;
+    assert_eq!((paused.id, paused.replayed, paused.left), (2, 1, 1));
+    store.pause_guarded_replay(paused.id)?;
     let second = store.compact_now()?;
     assert_eq!((second.expired_to_dlq, second.expired_dropped), (1, 1));
     assert!(second.segments_deleted >= 1, "{second:?}");
 
-    // H. the log after the last checkpoint: an enqueue, a DLQ entry marked failed, and a
-    // lease that the close loses.
+    // I. the log after the last checkpoint: an enqueue, a DLQ entry marked failed, and a
+    // lease, extended, that the close loses.
     let ord8 = EnqueueOptions::new().attribute("customer", "c-104");
-    assert_eq!(orders.enqueue_with(order(8), &ord8)?, 62);
+    assert_eq!(orders.enqueue_with(order(8), &ord8)?, 64);
     emails.dlq().mark_reprocessed(34, false)?;
     let m = payments.lease_for(1, vis)?;
     assert_eq!(m[0].id(), 33);
+    payments.extend(&m[0], Duration::from_secs(60))?;
 
-    // I (format version 3 and later). A worker pool's batch: payments' last ready message
-    // (id 32) reserved and not started, emails' (id 36) reserved and started; the close
-    // takes the first back uncounted and leaves the second a suspect.
-    clock.set(T_END);
+    // J. A worker pool's batch: payments' last ready message (id 32) reserved and not
+    // started, emails' (id 36) reserved and started; the close takes the first back
+    // uncounted and leaves the second a suspect.
     let reserved = payments.reserve_wait(5, Duration::ZERO)?;
     assert_eq!(reserved.iter().map(|m| m.id()).collect::<Vec<_>>(), [32]);
     let started = emails.reserve_wait(5, Duration::ZERO)?;
     assert_eq!(started.iter().map(|m| m.id()).collect::<Vec<_>>(), [36]);
     assert_eq!(emails.start(&started[0], &[])?, (0, true));
 
-    // J (format version 6 and later). A guarded replay of audit's DLQ whose selection has
-    // left it (id 0 was acked, 999999 never existed): its canary skips both, and it
-    // completes having released nothing.
+    // K. A guarded replay of audit's DLQ whose selection has left it (id 0 was acked,
+    // 999999 never existed): its canary skips both, and it completes having released
+    // nothing. The paused replay of refunds resumes, and is cancelled.
     let guarded = GuardedReplayOptions::to_origin()
         .canary(1)
         .rate(5)
@@ -331,9 +373,15 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
         .selection("fixture: entries gone");
     let replay = audit.dlq().replay_guarded_ids(&[0, 999_999], &guarded)?;
     assert_eq!(replay.state, GuardedReplayState::Completed);
-    drop((audit, orders, emails, payments, archive, dlq));
+    store.resume_guarded_replay(paused.id)?;
+    store.cancel_guarded_replay(paused.id)?;
+    drop((audit, orders, emails, payments, archive, refunds, dlq));
     store.close()
 }
+
+/// The payloads of the refunds (ids 62 and 63).
+const REFUND_1: &[u8] = b"refund=REF-1;amount=12.00";
+const REFUND_2: &[u8] = b"refund=REF-2;amount=99.00";
 
 /// Every fixture store, with the format version its directory is named after.
 fn fixtures() -> Vec<(u16, PathBuf)> {
@@ -351,8 +399,14 @@ fn fixtures() -> Vec<(u16, PathBuf)> {
     assert_eq!(
         out.last().map(|(v, _)| *v),
         Some(FORMAT_VERSION),
-        "every format version has its fixture, the current one included"
+        "the current format version has its fixture"
     );
+    for (version, release) in RELEASED {
+        assert!(
+            out.iter().any(|(v, _)| v == version),
+            "the fixture of release {release} (format version {version}) is gone"
+        );
+    }
     out
 }
 
@@ -386,39 +440,30 @@ fn index_entry(
 
 /// The index the scenario leaves, as a reopen rebuilds it: every message, where it is,
 /// its deliveries, its visible-at (lease deadline, dead-lettered-at) and generation.
-/// Messages whose lease the close cut are ready at once (visible-at 0) and suspects.
-///
-/// From format version 3 on, the fixture also holds a reservation the close took back (32:
-/// ready at once, its delivery uncounted) and a started one (36: a suspect, counted).
-fn scenario_index(version: u16) -> Vec<DebugMessage> {
+/// Messages whose lease the close cut are ready at once (visible-at 0) and suspects, and so
+/// is a started reservation (36); a reservation not started (32) is taken back: ready at
+/// once, its delivery uncounted.
+fn scenario_index() -> Vec<DebugMessage> {
     use Place::{Dead, Ready, ReadyAfterLostLease as Lost};
-    let mut index = vec![
+    vec![
         index_entry(17, "audit", Ready, 1, T0 + 2 * SEC, 0),
         index_entry(18, "audit", Lost, 1, 0, 0),
         index_entry(19, "audit", Lost, 1, 0, 0),
         index_entry(21, "orders", Dead, 4, T0 + 27 * SEC, 1),
         index_entry(22, "orders", Dead, 1, T0 + SEC, 0),
         index_entry(23, "orders", Ready, 0, T0 + 601 * SEC, 0),
-        index_entry(32, "payments", Ready, 1, T0 + 74 * SEC, 0),
+        index_entry(32, "payments", Ready, 1, 0, 0),
         index_entry(33, "payments", Lost, 2, 0, 0),
         index_entry(34, "emails", Dead, 5, T0 + 23 * SEC, 0),
         index_entry(35, "emails", Dead, 0, T_END, 0),
-        index_entry(36, "emails", Ready, 0, T0 + 25 * SEC, 0),
+        index_entry(36, "emails", Lost, 1, 0, 0),
         index_entry(38, "orders", Dead, 1, T0 + 26 * SEC, 0),
         index_entry(40, "orders", Ready, 0, T0 + 27 * SEC, 1),
         index_entry(41, "payments", Dead, 1, T0 + 26 * SEC, 0),
-        index_entry(62, "orders", Ready, 0, T_END, 0),
-    ];
-    if version >= 3 {
-        for m in &mut index {
-            match m.id {
-                32 => m.visible_at_ms = 0,
-                36 => *m = index_entry(36, "emails", Lost, 1, 0, 0),
-                _ => {}
-            }
-        }
-    }
-    index
+        index_entry(62, "refunds", Dead, 2, T_END, 1),
+        index_entry(63, "refunds", Ready, 1, T_END, 1),
+        index_entry(64, "orders", Ready, 0, T_END, 0),
+    ]
 }
 
 /// The payload of every message of the scenario's index.
@@ -434,7 +479,9 @@ fn scenario_payload(id: u64) -> Vec<u8> {
         36 => b"to=cy@example.com;template=digest".to_vec(),
         38 => order(5).into_bytes(),
         40 | 41 => order(7).into_bytes(),
-        62 => order(8).into_bytes(),
+        62 => REFUND_1.to_vec(),
+        63 => REFUND_2.to_vec(),
+        64 => order(8).into_bytes(),
         _ => panic!("message {id} is not in the scenario"),
     }
 }
@@ -659,6 +706,28 @@ fn entry_41() -> DeadLetter {
     .original_id(40)
 }
 
+/// Entry 62: dead-lettered, released by a guarded replay's canary, delivered again and
+/// dead-lettered again (generation 1, both attempts kept).
+fn entry_62() -> DeadLetter {
+    let (kind, message) = ("RefundRejected", "amount over the limit");
+    let failure = FailureInfo::new(kind, message, T_END).attempts(vec![
+        attempt(1, T_END, kind, message, 15, "worker-d"),
+        attempt(2, T_END, kind, message, 15, "worker-d"),
+    ]);
+    let metadata = OriginalMetadata::new(62, "refunds", T_END)
+        .first_received_at_ms(T_END)
+        .delivery_count(2)
+        .attributes(attrs(&[("customer", "c-200")]));
+    DeadLetter::new(
+        REFUND_1.to_vec(),
+        metadata,
+        failure,
+        dlq_meta(T_END, Some("worker-d")),
+    )
+    .generation(1)
+    .dlq_name("refunds-dlq")
+}
+
 /// The entries of `dlq`, each checked to carry the fingerprint of its failure (which the
 /// index computes, and no fixture stores) and to have the summary `list_summaries` and
 /// `summary` read, then without the fingerprint, to compare with the scenario's.
@@ -686,14 +755,14 @@ fn entries(store: &Store, dlq: &str) -> Vec<DeadLetter> {
 }
 
 /// Checks everything the scenario left in `store`, opened at `T_END + 60 s`.
-fn check_scenario(store: &Store, ctx: &str, version: u16) {
+fn check_scenario(store: &Store, ctx: &str) {
     assert_eq!(
         store.queue_names(),
-        ["audit", "orders", "emails", "payments", "archive"],
+        ["audit", "orders", "emails", "payments", "archive", "refunds"],
         "{ctx}"
     );
-    assert_eq!(store.debug_messages(), scenario_index(version), "{ctx}");
-    for m in scenario_index(version) {
+    assert_eq!(store.debug_messages(), scenario_index(), "{ctx}");
+    for m in scenario_index() {
         let payload = store.debug_payload(m.id).unwrap();
         assert_eq!(
             payload,
@@ -708,6 +777,7 @@ fn check_scenario(store: &Store, ctx: &str, version: u16) {
     assert_eq!(queue("emails"), [1, 0, 3, 0, 4, 2, 1, 0, 2], "{ctx}");
     assert_eq!(queue("payments"), [2, 0, 10, 8, 1, 1, 0, 0, 1], "{ctx}");
     assert_eq!(queue("archive"), [0, 0, 20, 20, 0, 0, 0, 0, 0], "{ctx}");
+    assert_eq!(queue("refunds"), [1, 0, 2, 0, 0, 3, 0, 0, 1], "{ctx}");
 
     let dlq = |name| store.dlq(name).unwrap().stats();
     let orders = dlq("orders-dlq");
@@ -734,139 +804,216 @@ fn check_scenario(store: &Store, ctx: &str, version: u16) {
     let payments = dlq("payments-dlq");
     assert_eq!(dlq_counts(&payments), [1, 1, 0, 0, 0, 0, 0, 0], "{ctx}");
     assert_eq!(payments.by_error_kind, counts(&[("PaymentDeclined", 1)]));
+    // The guarded replays released 62 and 63; 62 came back (failed again).
+    let refunds = dlq("refunds-dlq");
+    assert_eq!(dlq_counts(&refunds), [1, 1, 0, 0, 1, 2, 0, 0], "{ctx}");
+    assert_eq!(refunds.by_error_kind, counts(&[("RefundRejected", 1)]));
+    assert_eq!(refunds.by_worker, counts(&[("worker-d", 1)]));
     for empty in ["audit-dlq", "archive-dlq"] {
         assert_eq!(dlq_counts(&dlq(empty)), [0; 8], "{ctx}: {empty}");
     }
 
     check_entries(store, &[entry_22(), entry_38(), entry_21()], ctx);
-    check_guarded(store, version, ctx);
+    check_guarded(store, ctx);
 }
 
-/// From format version 6 on, the store holds the guarded replay of step J, completed.
-fn check_guarded(store: &Store, version: u16, ctx: &str) {
-    let replays = store.guarded_replays();
-    if version < 6 {
-        assert!(replays.is_empty(), "{ctx}");
-        return;
-    }
-    assert_eq!(replays.len(), 1, "{ctx}");
-    let r = &replays[0];
+/// The guarded replays of steps H and K, field by field: the first stopped at its canary
+/// (62 failed again), the second cancelled with its canary (63) released and waiting, the
+/// third completed having skipped its whole selection.
+fn check_guarded(store: &Store, ctx: &str) {
+    let replays: Vec<_> = store
+        .guarded_replays()
+        .into_iter()
+        .map(|r| {
+            (
+                (r.id, r.dlq, r.target, r.selection, r.started_by, r.state),
+                (
+                    r.selected,
+                    r.replayed,
+                    r.succeeded,
+                    r.failed_again,
+                    r.removed,
+                ),
+                (
+                    r.waiting,
+                    r.skipped,
+                    r.left,
+                    r.wave,
+                    r.wave_size,
+                    r.wave_released,
+                ),
+                (r.canary, r.growth, r.max_failure_ratio, r.rate_per_sec),
+                (r.reset_attempts, r.started_at_ms, r.updated_at_ms),
+            )
+        })
+        .collect();
+    let head = |id, dlq: &str, selection: &str, state| {
+        let by = "library".to_string();
+        (id, dlq.to_string(), None, selection.to_string(), by, state)
+    };
+    let stopped = GuardedReplayState::Stopped {
+        wave: 0,
+        failed: 1,
+        handled: 1,
+    };
     assert_eq!(
-        (
-            r.id,
-            r.dlq.as_str(),
-            r.selection.as_str(),
-            r.started_by.as_str(),
-            r.state
-        ),
-        (
-            1,
-            "audit-dlq",
-            "fixture: entries gone",
-            "library",
-            GuardedReplayState::Completed
-        ),
-        "{ctx}"
-    );
-    assert_eq!(
-        (
-            r.selected,
-            r.replayed,
-            r.skipped,
-            r.left,
-            r.canary,
-            r.rate_per_sec
-        ),
-        (2, 0, 2, 0, 1, Some(5)),
-        "{ctx}"
-    );
-    assert_eq!(
-        (r.max_failure_ratio, r.started_at_ms),
-        (0.5, T_END),
+        replays,
+        [
+            (
+                head(1, "refunds-dlq", "fixture: REF-1 again", stopped),
+                (1, 1, 0, 1, 0),
+                (0, 0, 0, 0, 1, 1),
+                (1, 2.0, 0.0, None),
+                (false, T_END, T_END),
+            ),
+            (
+                head(
+                    2,
+                    "refunds-dlq",
+                    "fixture: REF-2, then REF-1",
+                    GuardedReplayState::Cancelled
+                ),
+                (2, 1, 0, 0, 0),
+                (1, 0, 1, 0, 1, 1),
+                (1, 2.0, 0.1, Some(5)),
+                (false, T_END, T_END),
+            ),
+            (
+                head(
+                    3,
+                    "audit-dlq",
+                    "fixture: entries gone",
+                    GuardedReplayState::Completed
+                ),
+                (2, 0, 0, 0, 0),
+                (0, 2, 0, 0, 1, 0),
+                (1, 2.0, 0.5, Some(5)),
+                (false, T_END, T_END),
+            ),
+        ],
         "{ctx}"
     );
 }
 
-/// The failure history: from format version 4 on, the store keeps every dead-lettering
-/// (so each DLQ's history adds up to its queue's dead-lettered count, whatever left the DLQ
-/// since); an older store has none before its checkpoint, so the history starts with the
-/// entries the checkpoint held, and counts at least every entry held now.
-fn check_history(store: &Store, version: u16, ctx: &str) {
+/// The failure history: the store keeps every dead-lettering, so each DLQ's history adds
+/// up to its queue's dead-lettered count, whatever left the DLQ since.
+fn check_history(store: &Store, ctx: &str) {
     for name in store.queue_names() {
         let dlq = store.dlq(&name).unwrap();
         let t = dlq.failure_timeline(T1, deadletter::HISTORY_HOURS).unwrap();
         let total = t.buckets.iter().sum::<u64>() + t.earlier;
         let dead_lettered = store.existing_queue(&name).unwrap().stats().dead_lettered;
-        if version >= 4 {
-            assert_eq!(total, dead_lettered, "{ctx}: history of {name}");
-        } else {
-            assert!(
-                total >= dlq.len() && total <= dead_lettered,
-                "{ctx}: history of {name}"
-            );
-        }
+        assert_eq!(total, dead_lettered, "{ctx}: history of {name}");
     }
 }
 
-/// Lineage and the audit trail: from format version 5 on, the store keeps what operators
-/// did to its DLQs (the scenario's handles are the library's) and the life of each message
-/// that was in one, through the scenario's two compactions. An older store kept none of
-/// it before its newest checkpoint (its horizon).
-fn check_lineage(store: &Store, version: u16, ctx: &str) {
-    if version < 5 {
-        return;
+/// Lineage and the audit trail: the store keeps what operators did to its DLQs (the
+/// scenario's handles are the library's, the store's own removals are the store's) and the
+/// life of each message that was in one, through the scenario's compactions: the
+/// tombstone of a deleted entry (39), generations and a corrected replay (21), a store's
+/// TTL expiry (35), a replay (40), an import (41), guarded replays (62). The fingerprints
+/// are those the store kept when each entry was dead-lettered.
+fn check_lineage(store: &Store, ctx: &str) {
+    let expected: [(u64, &[&str]); 6] = [
+        (
+            21,
+            &[
+                r#"InDlq { dlq: "orders-dlq" }, replays 1, dropped 0"#,
+                r#"+1000 - Enqueued { queue: "orders" }"#,
+                r#"+13000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 3, error_kind: "ConnectionReset", message: "connection reset by peer", fingerprint: Fingerprint(14106582976758387188), worker: Some("worker-a") }"#,
+                r#"+27000 library Replayed { from_dlq: "orders-dlq", to_queue: "orders", generation: 1, corrected: true }"#,
+                r#"+27000 - DeadLettered { dlq: "orders-dlq", generation: 1, attempts: 4, error_kind: "ValidationError", message: "sku-9 is discontinued", fingerprint: Fingerprint(3768032395742981915), worker: Some("worker-b") }"#,
+            ],
+        ),
+        (
+            35,
+            &[
+                r#"InDlq { dlq: "emails-dlq" }, replays 0, dropped 0"#,
+                r#"+25000 - Enqueued { queue: "emails" }"#,
+                r#"+3700000 store DeadLettered { dlq: "emails-dlq", generation: 0, attempts: 0, error_kind: "expired", message: "the message's time to live passed", fingerprint: Fingerprint(15149983216284222136), worker: None }"#,
+            ],
+        ),
+        (
+            39,
+            &[
+                r#"Removed { how: Some(Deleted), at_ms: 1700000026000 }, replays 0, dropped 0"#,
+                r#"+26000 - Enqueued { queue: "orders" }"#,
+                r#"+26000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 1, error_kind: "FraudSuspected", message: "velocity check failed", fingerprint: Fingerprint(10208067765295457605), worker: Some("worker-c") }"#,
+                r#"+26000 library Removed { how: Deleted }"#,
+            ],
+        ),
+        (
+            40,
+            &[
+                r#"Queued { queue: "orders" }, replays 1, dropped 0"#,
+                r#"+26000 - Enqueued { queue: "orders" }"#,
+                r#"+26000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 1, error_kind: "PaymentDeclined", message: "card expired", fingerprint: Fingerprint(4098188309626949242), worker: Some("worker-c") }"#,
+                r#"+27000 library Replayed { from_dlq: "orders-dlq", to_queue: "orders", generation: 1, corrected: false }"#,
+            ],
+        ),
+        (
+            41,
+            &[
+                r#"InDlq { dlq: "payments-dlq" }, replays 0, dropped 0"#,
+                r#"+26000 - Enqueued { queue: "payments" }"#,
+                r#"+26000 library Imported { dlq: "payments-dlq", original_id: 40, error_kind: "PaymentDeclined", message: "card expired" }"#,
+            ],
+        ),
+        (
+            62,
+            &[
+                r#"InDlq { dlq: "refunds-dlq" }, replays 1, dropped 0"#,
+                r#"+3700000 - Enqueued { queue: "refunds" }"#,
+                r#"+3700000 - DeadLettered { dlq: "refunds-dlq", generation: 0, attempts: 1, error_kind: "RefundRejected", message: "amount over the limit", fingerprint: Fingerprint(16833113657793175257), worker: Some("worker-d") }"#,
+                r#"+3700000 library Replayed { from_dlq: "refunds-dlq", to_queue: "refunds", generation: 1, corrected: false }"#,
+                r#"+3700000 - DeadLettered { dlq: "refunds-dlq", generation: 1, attempts: 2, error_kind: "RefundRejected", message: "amount over the limit", fingerprint: Fingerprint(16833113657793175257), worker: Some("worker-d") }"#,
+            ],
+        ),
+    ];
+    for (id, lines) in expected {
+        assert_eq!(history_lines(store, id), lines, "{ctx}: history of {id}");
     }
-    let h = store.history(39).unwrap();
+    let at = |s: u64| T0 + s * SEC;
+    let entry = |t: u64, actor: &str, action, ids: &[u64]| {
+        AuditEntry::new(t, actor, action, IdSet::of(ids))
+    };
+    use AuditAction::{Delete, Import, MarkReprocessed, Replay, TtlExpiry};
     assert_eq!(
-        h.state,
-        MessageState::Removed {
-            how: Some(Removal::Deleted),
-            at_ms: T0 + 26 * SEC
-        },
+        store.audit_trail(100),
+        [
+            entry(at(26), "library", MarkReprocessed, &[38]),
+            entry(at(26), "library", Delete, &[39]),
+            entry(at(26), "library", Import, &[41]),
+            entry(at(27), "library", Replay, &[40]),
+            entry(at(27), "library", Replay, &[21]),
+            entry(T_END, "library", Replay, &[62]),
+            entry(T_END, "library", Replay, &[63]),
+            entry(T_END, "store", TtlExpiry, &[37]),
+            entry(T_END, "store", TtlExpiry, &[35]),
+            entry(T_END, "library", MarkReprocessed, &[34]),
+        ],
         "{ctx}"
     );
-    let last = h.steps.last().unwrap();
-    assert_eq!(last.actor.as_deref(), Some("library"), "{ctx}");
-    assert!(
-        matches!(&h.steps[1].event, HistoryEvent::DeadLettered { error_kind, .. } if error_kind == "FraudSuspected"),
-        "{ctx}: {h:?}"
-    );
-    let replayed = store.history(40).unwrap();
-    assert!(
-        replayed.steps.iter().any(|s| matches!(
-            s.event,
-            HistoryEvent::Replayed { generation: 1, .. }
-        ) && s.actor.as_deref() == Some("library")),
-        "{ctx}: {replayed:?}"
-    );
-    let imported = store.history(41).unwrap();
-    assert!(
-        matches!(
-            imported.steps[1].event,
-            HistoryEvent::Imported {
-                original_id: 40,
-                ..
-            }
-        ),
-        "{ctx}: {imported:?}"
-    );
-    let actions: Vec<AuditAction> = store.audit_trail(100).iter().map(|e| e.action).collect();
-    for action in [
-        AuditAction::MarkReprocessed,
-        AuditAction::Delete,
-        AuditAction::Import,
-        AuditAction::Replay,
-    ] {
-        assert!(actions.contains(&action), "{ctx}: {actions:?}");
-    }
 }
 
-/// Time travel: every DLQ as of now shows what its list shows, whatever the version (an
-/// entry restored from a checkpoint that kept no lineage is answered from the index and its
-/// envelope). An older store answers from its horizon on (its newest checkpoint's time)
-/// and refuses earlier times with a typed error; from version 5 on the store knows its DLQs
-/// from the start, which were empty before the scenario.
-fn check_as_of(store: &Store, version: u16, ctx: &str) {
+/// The history of message `id` in lines: where it is, how often it was replayed and how
+/// many steps were dropped, then each step as its time (ms after `T0`), actor and event.
+fn history_lines(store: &Store, id: u64) -> Vec<String> {
+    let h = store.history(id).unwrap();
+    let head = format!(
+        "{:?}, replays {}, dropped {}",
+        h.state, h.replays, h.steps_dropped
+    );
+    let steps = h.steps.iter().map(|s| {
+        let actor = s.actor.as_deref().unwrap_or("-");
+        format!("+{} {actor} {:?}", s.at_ms - T0, s.event)
+    });
+    std::iter::once(head).chain(steps).collect()
+}
+
+/// Time travel: every DLQ as of now shows what its list shows, and the store knows its
+/// DLQs from the start (its horizon is 0), which were empty before the scenario.
+fn check_as_of(store: &Store, ctx: &str) {
     let horizon = store.audit_horizon();
     for name in store.queue_names() {
         let dlq = store.existing_queue(&name).unwrap().dlq();
@@ -915,26 +1062,16 @@ fn check_as_of(store: &Store, version: u16, ctx: &str) {
             (now.total, now.pending, now.reprocessed, &now.by_error_kind),
             "{ctx}: {name} counts as of now"
         );
-        let before = if version < 5 { horizon - 1 } else { T0 - 1 };
-        match dlq.as_of(before) {
-            Err(Error::BeforeHorizon {
-                asked_ms,
-                earliest_ms,
-            }) => {
-                assert!(version < 5, "{ctx}: {name}");
-                assert_eq!((asked_ms, earliest_ms), (before, horizon), "{ctx}");
-            }
-            Ok(empty) => {
-                assert!(version >= 5 && empty.is_empty(), "{ctx}: {name}");
-            }
-            Err(e) => panic!("{ctx}: {name} as of {before}: {e}"),
-        }
+        let empty = dlq.as_of(T0 - 1).unwrap();
+        assert!(
+            empty
+                .list(&Filter::all(), Page::first(100))
+                .unwrap()
+                .is_empty(),
+            "{ctx}: {name}"
+        );
     }
-    if version < 5 {
-        assert!(horizon > T0 && horizon <= T_END, "{ctx}: horizon {horizon}");
-    } else {
-        assert_eq!(horizon, 0, "{ctx}");
-    }
+    assert_eq!(horizon, 0, "{ctx}");
 }
 
 /// Checks every DLQ's entries, field by field: orders-dlq holds `orders`; the others hold
@@ -947,6 +1084,7 @@ fn check_entries(store: &Store, orders: &[DeadLetter], ctx: &str) {
         "{ctx}"
     );
     assert_eq!(entries(store, "payments-dlq"), [entry_41()], "{ctx}");
+    assert_eq!(entries(store, "refunds-dlq"), [entry_62()], "{ctx}");
 }
 
 /// A delivery as a test sees it: id, attempt, payload, attributes.
@@ -976,7 +1114,7 @@ fn drain(queue: &deadletter::Queue) -> Vec<Delivered> {
 /// enqueued, and a compaction writes a checkpoint. Time is `T1`.
 const T1: u64 = T_END + 60 * SEC;
 
-fn continue_scenario(store: &Store, version: u16) {
+fn continue_scenario(store: &Store) {
     let Queues {
         audit,
         orders,
@@ -1001,7 +1139,7 @@ fn continue_scenario(store: &Store, version: u16) {
         [
             (40, 1, T0 + 26 * SEC, attrs(&[])),
             (23, 1, T0 + SEC, attrs(&[("customer", "c-103")])),
-            (62, 1, T_END, attrs(&[("customer", "c-104")])),
+            (64, 1, T_END, attrs(&[("customer", "c-104")])),
         ]
     );
     for m in &m {
@@ -1028,8 +1166,13 @@ fn continue_scenario(store: &Store, version: u16) {
         [delivered(17, 2), delivered(18, 2), delivered(19, 2)]
     );
     assert_eq!(drain(&payments), [delivered(32, 2), delivered(33, 3)]);
-    let emails_36 = if version >= 3 { 2 } else { 1 };
-    assert_eq!(drain(&emails), [delivered(36, emails_36)]);
+    assert_eq!(drain(&emails), [delivered(36, 2)]);
+    // The guarded replay that was cancelled left its canary in refunds; the idempotency key
+    // of 62 is still live.
+    let refunds = store.queue("refunds").unwrap();
+    assert_eq!(drain(&refunds), [delivered(63, 2)]);
+    let ref1 = EnqueueOptions::new().idempotency_key("REF-1");
+    assert_eq!(refunds.enqueue_with(REFUND_1, &ref1).unwrap(), 62);
 
     let dlq = orders.dlq();
     dlq.replay_one(22, &ReplayOptions::to_origin().reset_attempts())
@@ -1041,9 +1184,9 @@ fn continue_scenario(store: &Store, version: u16) {
 
     let fresh = store.queue("fresh").unwrap();
     let with_attr = EnqueueOptions::new().attribute("k", "v");
-    assert_eq!(fresh.enqueue_with("new-1", &with_attr).unwrap(), 63);
-    assert_eq!(fresh.enqueue_batch(&["new-2", "new-3"]).unwrap(), [64, 65]);
-    assert_eq!(orders.enqueue(order(9)).unwrap(), 66);
+    assert_eq!(fresh.enqueue_with("new-1", &with_attr).unwrap(), 65);
+    assert_eq!(fresh.enqueue_batch(&["new-2", "new-3"]).unwrap(), [66, 67]);
+    assert_eq!(orders.enqueue(order(9)).unwrap(), 68);
     let report = store.compact_now().unwrap();
     assert!(report.checkpoint_position.is_some());
 }
@@ -1067,19 +1210,21 @@ fn check_continued(store: &Store, ctx: &str) {
         index_entry(38, "orders", Dead, 1, T0 + 26 * SEC, 0),
         index_entry(40, "orders", Dead, 1, T1, 1),
         index_entry(41, "payments", Dead, 1, T0 + 26 * SEC, 0),
-        index_entry(62, "orders", Ready, 1, T1 + 10 * SEC, 0),
-        index_entry(63, "fresh", Ready, 0, T1, 0),
-        index_entry(64, "fresh", Ready, 0, T1, 0),
+        index_entry(62, "refunds", Dead, 2, T_END, 1),
+        index_entry(64, "orders", Ready, 1, T1 + 10 * SEC, 0),
         index_entry(65, "fresh", Ready, 0, T1, 0),
-        index_entry(66, "orders", Ready, 0, T1, 0),
+        index_entry(66, "fresh", Ready, 0, T1, 0),
+        index_entry(67, "fresh", Ready, 0, T1, 0),
+        index_entry(68, "orders", Ready, 0, T1, 0),
     ];
     assert_eq!(store.debug_messages(), index, "{ctx}");
     for (id, payload) in [
-        (62, order(8)),
-        (63, "new-1".into()),
-        (64, "new-2".into()),
-        (65, "new-3".into()),
-        (66, order(9)),
+        (62, String::from_utf8(REFUND_1.to_vec()).unwrap()),
+        (64, order(8)),
+        (65, "new-1".into()),
+        (66, "new-2".into()),
+        (67, "new-3".into()),
+        (68, order(9)),
     ] {
         assert_eq!(
             store.debug_payload(id).unwrap(),
@@ -1094,15 +1239,16 @@ fn check_continued(store: &Store, ctx: &str) {
     assert_eq!(queue("orders"), [2, 0, 9, 3, 3, 7, 0, 0, 3], "{ctx}");
     assert_eq!(queue("audit"), [0, 0, 21, 20, 0, 0, 1, 0, 0], "{ctx}");
     assert_eq!(queue("fresh"), [3, 0, 3, 0, 0, 0, 0, 0, 0], "{ctx}");
+    assert_eq!(queue("refunds"), [0, 0, 2, 1, 0, 3, 0, 0, 1], "{ctx}");
     let fresh = store.existing_queue("fresh").unwrap();
     let m = fresh.lease_for(3, Duration::from_secs(30)).unwrap();
     let attributes: Vec<_> = m.iter().map(|m| (m.id(), m.attributes().clone())).collect();
     assert_eq!(
         attributes,
         [
-            (63, attrs(&[("k", "v")])),
-            (64, attrs(&[])),
-            (65, attrs(&[]))
+            (65, attrs(&[("k", "v")])),
+            (66, attrs(&[])),
+            (67, attrs(&[]))
         ],
         "{ctx}"
     );
@@ -1119,16 +1265,16 @@ fn every_fixture_opens_with_its_exact_contents() {
         let clock = ManualClock::new(T1);
         let store = Store::open(dir.path(), config(&clock)).unwrap();
         assert!(store.recovery_report().torn_tail.is_none(), "{ctx}");
-        check_scenario(&store, &ctx, version);
-        check_history(&store, version, &ctx);
-        check_lineage(&store, version, &ctx);
-        check_as_of(&store, version, &ctx);
+        check_scenario(&store, &ctx);
+        check_history(&store, &ctx);
+        check_lineage(&store, &ctx);
+        check_as_of(&store, &ctx);
         // Reading changed nothing: a second open finds the same.
         store.close().unwrap();
         let store = Store::open(dir.path(), config(&clock)).unwrap();
-        check_scenario(&store, &format!("{ctx}, reopened"), version);
+        check_scenario(&store, &format!("{ctx}, reopened"));
 
-        continue_scenario(&store, version);
+        continue_scenario(&store);
         store.close().unwrap();
         let store = Store::open(dir.path(), config(&clock)).unwrap();
         check_continued(&store, &format!("{ctx}, continued"));
@@ -1219,8 +1365,10 @@ fn a_newer_format_version_is_refused_untouched() {
                     path,
                     found,
                     supported,
+                    pre_release,
                 }) => {
                     assert_eq!((found, supported), (newer, FORMAT_VERSION), "{what}");
+                    assert!(!pre_release, "{what}");
                     assert!(path.starts_with(dir.path()), "{what}: {path:?}");
                 }
                 Err(other) => panic!("{what}: {other:?}"),
@@ -1263,9 +1411,121 @@ fn a_newer_format_version_is_refused_untouched() {
     }
 }
 
-/// The current-version fixture writer: writes the scenario into
-/// `$DEADLETTER_WRITE_FIXTURE/store` (which must be `tests/fixtures/v{FORMAT_VERSION}` and
-/// must not exist yet) and a README saying what wrote it.
+/// Rewrites `path` as a development build before release 0.1.0 would have written its
+/// header: that build's magic (segments `DLTRSEG\0`, checkpoints `DLTRCKPT`), its format
+/// version, and the checksum over it (development segments and checkpoints kept theirs
+/// where ours are).
+fn as_pre_release(path: &Path, version: u16) {
+    let mut bytes = std::fs::read(path).unwrap();
+    if bytes.starts_with(b"DLTRSEGM") {
+        bytes[0..8].copy_from_slice(b"DLTRSEG\0");
+        std::fs::write(path, bytes).unwrap();
+        bump_segment_version(path, version);
+    } else {
+        assert!(bytes.starts_with(b"DLTRCHKP"), "{}", path.display());
+        bytes[0..8].copy_from_slice(b"DLTRCKPT");
+        std::fs::write(path, bytes).unwrap();
+        bump_checkpoint_version(path, version);
+    }
+}
+
+/// A store of a development build before release 0.1.0 (whose headers also say versions 1
+/// to 6, of another format) is recognised as such: refused with the typed error in both
+/// recovery modes, whether a segment or a checkpoint says so, never read as this format
+/// nor reported as damage, and left as it was.
+#[test]
+fn a_pre_release_store_is_refused_untouched() {
+    let (_, fixture) = fixtures().pop().unwrap();
+    for version in [1, 3, 6] {
+        let files: Vec<String> = common::dir_contents(&fixture)
+            .into_keys()
+            .filter(|n| n.ends_with(".seg") || n.starts_with("checkpoint-"))
+            .collect();
+        type Rewrite<'a> = (&'a str, Box<dyn Fn(&Path) + 'a>);
+        let cases: [Rewrite; 3] = [
+            (
+                "every file",
+                Box::new(|dir: &Path| {
+                    for f in &files {
+                        as_pre_release(&dir.join(f), version);
+                    }
+                }),
+            ),
+            (
+                "the active segment",
+                Box::new(|dir: &Path| {
+                    let last = files.iter().filter(|n| n.ends_with(".seg")).max().unwrap();
+                    as_pre_release(&dir.join(last), version)
+                }),
+            ),
+            (
+                "a checkpoint",
+                Box::new(|dir: &Path| as_pre_release(&dir.join("checkpoint-0"), version)),
+            ),
+        ];
+        for (what, rewrite) in cases {
+            let what = format!("{what}, development format {version}");
+            let dir = copy_of(&fixture);
+            rewrite(dir.path());
+            let before = dir_contents(dir.path());
+            let clock = ManualClock::new(T1);
+            for config in [
+                Config::default().clock(clock.clone()),
+                config(&clock).recovery(RecoveryMode::Quarantine),
+            ] {
+                match Store::open(dir.path(), config) {
+                    Err(Error::UnsupportedFormat {
+                        path,
+                        found,
+                        supported,
+                        pre_release,
+                    }) => {
+                        assert_eq!((found, supported), (version, FORMAT_VERSION), "{what}");
+                        assert!(pre_release, "{what}");
+                        assert!(path.starts_with(dir.path()), "{what}: {path:?}");
+                    }
+                    Err(other) => panic!("{what}: {other:?}"),
+                    Ok(_) => panic!("{what}: a development build's store opened"),
+                }
+                assert_eq!(
+                    dir_contents(dir.path()),
+                    before,
+                    "{what}: the store changed"
+                );
+            }
+            let text = Store::open(dir.path(), config(&clock))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                text.contains("development build") && text.contains("before release 0.1.0"),
+                "{what}: {text}"
+            );
+
+            // verify says so, without counting it as damage.
+            let report = deadletter::verify(dir.path()).unwrap();
+            let listed = report.pre_release_files();
+            assert!(!listed.is_empty(), "{what}: {report:?}");
+            assert!(listed.iter().all(|(_, v)| *v == version), "{what}");
+            assert!(report.newer_versions().is_empty(), "{what}");
+            assert_eq!(report.problems(), 0, "{what}: {report:?}");
+            assert!(!report.is_clean(), "{what}");
+            assert_eq!(
+                dir_contents(dir.path()),
+                before,
+                "{what}: verify changed it"
+            );
+        }
+    }
+}
+
+/// The format versions of releases, with the release that froze each: their fixtures are
+/// never written again. The current version, until its release, is not listed: its fixture
+/// is written again as the format grows.
+const RELEASED: &[(u16, &str)] = &[(1, "0.1.0")];
+
+/// The fixture writer: writes the scenario into `$DEADLETTER_WRITE_FIXTURE/store` (which
+/// must be `tests/fixtures/v{FORMAT_VERSION}`) and a README saying what it is. It refuses to
+/// touch the fixture of a released version.
 #[test]
 #[ignore = "writes a fixture store: DEADLETTER_WRITE_FIXTURE=tests/fixtures/vN"]
 fn write_fixture() {
@@ -1279,20 +1539,55 @@ fn write_fixture() {
         Some(name.as_str()),
         "this build writes format version {FORMAT_VERSION}: its fixture is tests/fixtures/{name}"
     );
-    assert!(
-        !target.exists(),
-        "{} exists: a fixture, once written, is never rewritten",
-        target.display()
-    );
+    let release = RELEASED.iter().find(|(v, _)| *v == FORMAT_VERSION);
+    if target.exists() {
+        assert!(
+            release.is_none(),
+            "{} is the fixture of a released format: it is never written again",
+            target.display()
+        );
+        std::fs::remove_dir_all(&target).unwrap();
+    }
     let store = target.join("store");
     write_scenario(&store).unwrap();
     std::fs::remove_file(store.join("LOCK")).unwrap();
+    // The checkpoint reserve is zeros that nothing reads (an open makes it again).
+    std::fs::remove_file(store.join("checkpoint.tmp")).unwrap();
+    let status = match release {
+        Some((_, release)) => format!(
+            "the format of release {release}.\n\n\
+             **Frozen.** Never rewrite it: every later release opens it, with these exact\n\
+             contents."
+        ),
+        None => "the format of the next release.\n\n\
+             **Not released yet.** The format may change until that release: write the\n\
+             fixture again (the command below) as it grows. Once the release is tagged, list\n\
+             the version in `RELEASED` (`tests/format_compat.rs`): from then on it is frozen."
+            .to_string(),
+    };
     let readme = format!(
         "# Format version {FORMAT_VERSION} fixture\n\n\
-         `store/` was written in on-disk format version {FORMAT_VERSION} by `write_scenario` in\n\
-         `tests/format_compat.rs` (run through its `write_fixture` test). It holds the same\n\
-         scenario as every other fixture; `tests/format_compat.rs` opens it and checks its\n\
-         exact contents. Never rewrite it: the stores users have look like this one.\n"
+         `store/` is a small store in on-disk format version {FORMAT_VERSION}, {status}\n\n\
+         `tests/format_compat.rs` opens a copy and checks its exact contents; the unit tests\n\
+         of `src/engine/wire/` read its records and checkpoints byte by byte.\n\n\
+         It was written by `write_scenario` in `tests/format_compat.rs`, through its\n\
+         `write_fixture` test:\n\n\
+         ```sh\n\
+         DEADLETTER_WRITE_FIXTURE=tests/fixtures/v{FORMAT_VERSION} cargo test -p deadletter --all-features \\\n    \
+         --test format_compat -- --ignored write_fixture\n\
+         ```\n\n\
+         The scenario is deterministic (a manual clock, fixed payloads, explicit durations\n\
+         and workers, no background compaction, no retry jitter), and it holds what the\n\
+         format can hold: several queues; messages with attributes, a TTL, a delay and an\n\
+         idempotency key; leases (acked, released, extended, cut by the close); DLQ entries\n\
+         with a bounded history and dropped attempts, details, stack traces, context and\n\
+         tags, marked reprocessed, expired, deleted (a tombstone) and imported; replays\n\
+         with generations, one with a corrected payload; guarded replays (stopped, paused,\n\
+         resumed, cancelled, completed); the audit trail; per-hour failure history; a\n\
+         worker pool's reservations (started and not); relocated records; two checkpoints\n\
+         and records after the newer one, in two sealed segments and the active one, with\n\
+         its tail hint (`*.tmp`). The checkpoint reserve (`checkpoint.tmp`, zeros) is left\n\
+         out: nothing reads it, and an open makes it again.\n"
     );
     std::fs::write(target.join("README.md"), readme).unwrap();
 }

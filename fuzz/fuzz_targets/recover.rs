@@ -4,8 +4,8 @@
 //! temporary and spare files, checkpoint slots, foreign files), either raw (mode 0), or as a
 //! valid store built by the library and then damaged (mode 1: bit flips, truncations, removed
 //! and duplicated files, garbage files), or as one of the compatibility fixture stores
-//! (`tests/fixtures/v*/store`, written by every format version, with relocated records and
-//! checkpoints) damaged the same way (mode 2). The image is written into a `SimDisk`, then
+//! (`tests/fixtures/v*/store`, one per released format version and the next one's, with
+//! relocated records and checkpoints) damaged the same way (mode 2). The image is written into a `SimDisk`, then
 //! opened as a `Log` and as a `Store` under both recovery modes. Nothing may panic, and every
 //! record the log returns must pass a CRC computed here, independently of the library's frame
 //! codec, over the bytes of the file it came from.

@@ -224,9 +224,10 @@ impl Config {
     /// store they did not create start from this: a store opened with another segment size
     /// would grow its active segment to that size.
     ///
-    /// A store's segment size is the size its active segment declares in its header (from
-    /// format version 2; before, the file's length): every segment is created at the
-    /// store's segment size, and every open brings the active segment back to it. So this reads the directory listing and the header of the newest segment
+    /// A store's segment size is the size its active segment declares in its header (the
+    /// file's length for a format this build does not read): every segment is created at
+    /// the store's segment size, and every open brings the active segment back to it. So
+    /// this reads the directory listing and the header of the newest segment
     /// (the active one; the one before it if that is not a deadletter segment), takes no
     /// lock and changes nothing. A directory without a segment gives the defaults.
     pub fn for_existing_store(dir: impl AsRef<Path>) -> Config {
@@ -412,16 +413,18 @@ impl Config {
 }
 
 /// The length of the segment file at `path`, if it starts with a deadletter segment header
-/// (of any format version: a newer one is refused by the open, not here).
+/// (of any format: one this build does not read is refused by the open, not here).
 fn segment_file_len(path: &Path) -> Option<u64> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let mut head = [0u8; SEGMENT_HEADER_LEN];
     file.read_exact(&mut head).ok()?;
     match format::decode_segment_header(&head, FORMAT_VERSION) {
-        // The size it was created at (version 2 on), even if the file was cut since.
-        Ok(h) if h.size.is_some() => h.size,
-        Ok(_) | Err(HeaderError::Newer(_)) => file.metadata().ok().map(|m| m.len()),
+        // The size it was created at, even if the file was cut since.
+        Ok(h) => Some(h.size),
+        Err(HeaderError::Newer(_) | HeaderError::PreRelease(_)) => {
+            file.metadata().ok().map(|m| m.len())
+        }
         Err(_) => None,
     }
 }

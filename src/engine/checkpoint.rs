@@ -15,8 +15,9 @@
 //! The file's bytes are [`crate::engine::wire`]'s business (`wire/checkpoint.rs`,
 //! `docs/FORMAT.md`): a header with the format version, a CRC over the whole file, the
 //! position, and the snapshot. A checkpoint of a newer format version than this build
-//! reads is not damage: reading it is [`Error::UnsupportedFormat`], in every recovery mode,
-//! and the engine reads the slots before the log's recovery changes anything.
+//! reads, or of a development build before release 0.1.0, is not damage: reading it is
+//! [`Error::UnsupportedFormat`], in every recovery mode, and the engine reads the slots
+//! before the log's recovery changes anything.
 
 use std::path::Path;
 
@@ -37,7 +38,8 @@ pub fn encode(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
 }
 
 /// Decodes a checkpoint file's bytes. Damage is [`CorruptionKind::BadCheckpoint`] at the
-/// offset where it shows; a newer format version is [`Error::UnsupportedFormat`].
+/// offset where it shows; a newer format version, or a development build's, is
+/// [`Error::UnsupportedFormat`].
 pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<CheckpointFile> {
     wire::decode_checkpoint(bytes).map_err(|e| match e {
         CheckpointError::Damaged(offset) => {
@@ -47,6 +49,13 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<CheckpointFile> {
             path: path.to_path_buf(),
             found,
             supported: FORMAT_VERSION,
+            pre_release: false,
+        },
+        CheckpointError::PreRelease(found) => Error::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found,
+            supported: FORMAT_VERSION,
+            pre_release: true,
         },
     })
 }
@@ -90,7 +99,7 @@ pub enum SlotState {
     Damaged(Error),
 }
 
-/// Reads slot `slot`. A checkpoint of a newer format version is an error
+/// Reads slot `slot`. A checkpoint of a format this build does not read is an error
 /// ([`Error::UnsupportedFormat`]), not a damaged slot.
 pub fn read(fs: &dyn Vfs, dir: &Path, slot: usize) -> Result<SlotState> {
     let path = dir.join(SLOTS[slot % 2]);

@@ -10,19 +10,25 @@
 //! - a record body is never empty, so an all-zero frame header (a preallocated, never-written
 //!   region) never decodes as a record;
 //! - [`decode_frame`] never returns a body whose checksum failed;
-//! - a segment header of a newer format version is recognised as such, never mistaken for
-//!   damage, and a damaged one never for a newer version (see [`decode_segment_header`]).
+//! - a segment header of a newer format version, or of a development build before release
+//!   0.1.0, is recognised as such, never mistaken for damage, and a damaged one never for
+//!   either (see [`decode_segment_header`]).
 
 /// The store's on-disk format version: the version this build writes, and the newest it
 /// reads. Every segment header and every checkpoint carries the version it was written in.
 /// It covers everything a store holds: the segment header and record frame (here), the
-/// record bodies and checkpoints (`engine::wire`). Any change to what is written on disk
-/// bumps it (see "Changing the format" in `docs/FORMAT.md`); versions 1 to this one are
-/// read, and a newer one is refused with [`crate::Error::UnsupportedFormat`].
-pub const FORMAT_VERSION: u16 = 6;
+/// record bodies and checkpoints (`engine::wire`). Version 1 is the format of release
+/// 0.1.0, frozen since; what changes after a release goes into the next release's version
+/// (see "The format rule" in `docs/FORMAT.md`). Versions 1 to this one are read, and a
+/// newer one is refused with [`crate::Error::UnsupportedFormat`].
+pub const FORMAT_VERSION: u16 = 1;
 
 /// Magic number at the start of every segment file.
-pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";
+pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEGM";
+/// The magic number the development builds before release 0.1.0 wrote instead (their
+/// headers also say versions 1 to 6, in another format): such a segment is recognised,
+/// never read, and never taken for damage (see [`decode_segment_header`]).
+pub const PRE_RELEASE_SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";
 /// Length of the segment header in bytes; the first record starts here.
 pub const SEGMENT_HEADER_LEN: usize = 32;
 /// Length of a record frame header; the body starts this many bytes after the frame.
@@ -40,10 +46,9 @@ pub struct SegmentHeader {
     pub base: u64,
     /// The format version its records are written in.
     pub version: u16,
-    /// The file's size when it was created, header included (version 2 on; `None` in a
-    /// version-1 header, which does not say). A segment file is never shorter than this
-    /// for as long as it exists: one that is was cut.
-    pub size: Option<u64>,
+    /// The file's size when it was created, header included. A segment file is never
+    /// shorter than this for as long as it exists: one that is was cut.
+    pub size: u64,
 }
 
 impl SegmentHeader {
@@ -52,7 +57,7 @@ impl SegmentHeader {
         SegmentHeader {
             base,
             version,
-            size: (version >= 2).then_some(size),
+            size,
         }
     }
 }
@@ -69,25 +74,22 @@ pub enum HeaderError {
     /// An intact header of a version newer than the reader's: the data is fine, the reader
     /// is too old.
     Newer(u16),
-    /// A checksummed header no version writes: version 0, or a header length its version
-    /// does not have.
+    /// An intact header of a development build before release 0.1.0 (the pre-release
+    /// magic), naming that build's format version: no release reads it.
+    PreRelease(u16),
+    /// A checksummed header no version writes: version 0, a header length its version
+    /// does not have, or a size smaller than a header.
     Invalid,
 }
 
-/// Encodes a segment header in the layout of its version: version 1 (flags, base,
-/// reserved) or version 2 on (the declared size, then the base).
+/// Encodes a segment header.
 pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN] {
     let mut b = [0u8; SEGMENT_HEADER_LEN];
     b[0..8].copy_from_slice(&SEGMENT_MAGIC);
     b[8..10].copy_from_slice(&header.version.to_le_bytes());
     b[10..12].copy_from_slice(&(SEGMENT_HEADER_LEN as u16).to_le_bytes());
-    if header.version >= 2 {
-        b[12..20].copy_from_slice(&header.size.unwrap_or(0).to_le_bytes());
-        b[20..28].copy_from_slice(&header.base.to_le_bytes());
-    } else {
-        // 12..16 flags, 24..28 reserved: zero.
-        b[16..24].copy_from_slice(&header.base.to_le_bytes());
-    }
+    b[12..20].copy_from_slice(&header.size.to_le_bytes());
+    b[20..28].copy_from_slice(&header.base.to_le_bytes());
     let crc = crc32fast::hash(&b[0..28]);
     b[28..32].copy_from_slice(&crc.to_le_bytes());
     b
@@ -99,17 +101,20 @@ pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN]
 /// Every version keeps the first 12 bytes (magic, version, header length) and ends its
 /// header with the CRC-32 of the header's other bytes; that is how a header of a newer
 /// version is told apart from a damaged one without knowing its layout: intact, it is
-/// [`HeaderError::Newer`]; damaged, [`HeaderError::Checksum`].
+/// [`HeaderError::Newer`]; damaged, [`HeaderError::Checksum`]. A development build's
+/// header (the pre-release magic; 32 bytes, the CRC-32 of the first 28 at 28) is
+/// [`HeaderError::PreRelease`] when intact, damage otherwise.
 pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHeader, HeaderError> {
     if bytes.len() < 12 {
         return Err(HeaderError::Short);
     }
-    if bytes[0..8] != SEGMENT_MAGIC {
+    let pre_release = bytes[0..8] == PRE_RELEASE_SEGMENT_MAGIC;
+    if bytes[0..8] != SEGMENT_MAGIC && !pre_release {
         return Err(HeaderError::Magic);
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
     let header_len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
-    if version > max_version {
+    if version > max_version && !pre_release {
         if !(16..=MAX_FUTURE_HEADER_LEN).contains(&header_len) {
             return Err(HeaderError::Checksum);
         }
@@ -120,9 +125,6 @@ pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHe
         }
         return Err(HeaderError::Newer(version));
     }
-    // Versions 1 to 4 share the first 12 bytes, the length (32) and the CRC's place;
-    // between them, version 1 has flags, the base and a reserved field, versions 2 to 4
-    // the declared size and the base.
     if bytes.len() < SEGMENT_HEADER_LEN {
         return Err(HeaderError::Short);
     }
@@ -130,25 +132,17 @@ pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHe
     if crc32fast::hash(&bytes[0..28]) != stored {
         return Err(HeaderError::Checksum);
     }
-    if version == 0 || header_len != SEGMENT_HEADER_LEN {
-        return Err(HeaderError::Invalid);
-    }
-    if version == 1 {
-        let base = u64_at(bytes, 16);
-        return Ok(SegmentHeader {
-            base,
-            version,
-            size: None,
-        });
+    if pre_release {
+        return Err(HeaderError::PreRelease(version));
     }
     let size = u64_at(bytes, 12);
-    if size < SEGMENT_HEADER_LEN as u64 {
+    if version == 0 || header_len != SEGMENT_HEADER_LEN || size < SEGMENT_HEADER_LEN as u64 {
         return Err(HeaderError::Invalid);
     }
     Ok(SegmentHeader {
         base: u64_at(bytes, 20),
         version,
-        size: Some(size),
+        size,
     })
 }
 
@@ -305,19 +299,59 @@ mod tests {
     }
 
     #[test]
-    fn each_version_has_its_layout() {
-        let v1 = SegmentHeader::new(77, 1, 4096);
-        assert_eq!(v1.size, None);
-        let b = encode_segment_header(&v1);
-        assert_eq!(u64_at(&b, 16), 77);
-        assert_eq!(decode_segment_header(&b, 2), Ok(v1));
-        let v2 = SegmentHeader::new(77, 2, 4096);
-        let b = encode_segment_header(&v2);
+    fn the_layout_is_the_documented_one() {
+        let b = encode_segment_header(&SegmentHeader::new(77, FORMAT_VERSION, 4096));
+        assert_eq!(&b[0..8], b"DLTRSEGM");
         assert_eq!((u64_at(&b, 12), u64_at(&b, 20)), (4096, 77));
-        assert_eq!(decode_segment_header(&b, 2), Ok(v2));
-        // A version-2 header declaring less than a header is one no version writes.
-        let b = encode_segment_header(&SegmentHeader::new(77, 2, 8));
-        assert_eq!(decode_segment_header(&b, 2), Err(HeaderError::Invalid));
+        // A header declaring less than a header is one no version writes.
+        let b = encode_segment_header(&SegmentHeader::new(77, FORMAT_VERSION, 8));
+        assert_eq!(
+            decode_segment_header(&b, FORMAT_VERSION),
+            Err(HeaderError::Invalid)
+        );
+    }
+
+    /// A development build's header (before release 0.1.0: another magic, versions 1 to 6,
+    /// two layouts) is recognised when intact, whatever version it names, and is damage
+    /// otherwise. These are the first bytes of segments such builds wrote: format 1 (flags,
+    /// base, reserved) and format 6 (size, base).
+    #[test]
+    fn a_pre_release_header_is_told_from_ours_and_from_damage() {
+        let development: [(u16, [u8; 32]); 2] = [
+            (
+                1,
+                [
+                    0x44, 0x4c, 0x54, 0x52, 0x53, 0x45, 0x47, 0x00, 0x01, 0x00, 0x20, 0x00, 0x00,
+                    0x00, 0x00, 0x00, 0xbe, 0xf4, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                    0x00, 0x00, 0x7a, 0x9c, 0xc7, 0x71,
+                ],
+            ),
+            (
+                6,
+                [
+                    0x44, 0x4c, 0x54, 0x52, 0x53, 0x45, 0x47, 0x00, 0x06, 0x00, 0x20, 0x00, 0x00,
+                    0x20, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd2, 0xf4, 0x00, 0x00, 0x00, 0x00,
+                    0x00, 0x00, 0xbe, 0x14, 0x85, 0xf5,
+                ],
+            ),
+        ];
+        for (version, header) in development {
+            assert_eq!(
+                decode_segment_header(&header, FORMAT_VERSION),
+                Err(HeaderError::PreRelease(version))
+            );
+            for bit in 0..32 * 8 {
+                let mut b = header;
+                b[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    !matches!(
+                        decode_segment_header(&b, FORMAT_VERSION),
+                        Ok(_) | Err(HeaderError::PreRelease(_) | HeaderError::Newer(_))
+                    ),
+                    "bit {bit} of version {version}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -332,8 +366,8 @@ mod tests {
             decode_segment_header(&newer, FORMAT_VERSION + 1).map(|h| h.base),
             Ok(64)
         );
-        // A bit flip that turns a version-1 header's version into a higher one is damage.
-        let mut flipped = encode_segment_header(&SegmentHeader::new(64, 1, 4096));
+        // A bit flip that turns a header's version into a higher one is damage.
+        let mut flipped = encode_segment_header(&SegmentHeader::new(64, FORMAT_VERSION, 4096));
         flipped[9] ^= 0x40;
         assert_eq!(
             decode_segment_header(&flipped, FORMAT_VERSION),

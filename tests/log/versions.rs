@@ -1,10 +1,11 @@
-//! Format versions: every segment holds records of one format version
-//! (its header's), every record read says which, and a log opened by a build of a later
-//! version seals an older active segment and writes on in a new one; a segment of a later
-//! version than the log's is refused with the directory left as it was.
+//! Format versions at the log level: every segment holds records of one format version
+//! (its header's), every record read says which, and a log opened by a build of the next
+//! release's version seals an older active segment (a store of an earlier release) and
+//! writes on in a new one; a segment of a later version than the log's is refused with the
+//! directory left as it was.
 //!
 //! The store always writes `FORMAT_VERSION`; these tests set the log's version
-//! (`LogOptions::format_version`) to play a build of the next version.
+//! (`LogOptions::format_version`) to play a build of the next release's version.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -98,8 +99,9 @@ fn a_newer_build_seals_the_older_active_segment_and_writes_on_in_its_own() {
             path,
             found,
             supported,
+            pre_release,
         }) => {
-            assert_eq!((found, supported), (NEW, OLD));
+            assert_eq!((found, supported, pre_release), (NEW, OLD, false));
             assert_eq!(path, seg_path(dir.path(), end));
         }
         other => panic!("{other:?}"),

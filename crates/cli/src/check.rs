@@ -1,9 +1,10 @@
 //! `verify`: reads every segment read-only through `deadletter::verify` (no lock taken,
 //! nothing truncated or removed) and prints what recovery would find, with the on-disk
 //! format version of every segment and checkpoint. Exits 1 when it finds damage, or files
-//! in a newer format version than this build reads (it cannot check those, and the store
-//! opens only with a newer deadletter); a torn tail in the last segment is reported but is
-//! not damage (the next open truncates it, as after any crash during a write).
+//! in a format this build does not read: a newer version (it cannot check those, and the
+//! store opens only with a newer deadletter) or a development build's from before release
+//! 0.1.0 (which no release opens); a torn tail in the last segment is reported but is not
+//! damage (the next open truncates it, as after any crash during a write).
 
 use deadletter::{verify_with, HeaderStatus, SegmentReport, VerifyOptions, FORMAT_VERSION};
 
@@ -23,6 +24,11 @@ fn segment_status(s: &SegmentReport) -> String {
         HeaderStatus::UnsupportedVersion => parts.push(format!(
             "format version {}, newer than this deadletter reads (up to {FORMAT_VERSION}): \
              not checked",
+            s.version.map_or("?".to_string(), |v| v.to_string())
+        )),
+        HeaderStatus::PreRelease => parts.push(format!(
+            "written by a development build before release 0.1.0 (its format {}), which no \
+             release reads: not checked",
             s.version.map_or("?".to_string(), |v| v.to_string())
         )),
         HeaderStatus::Invalid => parts.push(
@@ -84,16 +90,20 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
     }
     let problems = report.problems();
     let newer = report.newer_versions();
+    let pre_release = report.pre_release_files();
     if json {
         let mut value = serde_json::to_value(&report)
             .map_err(|e| CliError::Input(format!("cannot encode JSON: {e}")))?;
         if let serde_json::Value::Object(map) = &mut value {
             map.insert("problems".into(), problems.into());
-            let files: Vec<serde_json::Value> = newer
-                .iter()
-                .map(|(file, version)| serde_json::json!({"file": file, "version": version}))
-                .collect();
-            map.insert("newer_versions".into(), files.into());
+            let listed = |files: &[(&str, u16)]| -> Vec<serde_json::Value> {
+                files
+                    .iter()
+                    .map(|(file, version)| serde_json::json!({"file": file, "version": version}))
+                    .collect()
+            };
+            map.insert("newer_versions".into(), listed(&newer).into());
+            map.insert("pre_release_files".into(), listed(&pre_release).into());
             map.insert("clean".into(), report.is_clean().into());
         }
         print_json(&value)?;
@@ -135,6 +145,11 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 (None, Some(e), _) => {
                     text.push_str(&format!("checkpoint {}: DAMAGED: {e}\n", c.file))
                 }
+                (None, None, Some(v)) if c.pre_release => text.push_str(&format!(
+                    "checkpoint {}: written by a development build before release 0.1.0 (its \
+                     format {v}), which no release reads: not checked\n",
+                    c.file
+                )),
                 (None, None, Some(v)) => text.push_str(&format!(
                     "checkpoint {}: format version {v}, newer than this deadletter reads \
                      (up to {FORMAT_VERSION}): not checked\n",
@@ -201,6 +216,14 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 newer.len()
             ));
         }
+        if !pre_release.is_empty() {
+            text.push_str(&format!(
+                "{} file(s) written by a development build before release 0.1.0: no release \
+                 opens this store; drain it, or export its DLQ entries, with the build that \
+                 wrote it\n",
+                pre_release.len()
+            ));
+        }
         if problems == 0 {
             text.push_str("no damage found; nothing was changed\n");
         } else {
@@ -220,6 +243,13 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         return Err(CliError::Incomplete(format!(
             "{} is in format version {version}, newer than this deadletter reads (up to \
              {FORMAT_VERSION}): verify it with a newer deadletter",
+            args.dir.join(file).display()
+        )));
+    }
+    if let Some((file, version)) = pre_release.first() {
+        return Err(CliError::Incomplete(format!(
+            "{} was written by a development build before release 0.1.0 (its format \
+             {version}), which no release of deadletter reads",
             args.dir.join(file).display()
         )));
     }

@@ -1,5 +1,5 @@
 //! Checkpoint files checked: each slot is read and decoded (checksum, version, position); a
-//! newer version is reported as such, never as damage.
+//! newer version, or a development build's, is reported as such, never as damage.
 
 use std::path::Path;
 
@@ -15,9 +15,13 @@ pub struct CheckpointReport {
     /// The file's name.
     pub file: String,
     /// The format version it was written in, when it is intact (a newer version than this
-    /// build reads included: then it is not decoded, and neither `position` nor `error` is
-    /// set).
+    /// build reads, or a development build's, included: then it is not decoded, and
+    /// neither `position` nor `error` is set).
     pub version: Option<u16>,
+    /// Written by a development build before release 0.1.0 (`version` is that build's
+    /// format version), which no release reads.
+    #[serde(default)]
+    pub pre_release: bool,
     /// The log position it covers, when it is valid.
     pub position: Option<u64>,
     /// Why it is not valid, when it is damaged.
@@ -30,6 +34,7 @@ pub(super) fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
     let mut report = CheckpointReport {
         file,
         version: None,
+        pre_release: false,
         position: None,
         error: None,
     };
@@ -41,7 +46,12 @@ pub(super) fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
             report.version = Some(checkpoint.version);
             report.position = Some(checkpoint.position);
         }
-        Err(Error::UnsupportedFormat { found, .. }) => report.version = Some(found),
+        Err(Error::UnsupportedFormat {
+            found, pre_release, ..
+        }) => {
+            report.version = Some(found);
+            report.pre_release = pre_release;
+        }
         Err(e) => report.error = Some(e.to_string()),
     }
     report

@@ -21,10 +21,11 @@
 //! bound, not as a leftover; the segment is still read whole, and bytes past the bound (where
 //! the log never writes) are a problem ([`VerifyReport::written_past_hint`]).
 //!
-//! A segment or checkpoint written in a newer format version than this build reads is not
-//! damage, and is not counted as a problem: it is listed in
-//! [`VerifyReport::newer_versions`], left unchecked (its layout is unknown here), and makes
-//! the report not clean.
+//! A segment or checkpoint written in a newer format version than this build reads, or by
+//! a development build before release 0.1.0, is not damage, and is not counted as a
+//! problem: it is listed in [`VerifyReport::newer_versions`] or
+//! [`VerifyReport::pre_release_files`], left unchecked (its layout is not this build's),
+//! and makes the report not clean.
 //!
 //! The parts, one job each: `listing` sorts the directory's entries; `segment` checks one
 //! segment file; `checkpoint` one checkpoint file; `continuity` judges where segments meet

@@ -1,5 +1,6 @@
 //! [`VerifyReport`]: everything a verification found, and the verdicts drawn from it (how
-//! many problems, which files are of a newer version, whether the store is clean).
+//! many problems, which files are of a format this build does not read, whether the store
+//! is clean).
 
 use std::path::PathBuf;
 
@@ -50,7 +51,8 @@ impl VerifyReport {
     /// Problems found: bad headers, damaged ranges, torn tails in sealed segments, boundary
     /// problems and damaged checkpoints. A torn tail in the last segment is not counted (see
     /// [`VerifyReport::torn_tail`]), nor are files in a newer format version (see
-    /// [`VerifyReport::newer_versions`]).
+    /// [`VerifyReport::newer_versions`]) or a development build's (see
+    /// [`VerifyReport::pre_release_files`]).
     pub fn problems(&self) -> usize {
         let in_segments: usize = self
             .segments
@@ -58,7 +60,7 @@ impl VerifyReport {
             .map(|s| {
                 let bad_header = !matches!(
                     s.header,
-                    HeaderStatus::Ok | HeaderStatus::UnsupportedVersion
+                    HeaderStatus::Ok | HeaderStatus::UnsupportedVersion | HeaderStatus::PreRelease
                 );
                 usize::from(bad_header)
                     + usize::from(s.is_short())
@@ -105,16 +107,35 @@ impl VerifyReport {
             .filter(|s| s.header == HeaderStatus::UnsupportedVersion)
             .filter_map(|s| Some((s.file.as_str(), s.version?)));
         let checkpoints = self.checkpoints.iter().filter_map(|c| match c.version {
-            Some(v) if v > self.supported_version => Some((c.file.as_str(), v)),
+            Some(v) if v > self.supported_version && !c.pre_release => Some((c.file.as_str(), v)),
             _ => None,
         });
         segments.chain(checkpoints).collect()
     }
 
-    /// True when no problem was found and every file was checked (none is in a newer
-    /// format version).
+    /// The files (segments, then checkpoints) written by a development build before
+    /// release 0.1.0, with that build's format version. No release opens such a store
+    /// ([`crate::Error::UnsupportedFormat`]), and this build did not check those files.
+    pub fn pre_release_files(&self) -> Vec<(&str, u16)> {
+        let segments = self
+            .segments
+            .iter()
+            .filter(|s| s.header == HeaderStatus::PreRelease)
+            .filter_map(|s| Some((s.file.as_str(), s.version?)));
+        let checkpoints = self
+            .checkpoints
+            .iter()
+            .filter(|c| c.pre_release)
+            .filter_map(|c| Some((c.file.as_str(), c.version?)));
+        segments.chain(checkpoints).collect()
+    }
+
+    /// True when no problem was found and every file was checked (none is in a format this
+    /// build does not read).
     pub fn is_clean(&self) -> bool {
-        self.problems() == 0 && self.newer_versions().is_empty()
+        self.problems() == 0
+            && self.newer_versions().is_empty()
+            && self.pre_release_files().is_empty()
     }
 
     /// The torn tail of the last segment, which the next open truncates, if any (up to the

@@ -29,6 +29,10 @@ pub enum HeaderStatus {
     /// ([`SegmentReport::version`] says which): not damage, but this build cannot check the
     /// records behind it, nor open the store.
     UnsupportedVersion,
+    /// An intact header of a development build before release 0.1.0
+    /// ([`SegmentReport::version`] is that build's format version): not damage, but no
+    /// release reads such a store, and its records were not checked.
+    PreRelease,
     /// The header's checksum fails.
     BadChecksum,
     /// The header is valid but names another base position than the file name.
@@ -79,13 +83,13 @@ pub struct SegmentReport {
     pub base: u64,
     /// The file's size in bytes.
     pub file_len: u64,
-    /// The size its header declares (format version 2 on). A file shorter than that was
-    /// cut: a problem, in the last segment too.
+    /// The size its header declares (when it is intact and of this build's format). A file
+    /// shorter than that was cut: a problem, in the last segment too.
     pub declared_len: Option<u64>,
     /// The header's state.
     pub header: HeaderStatus,
     /// The format version the header names, when the header is intact (a newer version
-    /// than this build reads included).
+    /// than this build reads, or a development build's, included).
     pub version: Option<u16>,
     /// True for the last segment (the one a writer appends to).
     pub last: bool,
@@ -181,11 +185,12 @@ pub(super) fn check_segment(
     };
     (seg.header, seg.version) = match format::decode_segment_header(bytes, FORMAT_VERSION) {
         Ok(h) if h.base == base => {
-            seg.declared_len = h.size;
+            seg.declared_len = Some(h.size);
             (HeaderStatus::Ok, Some(h.version))
         }
         Ok(h) => (HeaderStatus::BaseMismatch, Some(h.version)),
         Err(HeaderError::Newer(v)) => (HeaderStatus::UnsupportedVersion, Some(v)),
+        Err(HeaderError::PreRelease(v)) => (HeaderStatus::PreRelease, Some(v)),
         Err(HeaderError::Short) => (HeaderStatus::Short, None),
         Err(HeaderError::Magic) => (HeaderStatus::BadMagic, None),
         Err(HeaderError::Checksum) => (HeaderStatus::BadChecksum, None),

@@ -11,13 +11,17 @@
 //! version keeps the magic, the version and the CRC where they are, and the CRC's rule:
 //! that is how a checkpoint of a newer version is told apart from a damaged one without
 //! knowing its layout ([`CheckpointError::Newer`] when intact, [`CheckpointError::Damaged`]
-//! otherwise). The rest of the header and the body are the version's own.
+//! otherwise). The rest of the header and the body are the version's own. The development
+//! builds before release 0.1.0 wrote another magic (with the same CRC's rule): such a
+//! checkpoint, intact, is [`CheckpointError::PreRelease`], never damage.
 
-use super::{current, v1, v4, v5, v6, FORMAT_VERSION};
+use super::{current, v1, FORMAT_VERSION};
 use crate::engine::state::Snapshot;
 use crate::error::Result;
 
-const MAGIC: [u8; 8] = *b"DLTRCKPT";
+const MAGIC: [u8; 8] = *b"DLTRCHKP";
+/// The magic of the development builds' checkpoints (their versions 1 to 6).
+const PRE_RELEASE_MAGIC: [u8; 8] = *b"DLTRCKPT";
 /// Bytes of the version-1 header; its body starts here.
 const V1_HEADER_LEN: usize = 32;
 /// Where the CRC is, in every version.
@@ -41,6 +45,9 @@ pub(crate) enum CheckpointError {
     Damaged(u64),
     /// An intact checkpoint of a newer format version than this build reads.
     Newer(u16),
+    /// An intact checkpoint of a development build before release 0.1.0, with that
+    /// build's format version.
+    PreRelease(u16),
 }
 
 /// The CRC of a checkpoint file: every byte, with the CRC's own four taken as zero.
@@ -72,7 +79,8 @@ pub(crate) fn encode_checkpoint(position: u64, snapshot: Snapshot) -> Result<Vec
 pub(crate) fn decode_checkpoint(
     bytes: &[u8],
 ) -> std::result::Result<CheckpointFile, CheckpointError> {
-    if bytes.len() < CRC_AT + 4 || bytes[0..8] != MAGIC {
+    let pre_release = bytes.get(0..8) == Some(&PRE_RELEASE_MAGIC[..]);
+    if bytes.len() < CRC_AT + 4 || (bytes[0..8] != MAGIC && !pre_release) {
         return Err(CheckpointError::Damaged(0));
     }
     let stored = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
@@ -80,18 +88,15 @@ pub(crate) fn decode_checkpoint(
         return Err(CheckpointError::Damaged(CRC_AT as u64));
     }
     match u16::from_le_bytes([bytes[8], bytes[9]]) {
-        // Version 2 changed the segment header only, version 3 added records: their
-        // checkpoints are version 1's. Versions 4 to 6 keep the header and grow the body.
-        v @ (1..=6) => decode_v1(bytes, v),
+        v if pre_release => Err(CheckpointError::PreRelease(v)),
+        1 => decode_v1(bytes),
         v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
         _ => Err(CheckpointError::Damaged(8)),
     }
 }
 
-/// Version 1 (and 2 to 6, the same header): position and body length, then the body in
-/// that version's layout (version 1's up to version 3; version 4 adds the failure history,
-/// version 5 the audit part, version 6 the guarded replays).
-fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, CheckpointError> {
+/// Version 1: position and body length, then the body.
+fn decode_v1(bytes: &[u8]) -> std::result::Result<CheckpointFile, CheckpointError> {
     let u64_at = |at: usize| {
         bytes
             .get(at..at + 8)
@@ -104,15 +109,9 @@ fn decode_v1(bytes: &[u8], version: u16) -> std::result::Result<CheckpointFile, 
     if body_len != (bytes.len() - V1_HEADER_LEN) as u64 {
         return Err(CheckpointError::Damaged(24));
     }
-    let body = &bytes[V1_HEADER_LEN..];
-    let snapshot = match version {
-        1..=3 => v1::snapshot::decode(body, V1_HEADER_LEN as u64)?,
-        4 => v4::snapshot::decode(body, V1_HEADER_LEN as u64)?,
-        5 => v5::snapshot::decode(body, V1_HEADER_LEN as u64)?,
-        _ => v6::snapshot::decode(body, V1_HEADER_LEN as u64)?,
-    };
+    let snapshot = v1::snapshot::decode(&bytes[V1_HEADER_LEN..], V1_HEADER_LEN as u64)?;
     Ok(CheckpointFile {
-        version,
+        version: 1,
         position,
         snapshot,
     })
@@ -130,7 +129,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let bytes = sample();
-        assert_eq!(&bytes[0..8], b"DLTRCKPT");
+        assert_eq!(&bytes[0..8], b"DLTRCHKP");
         assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
         let file = decode_checkpoint(&bytes).unwrap();
         assert_eq!((file.version, file.position), (FORMAT_VERSION, 1234));
@@ -173,5 +172,27 @@ mod tests {
         let c = crc(&bytes);
         bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
         assert_eq!(decode_checkpoint(&bytes), Err(CheckpointError::Damaged(8)));
+    }
+
+    /// A development build's checkpoint (its magic; versions 1 to 6) is recognised when
+    /// intact, whatever version it names, and is damage otherwise.
+    #[test]
+    fn an_intact_pre_release_checkpoint_is_pre_release() {
+        for version in [1u16, 4, 6] {
+            let mut bytes = sample();
+            bytes[0..8].copy_from_slice(&PRE_RELEASE_MAGIC);
+            bytes[8..10].copy_from_slice(&version.to_le_bytes());
+            let c = crc(&bytes);
+            bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+            assert_eq!(
+                decode_checkpoint(&bytes),
+                Err(CheckpointError::PreRelease(version))
+            );
+            bytes[20] ^= 1;
+            assert_eq!(
+                decode_checkpoint(&bytes),
+                Err(CheckpointError::Damaged(CRC_AT as u64))
+            );
+        }
     }
 }

@@ -1,13 +1,14 @@
-//! The fixture stores (`tests/fixtures/v*/store`, written by every format version) read at
-//! the byte level: every record and checkpoint decodes with its version's decoder, and
-//! what is in the current version is encoded back to the very same bytes. This is what
-//! proves the wire structs are the format rather than a description of it.
-//! (`tests/format_compat.rs` opens the same stores as a user would and checks their
-//! contents.)
+//! The fixture stores (`tests/fixtures/vN/store`, one per released format version, and the
+//! next version's while it grows) read at the byte level: every record and checkpoint
+//! decodes with its version's decoder, and what is in the current version is encoded back
+//! to the very same bytes. This is what proves the wire structs are the format rather than
+//! a description of it. (`tests/format_compat.rs` opens the same stores as a user would
+//! and checks their contents.)
 
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::engine::record::Op;
 use crate::storage::format::{self, FrameError, SEGMENT_HEADER_LEN};
 use crate::storage::segment;
 
@@ -117,4 +118,130 @@ fn every_fixture_checkpoint_decodes_and_current_ones_encode_back() {
             assert_eq!(decode_checkpoint(&again), Ok(file));
         }
     }
+}
+
+/// What kind of record a decoded body is, by name: the cause of a payload record, the
+/// variant of an op, or a relocated copy.
+fn kind(rec: &Decoded<'_>) -> &'static str {
+    match rec {
+        Decoded::Relocated(_) => "Relocated",
+        Decoded::Put(put) => match put.meta.cause {
+            PutCause::Enqueue => "Put/Enqueue",
+            PutCause::CorrectedReplay { .. } => "Put/CorrectedReplay",
+            PutCause::Imported(_) => "Put/Imported",
+        },
+        Decoded::Op(op) => match op {
+            Op::DeclareQueue { .. } => "DeclareQueue",
+            Op::Lease { .. } => "Lease",
+            Op::Extend { .. } => "Extend",
+            Op::Ack { .. } => "Ack",
+            Op::Retry { .. } => "Retry",
+            Op::Release { .. } => "Release",
+            Op::DeadLetter { .. } => "DeadLetter",
+            Op::Replay { .. } => "Replay",
+            Op::Delete { .. } => "Delete",
+            Op::MarkReprocessed { .. } => "MarkReprocessed",
+            Op::Reserve { .. } => "Reserve",
+            Op::Start { .. } => "Start",
+            Op::Audit(_) => "Audit",
+            Op::Guard { event, .. } => match event {
+                GuardEvent::Start(_) => "Guard/Start",
+                GuardEvent::Release { .. } => "Guard/Release",
+                GuardEvent::Pause => "Guard/Pause",
+                GuardEvent::Resume => "Guard/Resume",
+                GuardEvent::Cancel => "Guard/Cancel",
+            },
+        },
+    }
+}
+
+/// The current version's fixture holds every kind of record the format has, each of them
+/// also as a relocated copy or not, and checkpoints with every part of the index filled.
+#[test]
+fn the_current_fixture_holds_everything_the_format_can() {
+    let store = fixture_stores()
+        .into_iter()
+        .find(|(v, _)| *v == FORMAT_VERSION)
+        .map(|(_, store)| store)
+        .expect("the current version's fixture");
+    let mut kinds = std::collections::BTreeSet::new();
+    for path in files(&store, |n| segment::parse_segment_name(n).is_some()) {
+        for body in segment_records(&path).1 {
+            let rec = decode_for_apply(FORMAT_VERSION, &body).unwrap();
+            kinds.insert(kind(&rec));
+            if let Decoded::Relocated(original) = &rec {
+                kinds.insert(kind(original));
+            }
+        }
+    }
+    let every: std::collections::BTreeSet<&str> = [
+        "Relocated",
+        "Put/Enqueue",
+        "Put/CorrectedReplay",
+        "Put/Imported",
+        "DeclareQueue",
+        "Lease",
+        "Extend",
+        "Ack",
+        "Retry",
+        "Release",
+        "DeadLetter",
+        "Replay",
+        "Delete",
+        "MarkReprocessed",
+        "Reserve",
+        "Start",
+        "Audit",
+        "Guard/Start",
+        "Guard/Release",
+        "Guard/Pause",
+        "Guard/Resume",
+        "Guard/Cancel",
+    ]
+    .into();
+    let missing: Vec<_> = every.difference(&kinds).collect();
+    assert!(missing.is_empty(), "the fixture holds no {missing:?}");
+
+    // The newer checkpoint holds every part of the index.
+    let newest = files(&store, |n| n.starts_with("checkpoint-"))
+        .iter()
+        .map(|path| decode_checkpoint(&std::fs::read(path).unwrap()).unwrap())
+        .max_by_key(|c| c.position)
+        .unwrap();
+    let s = &newest.snapshot;
+    use crate::engine::state::{DeadStatus, GuardStatus, Place};
+    for place in [Place::Ready, Place::Leased, Place::Dead] {
+        assert!(s.msgs.iter().any(|(_, m)| m.place() == place), "{place:?}");
+    }
+    assert!(s.queues.iter().all(|q| !q.name.is_empty()));
+    assert!(s.queues.iter().any(|q| q.history.counts().next().is_some()));
+    assert!(s.queues.iter().any(|q| !q.dlq.by_kind.is_empty()));
+    assert!(s
+        .extras
+        .iter()
+        .any(|(_, e)| e.generation > 0 && e.expires_at.is_none()));
+    assert!(s.extras.iter().any(|(_, e)| e.expires_at.is_some()));
+    assert!(s.extras.iter().any(|(_, e)| e.from_dlq.is_some()));
+    let reprocessed = |ok| {
+        s.dead
+            .iter()
+            .any(|(_, d)| matches!(d.status, DeadStatus::Reprocessed(o, _) if o == ok))
+    };
+    assert!(reprocessed(true) && !s.dead.is_empty());
+    assert!(s.dead.iter().any(|(_, d)| d.worker != 0));
+    assert!(!s.idempotency.is_empty() && s.strings.len() > 1);
+    assert!(!s.audit.lineage.is_empty() && !s.audit.tombstones.is_empty());
+    assert!(!s.audit.trail.is_empty());
+    let statuses: Vec<_> = s.guards.values().map(|g| g.status).collect();
+    assert!(
+        matches!(
+            statuses[..],
+            [GuardStatus::Stopped { .. }, GuardStatus::Paused]
+        ),
+        "{statuses:?}"
+    );
+    assert!(s
+        .guards
+        .values()
+        .any(|g| !g.outstanding.is_empty() && g.rate_anchor.is_some()));
 }

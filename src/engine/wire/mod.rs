@@ -4,46 +4,45 @@
 //! The engine's records ([`crate::engine::record`]) and index snapshots
 //! ([`crate::engine::state::Snapshot`]) are plain Rust types, and some of what they carry
 //! is public API ([`crate::FailureInfo`], [`crate::Attempt`], [`crate::DlqMetadata`]).
-//! None of them is ever handed to an encoder. Each format version has a module here
-//! (`v1`, ...) with private wire structs that spell out that version's bytes field by
-//! field, and explicit conversions to and from the engine's types. A public type can
-//! therefore grow a field without changing what any store means: until a new format
-//! version writes the field, the conversion leaves it out, and reading fills it in.
+//! None of them is ever handed to an encoder. A format version's module (`v1`, the format
+//! of release 0.1.0) has private wire structs that spell out its bytes field by field, and
+//! explicit conversions to and from the engine's types. A public type can therefore grow a
+//! field without changing what any store means: until a format version writes the field,
+//! the conversion leaves it out, and reading fills it in.
 //!
 //! Invariants:
 //! - records and checkpoints are written in [`FORMAT_VERSION`] only (through `current`);
 //! - a record is decoded by the decoder of the version of the segment it lies in (the log
 //!   hands out that version with every record), a checkpoint by the version in its header;
-//!   the decoder of every version ever written stays here, so every old store opens;
-//! - a version's wire structs never change once a store was written with them: a change is
-//!   a new version (see "Changing the format" in `docs/FORMAT.md`);
+//!   the decoder of every released version stays here, so every released store opens;
+//! - a released version's wire structs never change: a change after a release goes into
+//!   the next release's version (see "The format rule" in `docs/FORMAT.md`);
 //! - decoding never panics on any input: bytes that do not decode are [`BadContent`] (a
 //!   record) or [`CheckpointError::Damaged`] (a checkpoint);
 //! - nothing decoded names a queue id the index cannot hold (at or above
 //!   [`MAX_QUEUES`](crate::engine::state::MAX_QUEUES)): such a record or checkpoint does
-//!   not decode.
+//!   not decode;
+//! - a relocated copy (tag `3`, the same in every version) holds its original's body, and
+//!   is never the copy of a copy.
 //!
-//! Version 2 changed the segment header only (it declares the segment's size): its record
-//! bodies and checkpoint bodies are version 1's, byte for byte, so `v1` encodes and decodes
-//! both versions' (the dispatches below send 2 to `v1`). A version that changes a body gets
-//! its own module: version 3 added two records (`v3`, which hands every older record
-//! to `v1`), version 4 the failure history to the checkpoint body (`v4`), version 5 the
-//! audit record, the dead-letter record with its enqueue time and the audit part of the
-//! checkpoint body (`v5`), version 6 the guarded replay's record and its state in the
-//! checkpoint body (`v6`, every other record by `v5`).
+//! **The next version.** Version 1 is frozen. The next release's format, version 2, gets a
+//! module of its own, `v2`, for what it changes (a record it adds or changes, a new
+//! checkpoint body) and hands everything else to `v1`'s code, which stays as it is: its
+//! decoders read the stores of release 0.1.0 for good, and their conversions say what such
+//! a store means in the engine's model (a field version 1 lacks gets the value that
+//! meaning implies). `FORMAT_VERSION` becomes 2, `current` points at `v2`, each dispatch
+//! below gains a `2 =>` arm, and `tests/fixtures/v2` holds a store it wrote; until that
+//! release, version 2 may still change, and its fixture is written again as it grows.
+//! `docs/FORMAT.md` ("The format rule") has the whole list.
 //!
-//! `docs/FORMAT.md` describes every version's bytes; `tests/format_compat.rs` opens a store
-//! written by every version (`tests/fixtures/v*`) and checks its exact contents.
+//! `docs/FORMAT.md` describes the bytes; `tests/format_compat.rs` opens the fixture store
+//! of every released version (`tests/fixtures/v*`) and checks its exact contents.
 
 mod borrow;
 mod checkpoint;
 #[cfg(test)]
 mod fixture_bytes;
 mod v1;
-mod v3;
-mod v4;
-mod v5;
-mod v6;
 
 use std::ops::Range;
 
@@ -56,9 +55,9 @@ use crate::engine::record::{Decoded, GuardEvent, Op, PutCause, PutMeta, QueueId}
 use crate::engine::state::MAX_QUEUES;
 use crate::error::Result;
 
-/// The wire structs records and checkpoints are written with. A version that changes
-/// them moves this alias to its new module; the old module keeps its decoders.
-use v6 as current;
+/// The wire structs records and checkpoints are written with. The next version moves this
+/// alias to its own module; `v1` keeps its decoders.
+use v1 as current;
 
 /// A record body that does not decode. Its reader reports it as
 /// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
@@ -118,11 +117,7 @@ const TAG_RELOCATED: u8 = 3;
 #[inline]
 fn decode_plain(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     let decoded = match version {
-        1 | 2 => v1::decode_plain(body),
-        // Version 4 changed only the checkpoint body: its records are version 3's.
-        3 | 4 => v3::decode_plain(body),
-        5 => v5::decode_plain(body),
-        6 => v6::decode_plain(body),
+        1 => v1::decode_plain(body),
         _ => Err(BadContent),
     }?;
     if queues_fit(&decoded) {
@@ -172,11 +167,7 @@ fn queues_fit(rec: &Decoded<'_>) -> bool {
 #[inline]
 pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, BadContent> {
     match version {
-        1 | 2 => v1::put_payload(body),
-        // Version 4 changed only the checkpoint body: its records are version 3's.
-        3 | 4 => v3::put_payload(body),
-        5 => v5::put_payload(body),
-        6 => v6::put_payload(body),
+        1 => v1::put_payload(body),
         _ => Err(BadContent),
     }
 }
@@ -196,9 +187,7 @@ pub(crate) fn dead_letter_error(
         _ => body,
     };
     match version {
-        // Versions 2 to 4 write version 1's dead-letter record; 6 writes version 5's.
-        1..=4 => v1::dead_letter_error(body),
-        5 | 6 => v5::dead_letter_error(body),
+        1 => v1::dead_letter_error(body),
         _ => Err(BadContent),
     }
 }
@@ -275,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dead_letter_records_error_reads_from_its_first_fields_in_every_version() {
+    fn a_dead_letter_records_error_reads_from_its_first_fields() {
         use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
         let op = Op::DeadLetter {
             id: 300,
@@ -286,22 +275,14 @@ mod tests {
             enqueued_at: Some(6_000),
         };
         let expected = Ok(Some((300, "upstream timed out")));
-        // Written now (version 5's variant), and by versions 1 to 4 (variant 6), which
-        // newer segments hold as relocated copies.
-        let current = encode_op(&op).unwrap();
-        let old = v1::encode_op(&op).unwrap();
-        assert_eq!(dead_letter_error(FORMAT_VERSION, &current), expected);
-        for version in 1..=FORMAT_VERSION {
-            assert_eq!(dead_letter_error(version, &old), expected, "v{version}");
-        }
-        for body in [&current, &old] {
-            let copy = encode_relocated(&decode(FORMAT_VERSION, body).unwrap()).unwrap();
-            assert_eq!(dead_letter_error(FORMAT_VERSION, &copy), expected);
-            // Cut inside the message: not a record.
-            let at = body.windows(8).position(|w| w == b"upstream").unwrap();
-            let cut = &body[..at + 5];
-            assert_eq!(dead_letter_error(FORMAT_VERSION, cut), Err(BadContent));
-        }
+        let body = encode_op(&op).unwrap();
+        assert_eq!(dead_letter_error(FORMAT_VERSION, &body), expected);
+        let copy = encode_relocated(&decode(FORMAT_VERSION, &body).unwrap()).unwrap();
+        assert_eq!(dead_letter_error(FORMAT_VERSION, &copy), expected);
+        // Cut inside the message: not a record.
+        let at = body.windows(8).position(|w| w == b"upstream").unwrap();
+        let cut = &body[..at + 5];
+        assert_eq!(dead_letter_error(FORMAT_VERSION, cut), Err(BadContent));
         // Another record is none; an unknown version is no record at all.
         let ack = encode_op(&Op::Ack {
             at: 1,
@@ -309,10 +290,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(dead_letter_error(FORMAT_VERSION, &ack), Ok(None));
-        assert_eq!(
-            dead_letter_error(FORMAT_VERSION + 1, &current),
-            Err(BadContent)
-        );
+        for version in [0, FORMAT_VERSION + 1] {
+            assert_eq!(dead_letter_error(version, &body), Err(BadContent));
+        }
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! the snapshot ends, leftovers stay, no segment is created, sealed, grown or synced.
 //!
 //! Nothing is changed on disk before every segment's header has been read: a segment of a
-//! newer format version than the log's is [`Error::UnsupportedFormat`] with the directory
-//! left as it was. An active segment of an older version is sealed as it is, and a new
-//! active segment of the log's version started after it.
+//! newer format version than the log's, or of a development build before release 0.1.0, is
+//! [`Error::UnsupportedFormat`] with the directory left as it was. An active segment of an
+//! older version (a store of an earlier release) is sealed as it is, and a new active
+//! segment of the log's version started after it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,11 +91,9 @@ enum Entry {
         file: Arc<dyn VfsFile>,
         len: u64,
         version: u16,
-        /// The size its header declares (version 2 on).
-        declared: Option<u64>,
+        /// The size its header declares.
+        declared: u64,
     },
-    /// An intact header of a newer format version.
-    Newer { path: PathBuf, found: u16 },
     /// Not a segment: a bad header (an empty or zero-filled file included: a `.seg` name
     /// always has a durable header), or not a regular file at all.
     Bad {
@@ -107,7 +106,9 @@ enum Entry {
 /// The longest header read at the header pass: a newer version's may be this long.
 const HEADER_READ: usize = 4096;
 
-/// Opens the entry named like the segment at `base` and reads its header.
+/// Opens the entry named like the segment at `base` and reads its header. An intact header
+/// of a format this build does not read (a newer version, a development build's) is
+/// [`Error::UnsupportedFormat`].
 fn read_entry(
     fs: &dyn Vfs,
     dir: &Path,
@@ -140,7 +141,14 @@ fn read_entry(
                 version: h.version,
                 declared: h.size,
             },
-            Err(HeaderError::Newer(found)) => Entry::Newer { path, found },
+            Err(e @ (HeaderError::Newer(found) | HeaderError::PreRelease(found))) => {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    found,
+                    supported: opts.format_version,
+                    pre_release: matches!(e, HeaderError::PreRelease(_)),
+                });
+            }
             _ => Entry::Bad {
                 path,
                 kind: CorruptionKind::BadHeader,
@@ -180,22 +188,13 @@ pub(super) fn recover(
     let strict = opts.recovery == RecoveryMode::Strict;
     let corrupt = |kind, path: &Path, offset| Error::corrupt_file(kind, path, offset);
     let header_len = SEGMENT_HEADER_LEN as u64;
-    // Every header first, in base order: a newer version anywhere is refused, and a stray
-    // entry or a bad header is reported against itself, before any segment's boundary with
-    // its successor is judged and before anything is changed.
+    // Every header first, in base order: a format this build does not read anywhere is
+    // refused (`read_entry`), and a stray entry or a bad header is reported against itself,
+    // before any segment's boundary with its successor is judged and before anything is
+    // changed.
     let mut entries = Vec::with_capacity(bases.len());
     for &base in &bases {
         entries.push(read_entry(fs, dir, base, opts, read_only)?);
-    }
-    if let Some((path, found)) = entries.iter().find_map(|e| match e {
-        Entry::Newer { path, found } => Some((path.clone(), *found)),
-        _ => None,
-    }) {
-        return Err(Error::UnsupportedFormat {
-            path,
-            found,
-            supported: opts.format_version,
-        });
     }
     if strict {
         if let Some((path, kind, offset)) = entries.iter().find_map(|e| match e {
@@ -203,7 +202,7 @@ pub(super) fn recover(
             Entry::Good {
                 path,
                 len,
-                declared: Some(expected),
+                declared: expected,
                 ..
             } if len < expected => {
                 let kind = CorruptionKind::ShortSegment {
@@ -238,14 +237,6 @@ pub(super) fn recover(
                 version,
                 declared,
             } => (path, file, len, version, declared),
-            // Refused by the header pass above.
-            Entry::Newer { path, found } => {
-                return Err(Error::UnsupportedFormat {
-                    path,
-                    found,
-                    supported: opts.format_version,
-                });
-            }
             Entry::Bad { path, kind, len } => {
                 // Quarantine (strict returned above). It cannot step past a damaged file
                 // that claims positions beyond the largest base: the log could not continue
@@ -272,7 +263,7 @@ pub(super) fn recover(
         };
         // A segment cut short (quarantine: strict returned above) is sealed where its
         // declared size ends, whether or not it was the last one.
-        let short = declared.filter(|&d| len < d);
+        let short = (len < declared).then_some(declared);
         // The common case (records, then zeros) is read in small pieces; anything else is
         // scanned whole: mapped, or for a snapshot read into a private copy, since the owner
         // may be writing past its last record while the scan looks (see `storage/mmap.rs`).
@@ -328,10 +319,10 @@ pub(super) fn recover(
         if let Some(expected) = sealed_end {
             last_is_short = is_last;
             if end != expected {
-                // Records running past the next segment's base: the sequence overlaps. A file
-                // whose data runs into its end, shorter than both its successor implies and a
-                // full segment: it was cut. A bad frame ending the data: damage. Data that
-                // ends cleanly before the successor's base: a segment between is missing.
+                // A file shorter than its header declares: it was cut. Records running past
+                // the next segment's base: the sequence overlaps. A bad frame ending the
+                // data: damage. Data that ends cleanly before the successor's base: a
+                // segment between is missing.
                 let kind = if let Some(d) = short.filter(|_| end < expected) {
                     CorruptionKind::ShortSegment {
                         expected: d,
@@ -339,9 +330,6 @@ pub(super) fn recover(
                     }
                 } else if end > expected {
                     CorruptionKind::MissingSegment
-                } else if scan.reaches_eof && len < header_len + expected && len < opts.segment_size
-                {
-                    CorruptionKind::TruncatedSegment
                 } else if scan.torn_at.is_some() {
                     CorruptionKind::BadRecord
                 } else {
@@ -402,7 +390,7 @@ pub(super) fn recover(
             });
             end = torn;
         }
-        let size = declared.unwrap_or(opts.segment_size).max(len);
+        let size = declared.max(len);
         let current = file.len().map_err(|e| Error::io("stat", &path, e))?;
         if current < size {
             let grown = if opts.preallocate {

@@ -141,6 +141,50 @@ fn a_store_in_a_newer_format_version_is_reported_and_refused() {
 }
 
 #[test]
+fn a_store_of_a_development_build_is_reported_and_refused() {
+    let _serial = serial();
+    let f = fixture();
+    let lib = deadletter::verify(f.dir.path()).unwrap();
+    // Rewrite the first segment's header as a development build before release 0.1.0
+    // wrote it: its magic, its format 6, the header's checksum.
+    let seg = f.dir.path().join(&lib.segments[0].file);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[0..8].copy_from_slice(b"DLTRSEG\0");
+    bytes[8..10].copy_from_slice(&6u16.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&seg, &bytes).unwrap();
+    let snapshot = dir_snapshot(f.dir.path());
+
+    let o = run(&["verify", f.path(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["clean"].clone(), v["problems"].clone()),
+        (false.into(), 0.into())
+    );
+    assert_eq!(v["segments"][0]["header"], "pre_release");
+    assert_eq!(v["pre_release_files"][0]["version"], 6);
+    assert_eq!(v["newer_versions"], Value::Array(Vec::new()));
+    let o = run(&["verify", f.path()]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = stdout(&o);
+    assert!(
+        text.contains("written by a development build before release 0.1.0 (its format 6)"),
+        "{text}"
+    );
+    assert!(
+        stderr(&o).contains("no release of deadletter reads"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Commands that open the store refuse it, saying why.
+    fails(&["stats", f.path()], 1, "development build");
+    assert_eq!(dir_snapshot(f.dir.path()), snapshot, "nothing changed");
+}
+
+#[test]
 fn entries_named_like_segments_are_reported_against_themselves() {
     let _serial = serial();
     let f = fixture();

@@ -1,5 +1,7 @@
-//! Format version 1: the record bodies and checkpoint bodies deadletter has written since
-//! its first version (commit 5e95d5e). `docs/FORMAT.md` describes them byte by byte.
+//! Format version 1, the format of release 0.1.0: the record bodies and checkpoint bodies.
+//! `docs/FORMAT.md` describes them byte by byte. Frozen: a store of release 0.1.0 holds
+//! exactly these bytes, so nothing here changes (see the module documentation of
+//! [`crate::engine::wire`] for how the next version is added).
 //!
 //! A record body is one tag byte, then:
 //! - `1` (Put): `meta_len: u32 LE`, the [`records::PutMeta`] (bincode, `meta_len` bytes),
@@ -9,12 +11,14 @@
 //! - `3` (Relocated): a whole Put or Op body, tag included, byte for byte.
 //!
 //! Every bincode value uses [`bincode::config::standard`]: little-endian, variable-length
-//! integers, no size limit (see [`config`]).
+//! integers, no size limit (see [`config`]). The checkpoint body is [`snapshot`]'s; the
+//! audit trail's and lineage's structs, shared by a record and the checkpoint, [`audit`]'s.
 //!
 //! The functions and conversions on the path of every enqueue, delivery and replayed record
 //! are `#[inline]`: the layers between the engine and bincode, called, cost a delivery a
 //! few percent of its CPU time (`benches/queue.rs`, `consume/lease_ack`).
 
+mod audit;
 pub(super) mod records;
 pub(super) mod snapshot;
 
@@ -30,7 +34,7 @@ const TAG_RELOCATED: u8 = 3;
 /// Variant index of a dead-letter record.
 const DEAD_LETTER: u8 = 6;
 
-/// The bincode configuration of every version-1 value: bincode 2's `standard()`, which is
+/// The bincode configuration of every value: bincode 2's `standard()`, which is
 /// little-endian with variable-length integers and no limit.
 fn config() -> bincode::config::Configuration {
     bincode::config::standard()
@@ -62,20 +66,18 @@ fn append_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
 }
 
 /// Encodes any other record.
-#[cfg(test)]
+#[inline]
 pub(super) fn encode_op(op: &Op) -> Result<Vec<u8>> {
     let mut out = vec![TAG_OP];
     append_op(&mut out, op)?;
     Ok(out)
 }
 
-/// Appends the bincode form of `op` (no tag); a record version 1 does not have is
-/// [`Error::Codec`].
+/// Appends the bincode form of `op` (no tag).
 #[inline]
-pub(super) fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
-    let wire = records::Op::of(op)
-        .ok_or_else(|| Error::Codec(format!("{op:?} is not a record of format version 1")))?;
-    bincode::serde::encode_into_std_write(wire, out, config()).map_err(codec_error)?;
+fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
+    bincode::serde::encode_into_std_write(records::Op::of(op), out, config())
+        .map_err(codec_error)?;
     Ok(())
 }
 
@@ -111,7 +113,7 @@ pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
         }
         Some((&TAG_OP, rest)) => {
             let op: records::Op<'_> = decode_exact(rest)?;
-            Ok(Decoded::Op(op.into()))
+            Ok(Decoded::Op(op.into_engine().ok_or(BadContent)?))
         }
         _ => Err(BadContent),
     }
@@ -155,7 +157,7 @@ pub(super) fn dead_letter_error(body: &[u8]) -> Result<Option<(u64, &str)>, BadC
 /// The id and final error message at the start of a dead-letter record's fields (after its
 /// variant index), whatever follows them.
 #[inline]
-pub(in crate::engine::wire) fn dead_letter_head(fields: &[u8]) -> Result<(u64, &str), BadContent> {
+fn dead_letter_head(fields: &[u8]) -> Result<(u64, &str), BadContent> {
     let (head, _): (records::DeadLetterHead<'_>, usize) =
         bincode::serde::borrow_decode_from_slice(fields, config()).map_err(|_| BadContent)?;
     Ok((head.id, head.error_message))
@@ -192,7 +194,10 @@ mod tests {
         crate::engine::wire::decode_for_apply(1, body)
     }
     use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
-    use crate::engine::record::{History, ImportedEntry, PutCause};
+    use crate::engine::record::{
+        GuardEvent, GuardPlan, GuardRelease, History, ImportedEntry, PutCause,
+    };
+    use crate::engine::state::{AuditAction, AuditEntry, IdSet};
 
     fn attempt(number: u32) -> Attempt {
         Attempt {
@@ -267,7 +272,7 @@ mod tests {
                 failure: failure(),
                 dlq: dlq_meta(),
                 first_received_at: Some(100),
-                enqueued_at: None,
+                enqueued_at: Some(50),
             },
             Op::Replay {
                 id: 4,
@@ -287,7 +292,65 @@ mod tests {
                 success: false,
                 at: 12_000,
             },
+            Op::Reserve {
+                at: 1_700_000_000_000,
+                deadline: 1_700_000_030_000,
+                ids: vec![7, 8, 300],
+            },
+            Op::Start {
+                at: 1_700_000_000_005,
+                ids: vec![8],
+            },
+            Op::Audit(AuditEntry::new(
+                1_700_000_000_000,
+                "ana@box",
+                AuditAction::Purge,
+                IdSet::of(&[3, 4, 5, 9]),
+            )),
         ]
+        .into_iter()
+        .chain(guard_steps())
+        .collect()
+    }
+
+    /// A guarded replay's steps, one of each event.
+    fn guard_steps() -> Vec<Op> {
+        let plan = GuardPlan {
+            dlq: 1,
+            target: Some(3),
+            reset_attempts: true,
+            force: false,
+            canary: 5,
+            growth_permille: 2000,
+            max_failure_permille: 100,
+            rate_per_sec: Some(50),
+            selection: "kind=Timeout".into(),
+            actor: "ana@ops-1".into(),
+            ids: vec![4, 9, 300_000],
+        };
+        let release = GuardEvent::Release {
+            consumed: 2,
+            released: vec![GuardRelease {
+                id: 4,
+                queue: 3,
+                attempts: 0,
+                generation: 1,
+            }],
+        };
+        [
+            GuardEvent::Start(Box::new(plan)),
+            release,
+            GuardEvent::Pause,
+            GuardEvent::Resume,
+            GuardEvent::Cancel,
+        ]
+        .into_iter()
+        .map(|event| Op::Guard {
+            guard: 7,
+            at: 1_700_000_000_000,
+            event,
+        })
+        .collect()
     }
 
     fn every_put_meta() -> Vec<PutMeta> {
@@ -326,6 +389,11 @@ mod tests {
         for op in every_op() {
             let body = encode_op(&op).unwrap();
             assert_eq!(decode(&body), Ok(Decoded::Op(op.clone())));
+            // A truncated or padded body does not decode.
+            assert_eq!(decode(&body[..body.len() - 1]), Err(BadContent), "{op:?}");
+            let mut long = body.clone();
+            long.push(0);
+            assert_eq!(decode(&long), Err(BadContent), "{op:?}");
             let copy = encode_relocated(&Decoded::Op(op.clone())).unwrap();
             assert_eq!(copy[0], TAG_RELOCATED);
             assert_eq!(&copy[1..], &body[..], "a copy holds its original's bytes");
@@ -389,7 +457,31 @@ mod tests {
         assert_eq!(put, expected);
     }
 
-    /// A version-1 body re-encoded from the wire structs alone (no engine type involved).
+    /// Each Op is written as the variant `docs/FORMAT.md` gives it (one byte after the tag).
+    #[test]
+    fn every_op_has_its_documented_variant_index() {
+        let indexes: Vec<u8> = every_op()
+            .iter()
+            .map(|op| encode_op(op).unwrap()[1])
+            .collect();
+        let guard_steps = guard_steps().len();
+        let mut expected: Vec<u8> = (0..=12).collect();
+        expected.extend(std::iter::repeat_n(13, guard_steps));
+        assert_eq!(indexes, expected);
+    }
+
+    #[test]
+    fn id_runs_that_break_their_invariants_do_not_decode() {
+        let entry = AuditEntry::new(5, "a", AuditAction::Delete, IdSet::of(&[1, 2]));
+        let mut body = encode_op(&Op::Audit(entry)).unwrap();
+        // at, actor ("a"), action, one run: (1, 2) -> (1, 0).
+        assert_eq!(&body[body.len() - 3..], &[1, 1, 2]);
+        let last = body.len() - 1;
+        body[last] = 0;
+        assert_eq!(decode(&body), Err(BadContent));
+    }
+
+    /// A body re-encoded from the wire structs alone (no engine type involved).
     fn reencode_wire(body: &[u8]) -> Vec<u8> {
         match body.split_first() {
             Some((&TAG_RELOCATED, inner)) => [&[TAG_RELOCATED][..], &reencode_wire(inner)].concat(),
@@ -408,12 +500,12 @@ mod tests {
                 ]
                 .concat()
             }
-            _ => panic!("not a version-1 record"),
+            _ => panic!("not a record"),
         }
     }
 
     /// Every version-1 record of the fixture stores is exactly its wire structs' bytes,
-    /// whatever the current version is.
+    /// whatever the current version is (a later version's fixture holds others).
     #[test]
     fn fixture_records_are_these_wire_structs() {
         use crate::engine::wire::fixture_bytes::{files, fixture_stores, segment_records};

@@ -1,5 +1,5 @@
-//! Version-1 wire structs of the record bodies, and their conversions to and from the
-//! engine's records ([`crate::engine::record`]) and the public envelope types.
+//! The wire structs of the record bodies, and their conversions to and from the engine's
+//! records ([`crate::engine::record`]) and the public envelope types.
 //!
 //! bincode is positional: what a value means is the order of its fields and the order of
 //! an enum's variants (a variant is written as its index). So nothing here is ever
@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::audit;
 use crate::engine::envelope;
 use crate::engine::record as engine;
 use crate::engine::wire::borrow;
@@ -119,10 +120,9 @@ pub(in crate::engine::wire) struct DlqMetadata<'a> {
     expires_at_ms: Option<u64>,
 }
 
-/// The first fields of a dead-letter record (variant 6 here, variant 13 in version 5,
-/// which starts the same): the message id and the final error. Decoding it reads only
-/// them, so a listing takes the error message without decoding the history, context and
-/// DLQ metadata behind it.
+/// The first fields of a dead-letter record (variant 6): the message id and the final
+/// error. Decoding it reads only them, so a listing takes the error message without
+/// decoding the history, context and DLQ metadata behind it.
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]
 pub(in crate::engine::wire) struct DeadLetterHead<'a> {
@@ -142,7 +142,7 @@ pub(super) struct History<'a> {
     dropped: u32,
 }
 
-/// Every record other than a payload record (tag 2). Variant indexes: 0 to 9, in this
+/// Every record other than a payload record (tag 2). Variant indexes: 0 to 13, in this
 /// order.
 #[derive(Serialize, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]
@@ -178,6 +178,7 @@ pub(super) enum Op<'a> {
         failure: FailureInfo<'a>,
         dlq: DlqMetadata<'a>,
         first_received_at: Option<u64>,
+        enqueued_at: Option<u64>,
     },
     Replay {
         id: u64,
@@ -197,6 +198,61 @@ pub(super) enum Op<'a> {
         success: bool,
         at: u64,
     },
+    Reserve {
+        at: u64,
+        deadline: u64,
+        ids: Cow<'a, [u64]>,
+    },
+    Start {
+        at: u64,
+        ids: Cow<'a, [u64]>,
+    },
+    Audit(audit::Entry<'a>),
+    Guard {
+        guard: u64,
+        at: u64,
+        event: GuardEvent<'a>,
+    },
+}
+
+/// A guarded replay's step. Variant indexes: 0 to 4.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'a"))]
+pub(super) enum GuardEvent<'a> {
+    Start(Plan<'a>),
+    Release {
+        consumed: u32,
+        released: Vec<Released>,
+    },
+    Pause,
+    Resume,
+    Cancel,
+}
+
+/// A guarded replay's plan, in its start record and in a checkpoint.
+#[derive(Serialize, Deserialize)]
+#[serde(bound(deserialize = "'de: 'a"))]
+pub(super) struct Plan<'a> {
+    dlq: u32,
+    target: Option<u32>,
+    reset_attempts: bool,
+    force: bool,
+    canary: u32,
+    growth_permille: u32,
+    max_failure_permille: u32,
+    rate_per_sec: Option<u32>,
+    selection: Text<'a>,
+    actor: Text<'a>,
+    ids: Cow<'a, [u64]>,
+}
+
+/// An entry a guarded replay's release moved back to a queue.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Released {
+    id: u64,
+    queue: u32,
+    attempts: u32,
+    generation: u32,
 }
 
 impl<'a> From<&'a engine::PutMeta> for PutMeta<'a> {
@@ -371,17 +427,10 @@ impl From<DlqMetadata<'_>> for envelope::DlqMetadata {
 }
 
 impl<'a> Op<'a> {
-    /// The version-1 form of `op`; `None` for a record version 1 does not have (a
-    /// reservation and a start, added by version 3; an audit record, version 5; a guarded
-    /// replay's step, version 6). A dead-letter record loses its enqueue time (version 5
-    /// writes it).
+    /// The wire form of `op`.
     #[inline]
-    pub(in crate::engine::wire) fn of(op: &'a engine::Op) -> Option<Self> {
-        Some(match op {
-            engine::Op::Reserve { .. }
-            | engine::Op::Start { .. }
-            | engine::Op::Audit(_)
-            | engine::Op::Guard { .. } => return None,
+    pub(in crate::engine::wire) fn of(op: &'a engine::Op) -> Self {
+        match op {
             engine::Op::DeclareQueue { queue, name } => Op::DeclareQueue {
                 queue: *queue,
                 name: text(name),
@@ -421,12 +470,13 @@ impl<'a> Op<'a> {
                 failure,
                 dlq,
                 first_received_at,
-                ..
+                enqueued_at,
             } => Op::DeadLetter {
                 id: *id,
                 failure: failure.into(),
                 dlq: dlq.into(),
                 first_received_at: *first_received_at,
+                enqueued_at: *enqueued_at,
             },
             engine::Op::Replay {
                 id,
@@ -453,14 +503,45 @@ impl<'a> Op<'a> {
                 success: *success,
                 at: *at,
             },
-        })
+            engine::Op::Reserve { at, deadline, ids } => Op::Reserve {
+                at: *at,
+                deadline: *deadline,
+                ids: Cow::Borrowed(ids),
+            },
+            engine::Op::Start { at, ids } => Op::Start {
+                at: *at,
+                ids: Cow::Borrowed(ids),
+            },
+            engine::Op::Audit(entry) => Op::Audit(entry.into()),
+            engine::Op::Guard { guard, at, event } => Op::Guard {
+                guard: *guard,
+                at: *at,
+                event: match event {
+                    engine::GuardEvent::Start(plan) => GuardEvent::Start((&**plan).into()),
+                    engine::GuardEvent::Release { consumed, released } => GuardEvent::Release {
+                        consumed: *consumed,
+                        released: released
+                            .iter()
+                            .map(|r| Released {
+                                id: r.id,
+                                queue: r.queue,
+                                attempts: r.attempts,
+                                generation: r.generation,
+                            })
+                            .collect(),
+                    },
+                    engine::GuardEvent::Pause => GuardEvent::Pause,
+                    engine::GuardEvent::Resume => GuardEvent::Resume,
+                    engine::GuardEvent::Cancel => GuardEvent::Cancel,
+                },
+            },
+        }
     }
-}
 
-impl From<Op<'_>> for engine::Op {
+    /// The engine's record; `None` when an audit record's id runs break their invariants.
     #[inline]
-    fn from(op: Op<'_>) -> Self {
-        match op {
+    pub(in crate::engine::wire) fn into_engine(self) -> Option<engine::Op> {
+        Some(match self {
             Op::DeclareQueue { queue, name } => engine::Op::DeclareQueue {
                 queue,
                 name: name.to_owned(),
@@ -497,13 +578,13 @@ impl From<Op<'_>> for engine::Op {
                 failure,
                 dlq,
                 first_received_at,
+                enqueued_at,
             } => engine::Op::DeadLetter {
                 id,
                 failure: failure.into(),
                 dlq: dlq.into(),
                 first_received_at,
-                // Version 1 does not record it.
-                enqueued_at: None,
+                enqueued_at,
             },
             Op::Replay {
                 id,
@@ -528,6 +609,82 @@ impl From<Op<'_>> for engine::Op {
             Op::MarkReprocessed { id, success, at } => {
                 engine::Op::MarkReprocessed { id, success, at }
             }
+            Op::Reserve { at, deadline, ids } => engine::Op::Reserve {
+                at,
+                deadline,
+                ids: ids.into_owned(),
+            },
+            Op::Start { at, ids } => engine::Op::Start {
+                at,
+                ids: ids.into_owned(),
+            },
+            Op::Audit(entry) => engine::Op::Audit(entry.into_engine()?),
+            Op::Guard { guard, at, event } => engine::Op::Guard {
+                guard,
+                at,
+                event: match event {
+                    GuardEvent::Start(plan) => engine::GuardEvent::Start(Box::new(plan.into())),
+                    GuardEvent::Release { consumed, released } => engine::GuardEvent::Release {
+                        consumed,
+                        released: released
+                            .into_iter()
+                            .map(|r| engine::GuardRelease {
+                                id: r.id,
+                                queue: r.queue,
+                                attempts: r.attempts,
+                                generation: r.generation,
+                            })
+                            .collect(),
+                    },
+                    GuardEvent::Pause => engine::GuardEvent::Pause,
+                    GuardEvent::Resume => engine::GuardEvent::Resume,
+                    GuardEvent::Cancel => engine::GuardEvent::Cancel,
+                },
+            },
+        })
+    }
+}
+
+impl Plan<'_> {
+    /// True when the queue ids it names are ones the index can hold.
+    pub(super) fn queues_fit(&self) -> bool {
+        let fits = |q: u32| q < crate::engine::state::MAX_QUEUES;
+        fits(self.dlq) && self.target.is_none_or(fits)
+    }
+}
+
+impl<'a> From<&'a engine::GuardPlan> for Plan<'a> {
+    fn from(p: &'a engine::GuardPlan) -> Self {
+        Plan {
+            dlq: p.dlq,
+            target: p.target,
+            reset_attempts: p.reset_attempts,
+            force: p.force,
+            canary: p.canary,
+            growth_permille: p.growth_permille,
+            max_failure_permille: p.max_failure_permille,
+            rate_per_sec: p.rate_per_sec,
+            selection: text(&p.selection),
+            actor: text(&p.actor),
+            ids: Cow::Borrowed(&p.ids),
+        }
+    }
+}
+
+impl From<Plan<'_>> for engine::GuardPlan {
+    fn from(p: Plan<'_>) -> Self {
+        engine::GuardPlan {
+            dlq: p.dlq,
+            target: p.target,
+            reset_attempts: p.reset_attempts,
+            force: p.force,
+            canary: p.canary,
+            growth_permille: p.growth_permille,
+            max_failure_permille: p.max_failure_permille,
+            rate_per_sec: p.rate_per_sec,
+            selection: p.selection.to_owned(),
+            actor: p.actor.to_owned(),
+            ids: p.ids.into_owned(),
         }
     }
 }

@@ -1,6 +1,6 @@
-//! Version-5 wire structs of the audit trail, lineage and tombstones, shared by the audit
-//! record (an Op variant) and the checkpoint body, and their conversions to and from the
-//! engine's types ([`crate::engine::state::AuditEntry`] and the lineage types).
+//! The wire structs of the audit trail, lineage and tombstones, shared by the audit record
+//! (an Op variant) and the checkpoint body, and their conversions to and from the engine's
+//! types ([`crate::engine::state::AuditEntry`] and the lineage types).
 //!
 //! As everywhere in the wire modules, the order of fields and variants is the format.
 //! Strings are borrowed from the input when decoding (see [`crate::engine::wire::borrow`]);
@@ -101,7 +101,7 @@ pub(super) struct Tombstone<'a> {
     lineage: Lineage<'a>,
 }
 
-/// The audit part of a checkpoint body, after version 4's body.
+/// The audit part of a checkpoint body, after the index's tables.
 #[derive(Serialize, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a"))]
 pub(in crate::engine::wire) struct AuditPart<'a> {
