@@ -276,8 +276,7 @@ pub enum Error {
     /// than 256 bytes or holds control characters.
     InvalidActor(String),
     /// A DLQ asked about a time before the earliest one the store still answers for: the
-    /// evidence of what left it earlier was dropped (tombstone limits) or never kept (a
-    /// store written before format version 5).
+    /// evidence of what left it earlier was dropped (tombstone and lineage limits).
     BeforeHorizon {
         /// The time asked about (ms since the epoch).
         asked_ms: u64,

@@ -110,8 +110,8 @@ impl Store {
     }
 
     /// The earliest time (ms) from which the store still knows every DLQ entry: what left
-    /// a DLQ before it may be forgotten (tombstone limits, [`crate::Config::audit`]; or a
-    /// store written before format version 5, which kept no lineage before its checkpoint).
+    /// a DLQ before it may be forgotten (tombstone and lineage limits,
+    /// [`crate::Config::audit`]).
     pub fn audit_horizon(&self) -> u64 {
         self.engine().lock().audit.horizon()
     }

@@ -2,7 +2,7 @@
 //!
 //! Every state change of a message is exactly one record, so a move between a queue and
 //! its DLQ is atomic: the log holds the record or it does not. These types are the
-//! engine's model and carry no encoding: how each one is written on disk, version by
+//! engine's model and carry no encoding: how each one is written on disk, in each format
 //! version, is the business of [`crate::engine::wire`] alone, so they (and the public
 //! envelope types they hold) can change without changing what a store means.
 
@@ -133,7 +133,7 @@ pub enum Op {
         /// The messages.
         ids: Vec<MessageId>,
     },
-    /// Messages reserved for a worker pool (format version 3): delivered and counted like
+    /// Messages reserved for a worker pool: delivered and counted like
     /// [`Op::Lease`], but each one's handler has not started yet. A reservation that ends
     /// before its [`Op::Start`] (a restart, an expiry, a release) was no delivery: its
     /// count is taken back and it is not a suspect.
@@ -145,7 +145,7 @@ pub enum Op {
         /// The messages.
         ids: Vec<MessageId>,
     },
-    /// The handlers of reserved messages start (format version 3): from here the delivery
+    /// The handlers of reserved messages start: from here the delivery
     /// stands, as one made by [`Op::Lease`].
     Start {
         /// When.
@@ -193,9 +193,8 @@ pub enum Op {
         dlq: DlqMetadata,
         /// First delivery time.
         first_received_at: Option<u64>,
-        /// When the message was first enqueued (format version 5 on; `None` when read
-        /// from an older record).
-        enqueued_at: Option<u64>,
+        /// When the message was first enqueued (for its lineage and tombstone).
+        enqueued_at: u64,
     },
     /// A DLQ entry moved back to a queue (payload unchanged).
     Replay {
@@ -230,10 +229,10 @@ pub enum Op {
         /// When.
         at: u64,
     },
-    /// Who made the change the records just before it describe (format version 5): an
-    /// operator's replay, delete, purge, import or mark, for the audit trail.
+    /// Who made the change the records just before it describe: an operator's replay,
+    /// delete, purge, import or mark, for the audit trail.
     Audit(AuditEntry),
-    /// A guarded replay's step (format version 6).
+    /// A guarded replay's step.
     Guard {
         /// Which guarded replay.
         guard: GuardId,
@@ -244,10 +243,10 @@ pub enum Op {
     },
 }
 
-/// A guarded replay's number inside one store (format version 6), given out in order.
+/// A guarded replay's number inside one store, given out in order.
 pub type GuardId = u64;
 
-/// What a guarded replay is asked to do (format version 6): which DLQ entries, where to,
+/// What a guarded replay is asked to do: which DLQ entries, where to,
 /// and the rules of its waves. Written once, in its [`GuardEvent::Start`] record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardPlan {
@@ -289,7 +288,7 @@ pub struct GuardRelease {
     pub generation: u32,
 }
 
-/// A step of a guarded replay (format version 6).
+/// A step of a guarded replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuardEvent {
     /// The replay is created, running, with its plan.

@@ -259,10 +259,6 @@ pub struct ScanResult {
     pub torn_records: u64,
     /// Damaged ranges followed by records that prove the damage hit committed data.
     pub damaged: Vec<(u64, u64)>,
-    /// True when the data runs into the end of the file: the last valid record ends exactly
-    /// at the end, or the frame at `torn_at` announces more bytes than the file holds. A
-    /// sealed segment that does so and is shorter than its successor's base implies was cut.
-    pub reaches_eof: bool,
 }
 
 /// Scans the record area `data` of a segment starting at log position `base`.
@@ -283,7 +279,6 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
         torn_bytes: 0,
         torn_records: 0,
         damaged: Vec::new(),
-        reaches_eof: false,
     };
     let mut d = 0usize;
     while d < data.len() {
@@ -295,7 +290,6 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
             }
             Err(err) => {
                 let Some(next) = find_next_frame(data, base, d + 1, max_body) else {
-                    result.reaches_eof = err == FrameError::Short;
                     if err != FrameError::Zero || data[d..].iter().any(|&b| b != 0) {
                         let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
                         result.torn_at = Some(d as u64);
@@ -323,7 +317,6 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
             }
         }
     }
-    result.reaches_eof = true;
     result
 }
 
@@ -416,7 +409,6 @@ pub fn scan_clean(
         torn_bytes: 0,
         torn_records: 0,
         damaged: Vec::new(),
-        reaches_eof: end == data_len,
     }))
 }
 

@@ -6,12 +6,7 @@
 //! An entry of the past is what the store keeps of it (its lineage, or tombstone): the
 //! failure's kind, message (at most 512 bytes), fingerprint, worker, deliveries and
 //! status, not its payload, tags or attributes. A filter on those is
-//! [`Error::NotKept`]. An entry of a store written before format version 5 that has left
-//! its DLQ since shows an empty message (the index never held it); and while the log
-//! still holds records of version 4 or older after the newest checkpoint, an import or a
-//! corrected replay among them is placed at the entry's dead-lettering time or the
-//! replayed message's visible time (those records carry no time of their own; version 5
-//! writes it in the audit record that follows them).
+//! [`Error::NotKept`].
 //!
 //! A `DlqAsOf` is computed once, in one pass over the lineages and tombstones (at most
 //! [`crate::AuditLimits::tombstones`] of them) under the index lock, and then answers
@@ -24,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::{Cursor, Dlq, Filter, Page};
 use crate::api::types::{EntryStatus, MessageId};
 use crate::engine::fingerprint::Fingerprint;
-use crate::engine::state::{clip, DeadStatus, PastEntry};
+use crate::engine::state::{DeadStatus, PastEntry};
 use crate::error::{Error, Result};
 
 /// One entry of a DLQ at a past time: what the store keeps of it.
@@ -101,10 +96,7 @@ impl Dlq {
                 earliest_ms: horizon,
             });
         }
-        let entries = past
-            .into_iter()
-            .map(|p| self.past_entry(p))
-            .collect::<Result<Vec<_>>>()?;
+        let entries = past.into_iter().map(Self::past_entry).collect();
         Ok(DlqAsOf {
             name: self.name(),
             as_of_ms: at_ms,
@@ -112,19 +104,14 @@ impl Dlq {
         })
     }
 
-    /// The public form of `p`; an entry without a lineage has its message read from its
-    /// envelope.
-    fn past_entry(&self, p: PastEntry) -> Result<PastDlqEntry> {
+    /// The public form of `p`.
+    fn past_entry(p: PastEntry) -> PastDlqEntry {
         let f = p.failed;
-        let error_message = match p.envelope_pos {
-            Some(pos) => clip(&self.store.engine().read_failure(pos)?.error_message),
-            None => f.message,
-        };
-        Ok(PastDlqEntry {
+        PastDlqEntry {
             id: p.id,
             dead_lettered_at_ms: f.dead_at,
             error_kind: f.error_kind,
-            error_message,
+            error_message: f.message,
             fingerprint: f.fingerprint,
             worker: f.worker,
             attempts: f.attempts,
@@ -135,7 +122,7 @@ impl Dlq {
                     EntryStatus::Reprocessed { success, at_ms }
                 }
             },
-        })
+        }
     }
 }
 

@@ -245,7 +245,7 @@ impl Queue {
                 expires_at_ms: config.retention.map(|r| now + r.as_millis() as u64),
             },
             first_received_at: extra.and_then(|e| e.first_received_at),
-            enqueued_at: Some(enqueued_at),
+            enqueued_at,
         })
     }
 

@@ -9,8 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use super::checkpoint::CheckpointReport;
 use super::segment::{HeaderStatus, SegmentReport};
-use crate::storage::format::SEGMENT_HEADER_LEN;
-use crate::storage::log::DEFAULT_SEGMENT_SIZE;
 
 /// What is wrong at the boundary between two consecutive segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,7 +18,7 @@ pub enum BoundaryKind {
     /// The earlier segment's records end cleanly before the next one begins: a segment
     /// between them is missing.
     Missing,
-    /// The earlier segment's file was cut short.
+    /// The earlier segment's file was cut short (shorter than its header declares).
     Truncated,
     /// The earlier segment's records end in bad bytes before the next one begins.
     Damaged,
@@ -54,11 +52,10 @@ pub struct LostTailReport {
     pub actual: u64,
 }
 
-/// The boundary problems between consecutive segments. `reaches_eof[i]` says whether the
-/// data of segment `i` runs into the end of its file (a cut file does).
-pub(super) fn boundaries(segments: &[SegmentReport], reaches_eof: &[bool]) -> Vec<Boundary> {
+/// The boundary problems between consecutive segments.
+pub(super) fn boundaries(segments: &[SegmentReport]) -> Vec<Boundary> {
     let mut boundaries = Vec::new();
-    for (i, pair) in segments.windows(2).enumerate() {
+    for pair in segments.windows(2) {
         let (cur, next) = (&pair[0], &pair[1]);
         // A bad entry is reported against itself, not against the segment before it.
         if cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok {
@@ -68,13 +65,9 @@ pub(super) fn boundaries(segments: &[SegmentReport], reaches_eof: &[bool]) -> Ve
         if cur.end == expected {
             continue;
         }
-        let data_room = expected - cur.base.min(expected);
         let kind = if cur.end > expected {
             BoundaryKind::Overlap
-        } else if reaches_eof[i]
-            && cur.file_len < SEGMENT_HEADER_LEN as u64 + data_room
-            && cur.file_len < DEFAULT_SEGMENT_SIZE
-        {
+        } else if cur.is_short() {
             BoundaryKind::Truncated
         } else if cur.torn_tail.is_some() {
             BoundaryKind::Damaged

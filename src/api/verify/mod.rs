@@ -144,17 +144,16 @@ pub fn verify_with(
     };
     // An entry that cannot be read (a directory named like a segment, a read error) is
     // reported against itself, and the others are still checked.
-    let mut scans = Vec::with_capacity(bases.len());
     for (i, &(base, _)) in bases.iter().enumerate() {
         let last = i + 1 == bases.len();
         let name = crate::storage::segment::segment_name(base);
         let path = dir.join(&name);
-        let (seg, reaches_eof, read) = match segment::read_file(&path) {
+        let (seg, read) = match segment::read_file(&path) {
             Ok(bytes) => {
-                let (seg, reaches_eof) = segment::check_segment(&name, base, &bytes, last, options);
-                (seg, reaches_eof, bytes.len() as u64)
+                let seg = segment::check_segment(&name, base, &bytes, last, options);
+                (seg, bytes.len() as u64)
             }
-            Err(e) => (segment::unreadable(&name, base, last, &e), false, 0),
+            Err(e) => (segment::unreadable(&name, base, last, &e), 0),
         };
         report.bytes_read += read;
         report.records += seg.records;
@@ -162,10 +161,9 @@ pub fn verify_with(
         done.segments_done += 1;
         done.bytes_done += read;
         progress(done);
-        scans.push(reaches_eof);
         report.segments.push(seg);
     }
-    report.boundaries = continuity::boundaries(&report.segments, &scans);
+    report.boundaries = continuity::boundaries(&report.segments);
     report.lost_tail = continuity::lost_tail(&report.segments, &report.checkpoints);
     Ok(report)
 }

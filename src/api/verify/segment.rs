@@ -159,14 +159,14 @@ pub(super) fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Checks one segment's bytes; also returns whether its data runs into the end of the file.
+/// Checks one segment's bytes.
 pub(super) fn check_segment(
     name: &str,
     base: u64,
     bytes: &[u8],
     last: bool,
     options: &VerifyOptions,
-) -> (SegmentReport, bool) {
+) -> SegmentReport {
     let mut seg = SegmentReport {
         file: name.to_string(),
         base,
@@ -197,7 +197,7 @@ pub(super) fn check_segment(
         Err(HeaderError::Invalid) => (HeaderStatus::Invalid, None),
     };
     if seg.header != HeaderStatus::Ok {
-        return (seg, false);
+        return seg;
     }
     let data = &bytes[SEGMENT_HEADER_LEN..];
     // A cut last segment is sealed where it is, as an open in quarantine does.
@@ -226,7 +226,7 @@ pub(super) fn check_segment(
             end: base + e,
         })
         .collect();
-    (seg, scan.reaches_eof)
+    seg
 }
 
 #[cfg(test)]
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn clean_segment_counts_records() {
         let bytes = segment_bytes(0, &[b"one", b"two"], 4096);
-        let (seg, _) = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
+        let seg = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
         assert_eq!(seg.header, HeaderStatus::Ok);
         assert_eq!(seg.version, Some(FORMAT_VERSION));
         assert_eq!(seg.records, 2);
@@ -264,7 +264,7 @@ mod tests {
     fn bad_magic_is_reported() {
         let mut bytes = segment_bytes(0, &[b"one"], 4096);
         bytes[0] = b'X';
-        let (seg, _) = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
+        let seg = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
         assert_eq!(seg.header, HeaderStatus::BadMagic);
         assert!(!seg.is_sound());
     }
@@ -274,7 +274,7 @@ mod tests {
         let mut bytes = segment_bytes(0, &[b"one", b"two"], 4096);
         let second = SEGMENT_HEADER_LEN + 19 + 17;
         bytes[second] ^= 0xff;
-        let (seg, _) = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
+        let seg = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
         assert_eq!(seg.records, 1);
         let torn = seg.torn_tail.clone().expect("torn tail");
         assert_eq!(torn.position, 19);

@@ -310,7 +310,7 @@ impl State {
                         actor: expired.then(|| STORE_ACTOR.to_string()),
                         event: Event::DeadLettered(Box::new(failed)),
                     };
-                    self.audit.record(*id, *enqueued_at, step);
+                    self.audit.record(*id, Some(*enqueued_at), step);
                     if expired {
                         let ids = IdSet::of(&[*id]);
                         let entry = AuditEntry::new(at, STORE_ACTOR, AuditAction::TtlExpiry, ids);
@@ -680,47 +680,14 @@ impl State {
         }
     }
 
-    /// Adds a step to the lineage of `id`, if it has one. A DLQ entry without one (restored
-    /// from a checkpoint of a version that kept none) gets one first, from what the index
-    /// holds of it.
+    /// Adds a step to the lineage of `id`, if it has one (every DLQ entry has).
     fn record_step(&mut self, id: MessageId, at: u64, event: Event) {
-        self.ensure_lineage(id);
         let step = Step {
             at,
             actor: None,
             event,
         };
         self.audit.record_if_known(id, step);
-    }
-
-    /// Gives a DLQ entry that has no lineage one, from its index entry (its message text
-    /// is not in the index: it stays empty).
-    fn ensure_lineage(&mut self, id: MessageId) {
-        if self.audit.knows(id) {
-            return;
-        }
-        let (Some(info), Some(m)) = (self.dead.get(&id), self.msgs.get(&id)) else {
-            return;
-        };
-        let kind = self.strings.name(info.kind).to_string();
-        let worker = (info.worker != 0).then(|| self.strings.name(info.worker).to_string());
-        let failed = Failed {
-            queue: m.queue(),
-            generation: self.extras.get(&id).map(|e| e.generation).unwrap_or(0),
-            attempts: m.attempts,
-            first_received_at: self.extras.get(&id).and_then(|e| e.first_received_at),
-            fingerprint: Fingerprint::compute(&kind, "", None, 0),
-            error_kind: kind,
-            message: String::new(),
-            worker,
-            dead_at: info.dead_at,
-        };
-        let step = Step {
-            at: info.dead_at,
-            actor: None,
-            event: Event::DeadLettered(Box::new(failed)),
-        };
-        self.audit.record(id, None, step);
     }
 
     /// Where the history of DLQ entry `id` is found once it is replayed with `attempts`: its
@@ -797,9 +764,6 @@ impl State {
             return false;
         };
         let was_dead = m.place() == Place::Dead;
-        if was_dead {
-            self.ensure_lineage(id);
-        }
         let (how, actor) = match (was_dead, expired) {
             (_, false) => (Removal::Deleted, None),
             (true, true) => (Removal::Retention, Some(STORE_ACTOR)),

@@ -1,5 +1,5 @@
 //! Guarded replays in the index: each one's plan and progress, and which replayed messages
-//! it waits for (format version 6).
+//! it waits for.
 //!
 //! A guarded replay releases its selected DLQ entries in waves: the canary, then waves each
 //! `growth` times the one before. A wave is *handled* when every message it released has

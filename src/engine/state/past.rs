@@ -1,7 +1,6 @@
 //! A DLQ as it was at a past time, from what the index keeps: the lineage of every message
-//! still in the store that was in a DLQ, the tombstones of those gone, and, for DLQ entries
-//! restored from a checkpoint that kept no lineage (format version 4 or older), their index
-//! entries.
+//! still in the store that was in a DLQ (every DLQ entry has one), and the tombstones of
+//! those gone.
 //!
 //! An entry was in the DLQ of queue `q` at time `t` when a step at or before `t` put it
 //! there (a dead-lettering, an import) and no step at or before `t` took it out (a replay,
@@ -9,9 +8,8 @@
 //! exact for every `t` at or after the audit log's horizon (see
 //! [`super::AuditLog::horizon`]); the caller refuses earlier times.
 
-use super::{DeadStatus, Event, Failed, Lineage, Place, State};
+use super::{DeadStatus, Event, Failed, Lineage, State};
 use crate::engine::envelope::MessageId;
-use crate::engine::fingerprint::Fingerprint;
 use crate::engine::record::QueueId;
 
 /// One entry of a DLQ at a past time.
@@ -23,9 +21,6 @@ pub struct PastEntry {
     pub failed: Failed,
     /// Its status at that time.
     pub status: DeadStatus,
-    /// For an entry still in the DLQ whose message the index does not hold (restored from
-    /// an older checkpoint, which kept no lineage): its envelope, which holds it.
-    pub envelope_pos: Option<u64>,
 }
 
 /// Where a lineage left its message at time `t`: in the DLQ of its last failure's queue
@@ -62,7 +57,6 @@ impl State {
                         id,
                         failed: failed.clone(),
                         status,
-                        envelope_pos: self.envelope_of(id, failed),
                     });
                 }
             }
@@ -73,60 +67,7 @@ impl State {
         for tombstone in self.audit.tombstones() {
             take(tombstone.id, &tombstone.lineage);
         }
-        // Entries restored from a checkpoint without lineage, still in the DLQ: there
-        // since their dead-lettering.
-        if let Some(q) = self.queues.get(queue as usize) {
-            for (&(dead_at, id), _) in q.dlq_order.range(..(t.saturating_add(1), 0)) {
-                if self.audit.knows(id) {
-                    continue;
-                }
-                let (Some(info), Some(m)) = (self.dead.get(&id), self.msgs.get(&id)) else {
-                    continue;
-                };
-                if m.place() != Place::Dead {
-                    continue;
-                }
-                let status = match info.status {
-                    DeadStatus::Reprocessed(_, at) if at > t => DeadStatus::Pending,
-                    s => s,
-                };
-                let kind = self.strings.name(info.kind).to_string();
-                let worker = (info.worker != 0).then(|| self.strings.name(info.worker).to_string());
-                let fingerprint = self
-                    .fingerprints
-                    .of(id)
-                    .map_or_else(|| Fingerprint::compute(&kind, "", None, 0), |d| d.id);
-                out.push(PastEntry {
-                    id,
-                    failed: Failed {
-                        queue,
-                        generation: self.extras.get(&id).map_or(0, |e| e.generation),
-                        attempts: m.attempts,
-                        first_received_at: self.extras.get(&id).and_then(|e| e.first_received_at),
-                        error_kind: kind,
-                        message: String::new(),
-                        fingerprint,
-                        worker,
-                        dead_at,
-                    },
-                    status,
-                    envelope_pos: Some(info.envelope_pos),
-                });
-            }
-        }
         out.sort_by_key(|e| (e.failed.dead_at, e.id));
         out
-    }
-
-    /// The envelope to read `failed`'s message from: only for a lineage begun without it
-    /// (from an older checkpoint's index entry, whose message is not in the index) while
-    /// that entry is still in its DLQ. Once such an entry has left, its message is gone.
-    fn envelope_of(&self, id: MessageId, failed: &Failed) -> Option<u64> {
-        if !failed.message.is_empty() {
-            return None;
-        }
-        let info = self.dead.get(&id)?;
-        let m = self.msgs.get(&id)?;
-        (m.queue() == failed.queue && info.dead_at == failed.dead_at).then_some(info.envelope_pos)
     }
 }

@@ -44,9 +44,9 @@ pub struct Snapshot {
     pub idempotency: Vec<(u64, String, MessageId)>,
     /// Interned strings, by id.
     pub strings: Vec<String>,
-    /// Lineage, tombstones and the audit trail (format version 5 on).
+    /// Lineage, tombstones and the audit trail.
     pub audit: AuditSnapshot,
-    /// Guarded replays (format version 6; none in older checkpoints).
+    /// Guarded replays.
     pub guards: BTreeMap<GuardId, Guard>,
 }
 

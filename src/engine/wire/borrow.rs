@@ -12,27 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::de::{MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
-
-/// A `String`, read as a `&str`.
-pub(super) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    <&'de str>::deserialize(d).map(str::to_owned)
-}
-
-/// A sequence of `String`s, read as `&str`s.
-pub(super) fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    let borrowed = Vec::<&'de str>::deserialize(d)?;
-    Ok(borrowed.into_iter().map(str::to_owned).collect())
-}
-
-/// A sequence of `(u64, String, u64)`, the strings read as `&str`s.
-pub(super) fn keyed<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, String, u64)>, D::Error> {
-    let borrowed = Vec::<(u64, &'de str, u64)>::deserialize(d)?;
-    Ok(borrowed
-        .into_iter()
-        .map(|(a, s, b)| (a, s.to_owned(), b))
-        .collect())
-}
+use serde::Deserializer;
 
 /// A map of `String` to `String`, read as `&str`s (into the map directly: this is on the
 /// path of every delivery).

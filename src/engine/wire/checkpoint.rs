@@ -63,7 +63,7 @@ fn crc(bytes: &[u8]) -> u32 {
 /// format version.
 pub(crate) fn encode_checkpoint(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
     let mut out = vec![0u8; V1_HEADER_LEN];
-    current::snapshot::encode(snapshot, &mut out)?;
+    current::snapshot::encode(&snapshot, &mut out)?;
     let body_len = (out.len() - V1_HEADER_LEN) as u64;
     out[0..8].copy_from_slice(&MAGIC);
     out[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::engine::record::Op;
+use crate::engine::record::{GuardEvent, Op, PutCause};
 use crate::storage::format::{self, FrameError, SEGMENT_HEADER_LEN};
 use crate::storage::segment;
 

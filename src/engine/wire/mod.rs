@@ -21,7 +21,7 @@
 //!   record) or [`CheckpointError::Damaged`] (a checkpoint);
 //! - nothing decoded names a queue id the index cannot hold (at or above
 //!   [`MAX_QUEUES`](crate::engine::state::MAX_QUEUES)): such a record or checkpoint does
-//!   not decode;
+//!   not decode (a version's wire structs hold queue ids as `convert::Queue`);
 //! - a relocated copy (tag `3`, the same in every version) holds its original's body, and
 //!   is never the copy of a copy.
 //!
@@ -40,6 +40,7 @@
 
 mod borrow;
 mod checkpoint;
+mod convert;
 #[cfg(test)]
 mod fixture_bytes;
 mod v1;
@@ -51,8 +52,7 @@ pub(crate) use checkpoint::{
     decode_checkpoint, encode_checkpoint, CheckpointError, CheckpointFile,
 };
 
-use crate::engine::record::{Decoded, GuardEvent, Op, PutCause, PutMeta, QueueId};
-use crate::engine::state::MAX_QUEUES;
+use crate::engine::record::{Decoded, Op, PutMeta};
 use crate::error::Result;
 
 /// The wire structs records and checkpoints are written with. The next version moves this
@@ -116,49 +116,9 @@ const TAG_RELOCATED: u8 = 3;
 /// version rejects the tag inside one).
 #[inline]
 fn decode_plain(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    let decoded = match version {
+    match version {
         1 => v1::decode_plain(body),
         _ => Err(BadContent),
-    }?;
-    if queues_fit(&decoded) {
-        Ok(decoded)
-    } else {
-        Err(BadContent)
-    }
-}
-
-/// True when every queue id `rec` names is one the index can hold (below [`MAX_QUEUES`]:
-/// no store declares more, and the index packs a queue id into 30 bits).
-fn queues_fit(rec: &Decoded<'_>) -> bool {
-    let fits = |q: QueueId| q < MAX_QUEUES;
-    match rec {
-        Decoded::Put(put) => {
-            fits(put.meta.queue)
-                && match &put.meta.cause {
-                    PutCause::CorrectedReplay { from_dlq, .. } => fits(*from_dlq),
-                    PutCause::Enqueue | PutCause::Imported(_) => true,
-                }
-        }
-        Decoded::Relocated(inner) => queues_fit(inner),
-        Decoded::Op(op) => match op {
-            Op::DeclareQueue { queue, .. } | Op::Replay { queue, .. } => fits(*queue),
-            Op::Guard { event, .. } => match event {
-                GuardEvent::Start(plan) => fits(plan.dlq) && plan.target.is_none_or(fits),
-                GuardEvent::Release { released, .. } => released.iter().all(|r| fits(r.queue)),
-                GuardEvent::Pause | GuardEvent::Resume | GuardEvent::Cancel => true,
-            },
-            Op::Lease { .. }
-            | Op::Reserve { .. }
-            | Op::Start { .. }
-            | Op::Extend { .. }
-            | Op::Ack { .. }
-            | Op::Retry { .. }
-            | Op::Release { .. }
-            | Op::DeadLetter { .. }
-            | Op::Delete { .. }
-            | Op::MarkReprocessed { .. }
-            | Op::Audit(_) => true,
-        },
     }
 }
 
@@ -195,7 +155,8 @@ pub(crate) fn dead_letter_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::record::{Put, PutCause};
+    use crate::engine::record::{GuardEvent, GuardPlan, Put, PutCause};
+    use crate::engine::state::MAX_QUEUES;
     use std::collections::BTreeMap;
 
     #[test]
@@ -250,7 +211,29 @@ mod tests {
             })
             .unwrap()
         };
-        for body in [put, replay, declare] {
+        let guard_target = |queue: u32| {
+            let plan = GuardPlan {
+                dlq: 0,
+                target: Some(queue),
+                reset_attempts: false,
+                force: false,
+                canary: 1,
+                growth_permille: 2000,
+                max_failure_permille: 100,
+                rate_per_sec: None,
+                selection: "all".into(),
+                actor: "a".into(),
+                ids: vec![1],
+            };
+            let event = GuardEvent::Start(Box::new(plan));
+            encode_op(&Op::Guard {
+                guard: 1,
+                at: 1,
+                event,
+            })
+            .unwrap()
+        };
+        for body in [put, replay, declare, guard_target] {
             let last = body(MAX_QUEUES - 1);
             let original = decode(FORMAT_VERSION, &last).unwrap();
             assert!(decode(FORMAT_VERSION, &encode_relocated(&original).unwrap()).is_ok());
@@ -272,7 +255,7 @@ mod tests {
                 .attempts(vec![Attempt::new(1, 8_000, "Io", "reset")]),
             dlq: DlqMetadata::new(9_000).worker("w-1"),
             first_received_at: Some(7_000),
-            enqueued_at: Some(6_000),
+            enqueued_at: 6_000,
         };
         let expected = Ok(Some((300, "upstream timed out")));
         let body = encode_op(&op).unwrap();

@@ -65,7 +65,8 @@ pub struct LogOptions {
     /// of versions 1 to this are opened (each record read knows its segment's version), a
     /// newer one is [`Error::UnsupportedFormat`]. An active segment of an older version is
     /// sealed at open and a new one started, so that every segment holds records of one
-    /// version. The store always uses [`FORMAT_VERSION`]; log-level tests set others.
+    /// version. The store always uses [`FORMAT_VERSION`]; log-level tests set the next one
+    /// to play the next release's build.
     pub format_version: u16,
     /// A log position the log is known to have made durable (the store passes the position
     /// of its newest checkpoint): a log whose records end before it lost its tail

@@ -278,11 +278,7 @@ pub(super) fn recover(
             _ => data_len,
         };
         let clean = segment::scan_clean(file.as_ref(), base, zero_from, opts.max_record_size)
-            .map_err(|e| Error::io("read", &path, e))?
-            .map(|scan| segment::ScanResult {
-                reaches_eof: scan.end == data_len,
-                ..scan
-            });
+            .map_err(|e| Error::io("read", &path, e))?;
         let scan = match clean {
             Some(scan) => scan,
             None if read_only => {

@@ -22,9 +22,7 @@
 //!   the methods below), from the times records carry, so a reopen and compaction's own
 //!   index rebuild exactly what the live index holds, given the same limits;
 //! - `horizon` is the earliest time from which every DLQ entry is still known: whatever
-//!   was dropped (a tombstone, a lineage step) describes only times before it. A state
-//!   restored from a checkpoint of a version without lineage starts with the horizon at
-//!   that checkpoint's latest time.
+//!   was dropped (a tombstone, a lineage step) describes only times before it.
 
 mod idset;
 
@@ -385,11 +383,6 @@ impl AuditLog {
         }
         self.record(id, None, step);
         true
-    }
-
-    /// True when `id` has a lineage (it is in the store and was in a DLQ).
-    pub fn knows(&self, id: MessageId) -> bool {
-        self.lineage.contains_key(&id)
     }
 
     /// `id` left the store at `at` (`how`): if it has a lineage, the lineage ends with the

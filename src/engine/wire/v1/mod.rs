@@ -25,6 +25,7 @@ pub(super) mod snapshot;
 use std::ops::Range;
 
 use crate::engine::record::{Decoded, Op, Put, PutMeta};
+use crate::engine::wire::convert::Wire;
 use crate::engine::wire::BadContent;
 use crate::error::{Error, Result};
 
@@ -55,9 +56,8 @@ fn append_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
     let start = out.len();
     out.push(TAG_PUT);
     out.extend_from_slice(&[0; 4]);
-    let meta_len =
-        bincode::serde::encode_into_std_write(records::PutMeta::from(meta), out, config())
-            .map_err(codec_error)?;
+    let meta_len = bincode::serde::encode_into_std_write(records::PutMeta::of(meta), out, config())
+        .map_err(codec_error)?;
     let meta_len = u32::try_from(meta_len)
         .map_err(|_| Error::Codec(format!("record metadata of {meta_len} bytes")))?;
     out[start + 1..start + 5].copy_from_slice(&meta_len.to_le_bytes());
@@ -107,7 +107,7 @@ pub(super) fn decode_plain(body: &[u8]) -> Result<Decoded<'_>, BadContent> {
             let (meta_bytes, payload) = split_put(body)?;
             let meta: records::PutMeta<'_> = decode_exact(meta_bytes)?;
             Ok(Decoded::Put(Put {
-                meta: meta.into(),
+                meta: meta.into_engine().ok_or(BadContent)?,
                 payload,
             }))
         }
@@ -272,7 +272,7 @@ mod tests {
                 failure: failure(),
                 dlq: dlq_meta(),
                 first_received_at: Some(100),
-                enqueued_at: Some(50),
+                enqueued_at: 50,
             },
             Op::Replay {
                 id: 4,
