@@ -155,7 +155,7 @@ pub(crate) fn dead_letter_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::record::{GuardEvent, GuardPlan, Put, PutCause};
+    use crate::engine::record::{GuardEvent, GuardPlan, PutCause};
     use crate::engine::state::MAX_QUEUES;
     use std::collections::BTreeMap;
 
@@ -276,42 +276,5 @@ mod tests {
         for version in [0, FORMAT_VERSION + 1] {
             assert_eq!(dead_letter_error(version, &body), Err(BadContent));
         }
-    }
-
-    #[test]
-    fn a_relocated_copy_says_what_its_original_says() {
-        let meta = PutMeta {
-            id: 9,
-            queue: 2,
-            enqueued_at: 5,
-            visible_at: 6,
-            expires_at: Some(7),
-            attributes: BTreeMap::from([("k".to_string(), "v".to_string())]),
-            idempotency_key: None,
-            cause: PutCause::Enqueue,
-        };
-        let mut put = Vec::new();
-        encode_put(&mut put, &meta, b"payload").unwrap();
-        let original = decode(FORMAT_VERSION, &put).unwrap();
-        let copy = encode_relocated(&original).unwrap();
-        let expected = Decoded::Put(Put {
-            meta,
-            payload: b"payload",
-        });
-        assert_eq!(original, expected);
-        assert_eq!(decode(FORMAT_VERSION, &copy), Ok(expected.clone()));
-        assert_eq!(
-            decode_for_apply(FORMAT_VERSION, &copy),
-            Ok(Decoded::Relocated(Box::new(expected)))
-        );
-        assert_eq!(
-            &copy[put_payload(FORMAT_VERSION, &copy).unwrap()],
-            b"payload"
-        );
-        // A copy of a copy is the same copy.
-        let again = decode(FORMAT_VERSION, &copy).unwrap();
-        assert_eq!(encode_relocated(&again).unwrap(), copy);
-        let applied = decode_for_apply(FORMAT_VERSION, &copy).unwrap();
-        assert_eq!(encode_relocated(&applied).unwrap(), copy);
     }
 }

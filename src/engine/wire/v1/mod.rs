@@ -200,39 +200,24 @@ mod tests {
     use crate::engine::state::{AuditAction, AuditEntry, IdSet};
 
     fn attempt(number: u32) -> Attempt {
-        Attempt {
-            number,
-            at_ms: 1_000 + number as u64,
-            error_kind: "Timeout".into(),
-            error_message: "timed out".into(),
-            details: Some("GET /x".into()),
-            duration_ms: 250,
-            worker: Some("w-1".into()),
-        }
+        let at = 1_000 + number as u64;
+        let attempt = Attempt::new(number, at, "Timeout", "timed out").details("GET /x");
+        attempt.duration_ms(250).worker("w-1")
     }
 
     fn failure() -> FailureInfo {
-        FailureInfo {
-            error_kind: "Timeout".into(),
-            error_message: "timed out".into(),
-            details: None,
-            stack_trace: Some("at f".into()),
-            attempts: vec![attempt(1), attempt(2)],
-            attempts_dropped: 3,
-            failed_at_ms: 9_000,
-            context: BTreeMap::from([("k".into(), "v".into())]),
-        }
+        FailureInfo::new("Timeout", "timed out", 9_000)
+            .stack_trace("at f")
+            .attempts(vec![attempt(1), attempt(2)])
+            .attempts_dropped(3)
+            .context(BTreeMap::from([("k".into(), "v".into())]))
     }
 
     fn dlq_meta() -> DlqMetadata {
-        DlqMetadata {
-            dead_lettered_at_ms: 9_000,
-            worker: None,
-            environment: Some("prod".into()),
-            code_version: None,
-            tags: BTreeMap::from([("team".into(), "a".into())]),
-            expires_at_ms: Some(99_000),
-        }
+        DlqMetadata::new(9_000)
+            .environment("prod")
+            .tags(BTreeMap::from([("team".into(), "a".into())]))
+            .expires_at_ms(99_000)
     }
 
     fn every_op() -> Vec<Op> {
@@ -416,6 +401,10 @@ mod tests {
             let copy = encode_relocated(&put).unwrap();
             assert_eq!(&copy[1..], &body[..]);
             assert_eq!(&copy[put_payload(&copy).unwrap()], b"payload bytes");
+            // A copy of a copy is the same copy, seen through or applied.
+            for again in [decode(&copy).unwrap(), decode_for_apply(&copy).unwrap()] {
+                assert_eq!(encode_relocated(&again).unwrap(), copy);
+            }
         }
     }
 

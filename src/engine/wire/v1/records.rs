@@ -141,8 +141,10 @@ wire_struct! {
 
 wire_enum! {
     /// Every record other than a payload record (tag 2). Variant indexes: 0 to 13, in this
-    /// order.
+    /// order. (A value lives for one record's encoding or decoding: boxing the dead-letter
+    /// variant's envelope would only add an allocation.)
     #[serde(bound(deserialize = "'de: 'a"))]
+    #[allow(clippy::large_enum_variant)]
     enum Op<'a>: engine::Op {
         DeclareQueue { queue: Queue, name: Text<'a> },
         Lease { at: u64, deadline: u64, ids: Ids<'a> },
