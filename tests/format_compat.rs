@@ -1323,6 +1323,58 @@ fn bump_checkpoint_version(path: &Path, version: u16) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// Opens the store in `dir` in both recovery modes, and checks that each open is refused
+/// with `Error::UnsupportedFormat` naming `found` and this build's version (`pre_release`
+/// as given), and that nothing in the directory changed; then that `verify` changes nothing
+/// either and counts no problem, though the store is not clean. Returns the error's text
+/// and the report.
+fn refused_untouched(
+    dir: &Path,
+    what: &str,
+    found: u16,
+    pre_release: bool,
+) -> (String, deadletter::VerifyReport) {
+    let before = dir_contents(dir);
+    let clock = ManualClock::new(T1);
+    // The default segment size differs from the store's: an open that went ahead would
+    // grow the active segment. Neither recovery mode opens it.
+    for config in [
+        Config::default().clock(clock.clone()),
+        config(&clock).recovery(RecoveryMode::Quarantine),
+    ] {
+        match Store::open(dir, config) {
+            Err(Error::UnsupportedFormat {
+                path,
+                found: f,
+                supported,
+                pre_release: p,
+            }) => {
+                assert_eq!(
+                    (f, supported, p),
+                    (found, FORMAT_VERSION, pre_release),
+                    "{what}"
+                );
+                assert!(path.starts_with(dir), "{what}: {path:?}");
+            }
+            Err(other) => panic!("{what}: {other:?}"),
+            Ok(_) => panic!("{what}: the store opened"),
+        }
+        assert_eq!(dir_contents(dir), before, "{what}: the store changed");
+    }
+    let text = Store::open(dir, config(&clock)).unwrap_err().to_string();
+    // verify says so, without counting it as damage.
+    let report = deadletter::verify(dir).unwrap();
+    assert_eq!(report.problems(), 0, "{what}: {report:?}");
+    assert!(!report.is_clean(), "{what}");
+    assert_eq!(report.supported_version, FORMAT_VERSION);
+    assert_eq!(
+        dir_contents(dir),
+        before,
+        "{what}: verify changed the store"
+    );
+    (text, report)
+}
+
 #[test]
 fn a_newer_format_version_is_refused_untouched() {
     let (_, fixture) = fixtures().pop().unwrap();
@@ -1352,50 +1404,16 @@ fn a_newer_format_version_is_refused_untouched() {
     for (what, bump) in cases {
         let dir = copy_of(&fixture);
         bump(dir.path());
-        let before = dir_contents(dir.path());
-        let clock = ManualClock::new(T1);
-        // The default segment size differs from the store's: an open that went ahead would
-        // grow the active segment. Neither recovery mode opens it.
-        for config in [
-            Config::default().clock(clock.clone()),
-            config(&clock).recovery(RecoveryMode::Quarantine),
-        ] {
-            match Store::open(dir.path(), config) {
-                Err(Error::UnsupportedFormat {
-                    path,
-                    found,
-                    supported,
-                    pre_release,
-                }) => {
-                    assert_eq!((found, supported), (newer, FORMAT_VERSION), "{what}");
-                    assert!(!pre_release, "{what}");
-                    assert!(path.starts_with(dir.path()), "{what}: {path:?}");
-                }
-                Err(other) => panic!("{what}: {other:?}"),
-                Ok(_) => panic!("{what}: a newer format version opened"),
-            }
-            assert_eq!(
-                dir_contents(dir.path()),
-                before,
-                "{what}: the store changed"
-            );
-        }
-        let err = Store::open(dir.path(), config(&clock)).unwrap_err();
-        let text = err.to_string();
+        let (text, report) = refused_untouched(dir.path(), what, newer, false);
         assert!(
             text.contains(&format!("format version {newer}"))
                 && text.contains(&format!("up to {FORMAT_VERSION}")),
             "{what}: {text}"
         );
-
-        // verify says so, without counting it as damage.
-        let report = deadletter::verify(dir.path()).unwrap();
         let newer_files = report.newer_versions();
         assert_eq!(newer_files.len(), 1, "{what}: {report:?}");
         assert_eq!(newer_files[0].1, newer, "{what}");
-        assert_eq!(report.problems(), 0, "{what}");
-        assert!(!report.is_clean(), "{what}");
-        assert_eq!(report.supported_version, FORMAT_VERSION);
+        assert!(report.pre_release_files().is_empty(), "{what}");
         if let Some(seg) = report
             .segments
             .iter()
@@ -1403,11 +1421,6 @@ fn a_newer_format_version_is_refused_untouched() {
         {
             assert_eq!((seg.version, seg.records), (Some(newer), 0), "{what}");
         }
-        assert_eq!(
-            dir_contents(dir.path()),
-            before,
-            "{what}: verify changed the store"
-        );
     }
 }
 
@@ -1436,84 +1449,33 @@ fn as_pre_release(path: &Path, version: u16) {
 #[test]
 fn a_pre_release_store_is_refused_untouched() {
     let (_, fixture) = fixtures().pop().unwrap();
+    let files: Vec<String> = common::dir_contents(&fixture)
+        .into_keys()
+        .filter(|n| n.ends_with(".seg") || n.starts_with("checkpoint-"))
+        .collect();
+    let last_segment = files.iter().filter(|n| n.ends_with(".seg")).max().unwrap();
+    let checkpoint = files.iter().find(|n| n.starts_with("checkpoint-")).unwrap();
     for version in [1, 3, 6] {
-        let files: Vec<String> = common::dir_contents(&fixture)
-            .into_keys()
-            .filter(|n| n.ends_with(".seg") || n.starts_with("checkpoint-"))
-            .collect();
-        type Rewrite<'a> = (&'a str, Box<dyn Fn(&Path) + 'a>);
-        let cases: [Rewrite; 3] = [
-            (
-                "every file",
-                Box::new(|dir: &Path| {
-                    for f in &files {
-                        as_pre_release(&dir.join(f), version);
-                    }
-                }),
-            ),
-            (
-                "the active segment",
-                Box::new(|dir: &Path| {
-                    let last = files.iter().filter(|n| n.ends_with(".seg")).max().unwrap();
-                    as_pre_release(&dir.join(last), version)
-                }),
-            ),
-            (
-                "a checkpoint",
-                Box::new(|dir: &Path| as_pre_release(&dir.join("checkpoint-0"), version)),
-            ),
+        let cases: [(&str, Vec<&String>); 3] = [
+            ("every file", files.iter().collect()),
+            ("the active segment", vec![last_segment]),
+            ("a checkpoint", vec![checkpoint]),
         ];
-        for (what, rewrite) in cases {
+        for (what, rewritten) in cases {
             let what = format!("{what}, development format {version}");
             let dir = copy_of(&fixture);
-            rewrite(dir.path());
-            let before = dir_contents(dir.path());
-            let clock = ManualClock::new(T1);
-            for config in [
-                Config::default().clock(clock.clone()),
-                config(&clock).recovery(RecoveryMode::Quarantine),
-            ] {
-                match Store::open(dir.path(), config) {
-                    Err(Error::UnsupportedFormat {
-                        path,
-                        found,
-                        supported,
-                        pre_release,
-                    }) => {
-                        assert_eq!((found, supported), (version, FORMAT_VERSION), "{what}");
-                        assert!(pre_release, "{what}");
-                        assert!(path.starts_with(dir.path()), "{what}: {path:?}");
-                    }
-                    Err(other) => panic!("{what}: {other:?}"),
-                    Ok(_) => panic!("{what}: a development build's store opened"),
-                }
-                assert_eq!(
-                    dir_contents(dir.path()),
-                    before,
-                    "{what}: the store changed"
-                );
+            for f in rewritten {
+                as_pre_release(&dir.path().join(f), version);
             }
-            let text = Store::open(dir.path(), config(&clock))
-                .unwrap_err()
-                .to_string();
+            let (text, report) = refused_untouched(dir.path(), &what, version, true);
             assert!(
                 text.contains("development build") && text.contains("before release 0.1.0"),
                 "{what}: {text}"
             );
-
-            // verify says so, without counting it as damage.
-            let report = deadletter::verify(dir.path()).unwrap();
             let listed = report.pre_release_files();
             assert!(!listed.is_empty(), "{what}: {report:?}");
             assert!(listed.iter().all(|(_, v)| *v == version), "{what}");
             assert!(report.newer_versions().is_empty(), "{what}");
-            assert_eq!(report.problems(), 0, "{what}: {report:?}");
-            assert!(!report.is_clean(), "{what}");
-            assert_eq!(
-                dir_contents(dir.path()),
-                before,
-                "{what}: verify changed it"
-            );
         }
     }
 }

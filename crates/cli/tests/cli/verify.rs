@@ -90,6 +90,17 @@ fn verify_checks_checkpoints() {
     assert!(stdout(&o).contains("DAMAGED"), "{}", stdout(&o));
 }
 
+/// Rewrites the segment header at the start of `path` with `magic` and `version`, and its
+/// checksum (CRC-32 of bytes 0..28, at 28).
+fn rewrite_header(path: &std::path::Path, magic: &[u8; 8], version: u16) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[0..8].copy_from_slice(magic);
+    bytes[8..10].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(path, &bytes).unwrap();
+}
+
 #[test]
 fn a_store_in_a_newer_format_version_is_reported_and_refused() {
     let _serial = serial();
@@ -100,11 +111,7 @@ fn a_store_in_a_newer_format_version_is_reported_and_refused() {
     // would have written it.
     let newer = deadletter::FORMAT_VERSION + 1;
     let seg = f.dir.path().join(&lib.segments[0].file);
-    let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[8..10].copy_from_slice(&newer.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[..28]);
-    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&seg, &bytes).unwrap();
+    rewrite_header(&seg, b"DLTRSEGM", newer);
     let snapshot = dir_snapshot(f.dir.path());
 
     let o = run(&["verify", f.path(), "--json"]);
@@ -148,12 +155,7 @@ fn a_store_of_a_development_build_is_reported_and_refused() {
     // Rewrite the first segment's header as a development build before release 0.1.0
     // wrote it: its magic, its format 6, the header's checksum.
     let seg = f.dir.path().join(&lib.segments[0].file);
-    let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[0..8].copy_from_slice(b"DLTRSEG\0");
-    bytes[8..10].copy_from_slice(&6u16.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[..28]);
-    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&seg, &bytes).unwrap();
+    rewrite_header(&seg, b"DLTRSEG\0", 6);
     let snapshot = dir_snapshot(f.dir.path());
 
     let o = run(&["verify", f.path(), "--json"]);
