@@ -1,7 +1,8 @@
 //! How a wire value and the engine's value it stands for convert: [`Wire`], for the values
 //! written as the engine holds them, strings and byte strings (borrowed from the engine's
-//! value when writing, from the bytes when reading), and sequences, boxes and tuples of
-//! them; and the two macros a format version declares its wire structs and enums with,
+//! value when writing, from the bytes when reading), a queue id bounded to what the index
+//! holds ([`Queue`]), and sequences, boxes and tuples of them; and the two macros a format
+//! version declares its wire structs and enums with,
 //! field by field in the order bincode writes them, with their conversions both ways
 //! ([`wire_struct!`], [`wire_enum!`]). A value whose engine type differs in shape (a map
 //! written as a sequence, a newtype) implements [`Wire`] by hand, in its version's module.

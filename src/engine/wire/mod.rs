@@ -6,9 +6,11 @@
 //! is public API ([`crate::FailureInfo`], [`crate::Attempt`], [`crate::DlqMetadata`]).
 //! None of them is ever handed to an encoder. A format version's module (`v1`, the format
 //! of release 0.1.0) has private wire structs that spell out its bytes field by field, and
-//! explicit conversions to and from the engine's types. A public type can therefore grow a
-//! field without changing what any store means: until a format version writes the field,
-//! the conversion leaves it out, and reading fills it in.
+//! explicit conversions to and from the engine's types, both declared at once with the
+//! macros of `convert` (which also holds the conversions of strings, sequences and the
+//! like, and the bounded queue id). A public type can therefore grow a field without
+//! changing what any store means: until a format version writes the field, the conversion
+//! leaves it out (`fill` gives the engine's field its value when reading).
 //!
 //! Invariants:
 //! - records and checkpoints are written in [`FORMAT_VERSION`] only (through `current`);
