@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 
 use crate::engine::state::MAX_QUEUES;
 
+/// A string: borrowed from the engine's value when encoding, from the body when decoding
+/// (every container says `'de: 'a` for it).
+pub(super) type Text<'a> = &'a str;
+
 /// A wire value: written from a borrowed engine value, read back into an owned one.
 pub(super) trait Wire<'a>: Sized {
     /// The engine's type it stands for.

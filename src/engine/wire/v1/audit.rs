@@ -8,10 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::records::Text;
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state as engine;
-use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Wire};
+use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Text, Wire};
 
 wire_enum! {
     /// What an audit entry records. Variant indexes: 0 to 6.

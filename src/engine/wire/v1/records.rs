@@ -19,11 +19,8 @@ use super::audit;
 use crate::engine::envelope;
 use crate::engine::record as engine;
 use crate::engine::wire::borrow;
-use crate::engine::wire::convert::{wire_enum, wire_struct, Queue};
+use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Text};
 
-/// A string: borrowed from the engine's value when encoding, from the body when decoding
-/// (every container says `'de: 'a` for it).
-pub(super) type Text<'a> = &'a str;
 type Map<'a> = Cow<'a, BTreeMap<String, String>>;
 type Ids<'a> = Cow<'a, [u64]>;
 

@@ -20,10 +20,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::audit::AuditPart;
 use super::config;
-use super::records::{Plan, Text};
+use super::records::Plan;
 use crate::engine::state::{self as engine, FailureHistory, IdMap};
 use crate::engine::wire::checkpoint::CheckpointError;
-use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Wire};
+use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Text, Wire};
 use crate::error::{Error, Result};
 
 wire_struct! {
