@@ -19,7 +19,7 @@
 //! Counters that are not entries (replayed, deleted, reprocessed) are counted events;
 //! entries removed by the stream's `max_age` are what the events leave unexplained.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,9 +30,9 @@ use deadletter::{
     Analysis, Cursor, DeadLetter, DeadLetterQueue, DlqAlert, DlqStats, EntryStatus, Error, Filter,
     MessageId, Page, ReplayOptions, ReplayReport, Result,
 };
-use futures_util::{StreamExt, TryStreamExt};
 
 use crate::client::{backend, now_ms};
+use crate::counts::{count_entries, event_counts};
 use crate::moves::message_headers;
 use crate::names::Event;
 use crate::namespace::JetStream;
@@ -52,42 +52,6 @@ impl std::fmt::Debug for JetStreamDlq {
             .field("name", &self.js.dlq_name(&self.queue))
             .finish()
     }
-}
-
-/// Entries in `queue`'s DLQ: one subject each.
-pub(crate) async fn count_entries(js: &JetStream, queue: &str) -> Result<u64> {
-    let names = &js.inner.names;
-    let stream = js.stream(&names.dlq_stream()).await?;
-    let mut subjects = stream
-        .info_with_subjects(names.dlq_filter(queue))
-        .await
-        .map_err(|e| backend("count DLQ entries", e))?;
-    let mut n = 0u64;
-    while let Some(s) = subjects.next().await {
-        n += s.map_err(|e| backend("count DLQ entries", e))?.1 as u64;
-    }
-    Ok(n)
-}
-
-/// The counted events of `queue`.
-pub(crate) async fn event_counts(js: &JetStream, queue: &str) -> Result<HashMap<Event, u64>> {
-    let names = &js.inner.names;
-    let stream = js.stream(&names.events_stream()).await?;
-    let mut subjects = stream
-        .info_with_subjects(names.events_of(queue))
-        .await
-        .map_err(|e| backend("read the counters", e))?;
-    let mut out = HashMap::new();
-    while let Some((subject, count)) = subjects
-        .try_next()
-        .await
-        .map_err(|e| backend("read the counters", e))?
-    {
-        if let Some(e) = Event::from_subject(&subject) {
-            *out.entry(e).or_default() += count as u64;
-        }
-    }
-    Ok(out)
 }
 
 impl JetStreamDlq {

@@ -39,8 +39,10 @@
 //! Requires nats-server 2.9 or later with JetStream enabled.
 
 mod client;
+mod counts;
 mod dlq;
 mod forward;
+mod handles;
 mod message;
 mod moves;
 mod names;

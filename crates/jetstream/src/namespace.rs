@@ -1,6 +1,8 @@
 //! [`JetStream`]: a connection to one namespace on a NATS server, the JetStream analogue of
 //! a `deadletter::Store`. It creates the namespace's shared streams, registers queues
-//! (each gets a number, part of its message ids), and hands out queue and DLQ handles.
+//! (each gets a number, part of its message ids) and opens their streams and consumers;
+//! the queue and DLQ handles are opened above it (`handles`), the alert hooks it holds
+//! are checked in `counts`.
 //!
 //! Invariants:
 //! - a queue's number never changes: it is the sequence of its registration message,
@@ -16,14 +18,12 @@ use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsum
 use async_nats::jetstream::context::{GetStreamErrorKind, PublishErrorKind};
 use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
 use async_nats::jetstream::ErrorCode;
-use deadletter::{DlqAlert, Error, QueueOptions, Result};
+use deadletter::{DlqAlert, QueueOptions, Result};
 use parking_lot::Mutex;
 
 use crate::client::{backend, Conn};
-use crate::dlq::JetStreamDlq;
 use crate::names::{self, Names, CONSUMER};
 use crate::options::{JetStreamOptions, Storage};
-use crate::queue::JetStreamQueue;
 
 /// A connection to a namespace of queues and DLQs on a NATS JetStream server. Cheap to
 /// clone; usable from any number of threads.
@@ -49,7 +49,7 @@ pub(crate) struct Inner {
     pub(crate) names: Names,
     pub(crate) options: JetStreamOptions,
     queues: Mutex<HashMap<String, Arc<QueueInfo>>>,
-    alerts: Mutex<Vec<Hook>>,
+    pub(crate) alerts: Mutex<Vec<Hook>>,
 }
 
 /// What a queue handle needs of the server: its number, stream and consumer.
@@ -63,11 +63,12 @@ pub(crate) struct QueueInfo {
     pub(crate) last_repair: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
-struct Hook {
-    queue: String,
-    threshold: u64,
-    above: bool,
-    callback: Arc<dyn Fn(&DlqAlert) + Send + Sync>,
+/// An alert hook on a queue's DLQ (see `counts`).
+pub(crate) struct Hook {
+    pub(crate) queue: String,
+    pub(crate) threshold: u64,
+    pub(crate) above: bool,
+    pub(crate) callback: Arc<dyn Fn(&DlqAlert) + Send + Sync>,
 }
 
 impl std::fmt::Debug for JetStream {
@@ -112,46 +113,6 @@ impl JetStream {
         &self.inner.options
     }
 
-    /// Opens queue `name` with the default queue options, creating it if new.
-    pub fn queue(&self, name: &str) -> Result<JetStreamQueue> {
-        self.queue_with(name, self.inner.options.queue_defaults.clone())
-    }
-
-    /// Opens queue `name` with `options`, creating it if new. Its lease length
-    /// (`visibility_timeout`) is the ack wait of the queue's consumer, shared by every
-    /// process: the last process to open the queue with another length changes it for all.
-    pub fn queue_with(&self, name: &str, options: QueueOptions) -> Result<JetStreamQueue> {
-        if options.max_attempts == 0 {
-            return Err(Error::InvalidConfig("max_attempts of zero".into()));
-        }
-        if options.max_pending.is_some() {
-            // Refused rather than ignored: a limit the caller counts on must not be silently
-            // absent.
-            return Err(Error::InvalidConfig(
-                "max_pending limits an embedded store's queue; on JetStream, limit the \
-                 queue's stream (max_msgs with discard new) on the server"
-                    .into(),
-            ));
-        }
-        let info = self.inner.conn.run(self.open_queue(name, &options, true))?;
-        Ok(JetStreamQueue::new(self.clone(), info, options))
-    }
-
-    /// An existing queue, or `Error::UnknownQueue`, with the default queue options; its
-    /// consumer's lease length is left as the workers set it (a tool that reads a queue
-    /// must not change how long the workers' leases last).
-    pub fn existing_queue(&self, name: &str) -> Result<JetStreamQueue> {
-        if !self.queue_names()?.iter().any(|q| q == name) {
-            return Err(Error::UnknownQueue(name.to_string()));
-        }
-        let options = self.inner.options.queue_defaults.clone();
-        let info = self
-            .inner
-            .conn
-            .run(self.open_queue(name, &options, false))?;
-        Ok(JetStreamQueue::new(self.clone(), info, options))
-    }
-
     /// The names of all queues of the namespace, in creation order.
     pub fn queue_names(&self) -> Result<Vec<String>> {
         self.inner.conn.run(async {
@@ -183,16 +144,6 @@ impl JetStream {
             }
             Ok(out)
         })
-    }
-
-    /// The DLQ named `name` (such as `"orders-dlq"`), or the DLQ of queue `name`.
-    pub fn dlq(&self, name: &str) -> Result<JetStreamDlq> {
-        for queue in self.queue_names()? {
-            if self.dlq_name(&queue) == name || queue == name {
-                return Ok(self.existing_queue(&queue)?.dlq_handle());
-            }
-        }
-        Err(Error::UnknownQueue(name.to_string()))
     }
 
     /// The DLQ name of queue `queue` under the configured pattern.
@@ -380,50 +331,6 @@ impl JetStream {
             }
             Err(e) => Err(backend("register a queue", e)),
         }
-    }
-
-    /// Registers an alert hook on the DLQ of `queue`; checks it at once.
-    pub(crate) fn add_alert(
-        &self,
-        queue: &str,
-        threshold: u64,
-        callback: Arc<dyn Fn(&DlqAlert) + Send + Sync>,
-    ) -> Result<()> {
-        self.inner.alerts.lock().push(Hook {
-            queue: queue.to_string(),
-            threshold: threshold.max(1),
-            above: false,
-            callback,
-        });
-        self.inner.conn.run(self.check_alerts(queue))
-    }
-
-    /// Fires the hooks of `queue`'s DLQ that its size crossed since the last check (the
-    /// changes this process made; another process's changes are seen at the next check).
-    pub(crate) async fn check_alerts(&self, queue: &str) -> Result<()> {
-        if !self.inner.alerts.lock().iter().any(|h| h.queue == queue) {
-            return Ok(());
-        }
-        let size = crate::dlq::count_entries(self, queue).await?;
-        let dlq = self.dlq_name(queue);
-        let mut fired = Vec::new();
-        for hook in self.inner.alerts.lock().iter_mut() {
-            if hook.queue != queue {
-                continue;
-            }
-            let above = size >= hook.threshold;
-            if above != hook.above {
-                hook.above = above;
-                fired.push((
-                    Arc::clone(&hook.callback),
-                    DlqAlert::new(dlq.clone(), size, hook.threshold, above),
-                ));
-            }
-        }
-        for (callback, alert) in fired {
-            callback(&alert);
-        }
-        Ok(())
     }
 }
 

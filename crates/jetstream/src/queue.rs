@@ -36,7 +36,8 @@ use deadletter::{
 use futures_util::StreamExt;
 
 use crate::client::{acks, backend, now_ms};
-use crate::dlq::{self, JetStreamDlq};
+use crate::counts::{count_entries, event_counts};
+use crate::dlq::JetStreamDlq;
 use crate::message::JetStreamMessage;
 use crate::moves::message_headers;
 use crate::names::{self, Event};
@@ -472,7 +473,7 @@ impl JetStreamQueue {
                 .clone();
             state = self.stream_state(&stream).await?;
         }
-        let events = dlq::event_counts(&self.js, &self.info.name).await?;
+        let events = event_counts(&self.js, &self.info.name).await?;
         let count = |e: Event| events.get(&e).copied().unwrap_or(0);
         let mut s = QueueStats::new(&*self.info.name, self.js.dlq_name(&self.info.name));
         s.ready = c.num_pending;
@@ -488,7 +489,7 @@ impl JetStreamQueue {
         s.deleted = count(Event::Deleted);
         let removed = state.last_sequence.saturating_sub(state.messages);
         s.acked = removed.saturating_sub(s.dead_lettered + count(Event::Dropped));
-        s.dlq_size = dlq::count_entries(&self.js, &self.info.name).await?;
+        s.dlq_size = count_entries(&self.js, &self.info.name).await?;
         s.oldest_ready_at_ms = (s.ready > 0 && state.messages > 0)
             .then(|| (state.first_timestamp.unix_timestamp_nanos() / 1_000_000) as u64);
         Ok(s)
@@ -593,3 +594,4 @@ impl MessageQueue for JetStreamQueue {
         self.js.inner.conn.run(self.stats_async())
     }
 }
+

@@ -24,7 +24,7 @@ use crate::names::Names;
 use crate::options::Storage;
 
 use super::central::return_stream_config;
-use super::ForwardOptions;
+use super::options::ForwardOptions;
 
 /// A publish to make: its subject and message (with its deduplication id).
 pub(crate) struct Publication {
