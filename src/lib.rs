@@ -78,7 +78,8 @@
 //! - the backend contract: [`MessageQueue`], [`DeadLetterQueue`] and [`Delivery`], which
 //!   the embedded handles implement and other engines can (the `deadletter-jetstream`
 //!   package does, on NATS JetStream), so a [`WorkerPool`] and code written against the
-//!   traits run on either;
+//!   traits run on either; and [`WorkerQueue`], the pool's batching, whose defaults are
+//!   built on the core ([`CoreOnly`] runs the pool on any core backend);
 //! - [`FORMAT_VERSION`], the on-disk format version this build writes and the newest it
 //!   reads: a store written by an older version opens as it is, one written by a newer
 //!   version is refused with [`Error::UnsupportedFormat`] (`docs/FORMAT.md`).
@@ -155,7 +156,7 @@ pub mod sim;
 
 pub use api::actor::Actor;
 pub use api::alert::DlqAlert;
-pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue, WriteMark};
+pub use api::backend::{CoreOnly, DeadLetterQueue, Delivery, MessageQueue, WorkerQueue, WriteMark};
 pub use api::classify::Classifier;
 pub use api::clock::{Clock, ManualClock, SystemClock};
 pub use api::config::{CompactionOptions, Config, QueueOptions};

@@ -22,6 +22,7 @@ use std::time::Duration;
 use deadletter::sim::{PowerCutOptions, SimDisk, SimRng, StoreHooks, Vfs};
 use deadletter::{
     Durability, Failure, FailureReport, Filter, Message, MessageQueue, Retry, Store, WorkerPool,
+    WorkerQueue,
 };
 
 const ROOT: &str = "/store";

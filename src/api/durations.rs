@@ -1,6 +1,6 @@
 //! How long handlers take: a histogram per queue of the time a worker pool's handler ran
 //! for each delivery ([`HandlerDurations`]), recorded by the pool through
-//! [`MessageQueue::observe_handler`](crate::MessageQueue::observe_handler) and read into
+//! [`WorkerQueue::observe_handler`](crate::WorkerQueue::observe_handler) and read into
 //! [`QueueMetrics::handler_duration`](crate::QueueMetrics::handler_duration) (Prometheus:
 //! `deadletter_handler_duration_seconds`).
 //!

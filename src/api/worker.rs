@@ -1,8 +1,11 @@
 //! The worker pool: N threads that lease, handle, and ack, retry or dead-letter messages.
 //!
-//! The pool runs on any [`MessageQueue`] (the embedded [`Queue`] by default): it is generic
-//! over the backend, so each call into the queue is statically dispatched, and the handler
-//! sees the backend's own message type.
+//! The pool runs on any [`WorkerQueue`] (the embedded [`Queue`] by default; any core
+//! [`MessageQueue`](crate::MessageQueue) through [`CoreOnly`](crate::CoreOnly)): it is
+//! generic over the backend, so each call into the queue is statically dispatched, and
+//! the handler sees the backend's own message type. What follows is the protocol as the
+//! embedded store runs it; under [`WorkerQueue`]'s defaults a batch is one leased
+//! message, there are no start records, and every report is durable when it returns.
 //!
 //! Each worker takes a batch of messages at a time and handles them one after the other,
 //! under `catch_unwind`, reporting each outcome:
@@ -13,24 +16,24 @@
 //!   policy is written to the log as the message's visible-at, so no thread sleeps out a
 //!   backoff and the queue keeps flowing; on the last attempt it is dead-lettered.
 //!
-//! The batch is a reservation ([`MessageQueue::reserve_wait`]): every delivery in it is
+//! The batch is a reservation ([`WorkerQueue::reserve_wait`]): every delivery in it is
 //! counted in the log (durably, under `Durability::Always`) before any of its handlers
 //! runs. Before each handler the worker writes a start record
-//! ([`MessageQueue::start`]), which carries the acks of the messages handled since the
+//! ([`WorkerQueue::start`]), which carries the acks of the messages handled since the
 //! last one; it reaches the operating system, not the disk, so it costs a write and no
 //! fsync. The acks left at the end of a batch go with the next reservation, in one write
 //! and one fsync (group commit). If the process dies, the reopen takes back every
 //! reserved message without a start record: only a message whose handler ran can be what
 //! killed the process, so only those are counted and become suspects. Under
 //! `Durability::Interval` and `Never` a start would stay in the process's buffer and die
-//! with it, so the pool writes none ([`MessageQueue::wants_starts`]) and acks whole
+//! with it, so the pool writes none ([`WorkerQueue::wants_starts`]) and acks whole
 //! batches: a crash there takes back every reservation of the batches in progress.
 //!
 //! Failure reports go the same way under `Durability::Always`: a retry or a move to the DLQ
-//! is written ([`MessageQueue::retry_deferred`], [`MessageQueue::dead_letter_deferred`])
+//! is written ([`WorkerQueue::retry_deferred`], [`WorkerQueue::dead_letter_deferred`])
 //! and made durable by the worker's next reservation, or its final acks, whose fsync covers
 //! every record before it; when no write follows (nothing left to reserve) the worker
-//! fsyncs them itself ([`MessageQueue::make_durable`]). Until then their messages stay
+//! fsyncs them itself ([`WorkerQueue::make_durable`]). Until then their messages stay
 //! counted as held, so `run_until_idle` and a stopping worker return only once every
 //! outcome the pool reported is durable. A power cut before that may lose a report; its
 //! message is then delivered again (docs/ARCHITECTURE.md, "The pool's failure reports").
@@ -59,7 +62,7 @@ use parking_lot::{Condvar, Mutex};
 use serde::de::DeserializeOwned;
 
 use crate::api::alert::DlqAlert;
-use crate::api::backend::{DeadLetterQueue, Delivery, MessageQueue, WriteMark};
+use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
@@ -112,7 +115,8 @@ pub struct ShutdownReport {
 }
 
 /// Builder of a worker pool over one queue, on any backend (`Q`: the embedded [`Queue`]
-/// unless another [`MessageQueue`] is given).
+/// unless another [`WorkerQueue`] is given; a backend that implements only the core
+/// [`MessageQueue`](crate::MessageQueue) runs as [`CoreOnly`](crate::CoreOnly)`(queue)`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -143,7 +147,7 @@ pub struct ShutdownReport {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct WorkerPool<Q: MessageQueue = Queue> {
+pub struct WorkerPool<Q: WorkerQueue = Queue> {
     queue: Q,
     workers: usize,
     retry: Retry,
@@ -216,7 +220,7 @@ struct Counters {
     held: AtomicU64,
 }
 
-struct Shared<Q: MessageQueue> {
+struct Shared<Q: WorkerQueue> {
     queue: Q,
     retry: Retry,
     lease: Duration,
@@ -279,12 +283,12 @@ struct Shared<Q: MessageQueue> {
 /// # Ok(())
 /// # }
 /// ```
-pub struct RunningPool<Q: MessageQueue = Queue> {
+pub struct RunningPool<Q: WorkerQueue = Queue> {
     shared: Arc<Shared<Q>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl<Q: MessageQueue> WorkerPool<Q> {
+impl<Q: WorkerQueue> WorkerPool<Q> {
     /// A pool over `queue`: 1 worker, the default [`Retry`], a 30 s lease.
     pub fn new(queue: &Q) -> Self {
         WorkerPool {
@@ -400,7 +404,7 @@ impl<Q: MessageQueue> WorkerPool<Q> {
     }
 }
 
-impl<Q: MessageQueue> RunningPool<Q> {
+impl<Q: WorkerQueue> RunningPool<Q> {
     /// Counters now.
     pub fn counters(&self) -> PoolCounters {
         let c = &self.shared.counters;
@@ -500,7 +504,7 @@ impl<Q: MessageQueue> RunningPool<Q> {
     }
 }
 
-impl<Q: MessageQueue> Drop for RunningPool<Q> {
+impl<Q: WorkerQueue> Drop for RunningPool<Q> {
     fn drop(&mut self) {
         self.shared.signal_stop();
         for t in self.threads.drain(..) {
@@ -509,12 +513,12 @@ impl<Q: MessageQueue> Drop for RunningPool<Q> {
     }
 }
 
-fn stop_with<Q: MessageQueue>(shared: &Shared<Q>, e: Error) {
+fn stop_with<Q: WorkerQueue>(shared: &Shared<Q>, e: Error) {
     shared.fatal.lock().get_or_insert(e);
     shared.signal_stop();
 }
 
-impl<Q: MessageQueue> Shared<Q> {
+impl<Q: WorkerQueue> Shared<Q> {
     /// Handlers running now.
     fn in_flight(&self) -> u64 {
         let running = self
@@ -542,8 +546,8 @@ impl<Q: MessageQueue> Shared<Q> {
 }
 
 /// One worker thread's state.
-struct Worker<'a, Q: MessageQueue> {
-    /// Its own handle on the queue ([`MessageQueue::worker_handle`]).
+struct Worker<'a, Q: WorkerQueue> {
+    /// Its own handle on the queue ([`WorkerQueue::worker_handle`]).
     queue: Q,
     shared: &'a Shared<Q>,
     handler: &'a dyn Handler<Q::Message>,
@@ -561,7 +565,7 @@ struct Worker<'a, Q: MessageQueue> {
     mark: WriteMark,
 }
 
-impl<Q: MessageQueue> Worker<'_, Q> {
+impl<Q: WorkerQueue> Worker<'_, Q> {
     /// Reserves and handles batches until the pool stops; then writes the acks it holds.
     fn run(&mut self, poll: Duration) -> Result<()> {
         let shared = self.shared;
@@ -775,7 +779,7 @@ impl<Q: MessageQueue> Worker<'_, Q> {
         }
     }
 
-    /// Reports a failed delivery (deferred: see [`MessageQueue::retry_deferred`]) and
+    /// Reports a failed delivery (deferred: see [`WorkerQueue::retry_deferred`]) and
     /// counts it; returns the report's mark.
     fn report_failure(
         &mut self,
@@ -817,7 +821,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Extends the leases of handlers that have used half of theirs.
-fn heartbeat_loop<Q: MessageQueue>(shared: &Shared<Q>) {
+fn heartbeat_loop<Q: WorkerQueue>(shared: &Shared<Q>) {
     let tick = (shared.lease / 4).max(Duration::from_millis(5));
     while !shared.stop.load(Ordering::Acquire) || shared.in_flight() > 0 {
         {

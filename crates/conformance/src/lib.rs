@@ -30,12 +30,13 @@ pub mod dlq;
 pub mod seeds;
 mod support;
 
-use deadletter::{MessageQueue, QueueOptions, Result};
+use deadletter::{QueueOptions, Result, WorkerQueue};
 
 /// A backend under test: hands out queues in its own isolated namespace.
 pub trait TestBackend {
-    /// The backend's queue handle.
-    type Queue: MessageQueue;
+    /// The backend's queue handle, with the worker pool's batching it implements (an
+    /// empty `impl WorkerQueue` for a backend that keeps the defaults).
+    type Queue: WorkerQueue;
     /// Opens queue `name` (created empty on first use) with `options`. Two calls with the
     /// same name give handles on the same queue.
     fn queue(&self, name: &str, options: QueueOptions) -> Result<Self::Queue>;

@@ -8,13 +8,13 @@
 use std::time::Duration;
 
 use deadletter::{
-    Config, DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page, ReplayOptions, Retry,
-    Store, WorkerPool,
+    Config, DeadLetterQueue, Delivery, Failure, Filter, Page, ReplayOptions, Retry, Store,
+    WorkerPool, WorkerQueue,
 };
 use deadletter_jetstream::JetStream;
 
 /// The whole flow, for any backend.
-fn orders_flow<Q: MessageQueue>(orders: &Q) -> deadletter::Result<()> {
+fn orders_flow<Q: WorkerQueue>(orders: &Q) -> deadletter::Result<()> {
     orders.enqueue_batch(&[
         r#"{"orderId":"ORD-1"}"#,
         "orderId=ORD-2;;;",

@@ -31,7 +31,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use bytes::Bytes;
 use deadletter::{
     Delivery, EnqueueOptions, Error, Failure, FailureOutcome, FailureReport, MessageId,
-    MessageQueue, QueueOptions, QueueStats, Result,
+    MessageQueue, QueueOptions, QueueStats, Result, WorkerQueue,
 };
 use futures_util::StreamExt;
 
@@ -595,3 +595,8 @@ impl MessageQueue for JetStreamQueue {
     }
 }
 
+/// The worker pool's batching on JetStream: [`WorkerQueue`]'s defaults, built on the core
+/// (one message per fetch, each outcome confirmed by the server before the next fetch).
+/// Larger batches would need a record that a handler starts, which a fetch does not have:
+/// a worker that died holding a batch would be charged an attempt for every message in it.
+impl WorkerQueue for JetStreamQueue {}

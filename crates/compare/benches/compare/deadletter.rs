@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use deadletter::{
     CompactionOptions, Config, DeadLetterQueue, DeadLetterSummary, Delivery, Durability,
-    Failure as DlFailure, FailureReport, Filter, MessageQueue, Page, QueueOptions, ReplayOptions,
-    Retry, Store, WorkerPool,
+    Failure as DlFailure, FailureReport, Filter, Page, QueueOptions, ReplayOptions, Retry, Store,
+    WorkerPool, WorkerQueue,
 };
 use parking_lot::Mutex;
 
@@ -54,14 +54,14 @@ pub fn bench_queue(store: &Store) -> deadletter::Result<deadletter::Queue> {
 
 /// A contestant on any deadletter backend: the embedded store here, JetStream in
 /// `jetstream.rs`. `G` is kept alive after the queue handle (the store, or a server).
-pub struct Backend<Q: MessageQueue, G: Send + Sync + 'static = ()> {
+pub struct Backend<Q: WorkerQueue, G: Send + Sync + 'static = ()> {
     queue: Q,
     /// Deliveries handed out and not yet reported, by id (an ack needs the delivery).
     leased: Mutex<HashMap<u64, Q::Message>>,
     _guard: G,
 }
 
-impl<Q: MessageQueue, G: Send + Sync + 'static> Backend<Q, G> {
+impl<Q: WorkerQueue, G: Send + Sync + 'static> Backend<Q, G> {
     /// A contestant on `queue`; `guard` is dropped after it.
     pub fn new(queue: Q, guard: G) -> Self {
         Backend {
@@ -98,7 +98,7 @@ fn entry(e: DeadLetterSummary) -> DlqEntry {
     }
 }
 
-impl<Q: MessageQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
+impl<Q: WorkerQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
     fn enqueue(&self, payload: &[u8]) -> BenchResult<()> {
         self.queue.enqueue(payload)?;
         Ok(())
