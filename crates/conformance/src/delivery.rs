@@ -1,12 +1,11 @@
-//! Delivery: batches, retries and backoff, lost leases, typed payloads, and the worker
-//! pool.
+//! Delivery: batches, retries and backoff, lost leases, typed payloads, delays and time
+//! to live.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use deadletter::{
-    DeadLetterQueue, Delivery, EnqueueOptions, Error, Failure, FailureOutcome, Filter,
-    MessageQueue, Page, Retry, WorkerPool,
+    DeadLetterQueue, Delivery, EnqueueOptions, Error, Failure, FailureOutcome, MessageQueue,
 };
 use serde::{Deserialize, Serialize};
 
@@ -127,10 +126,10 @@ pub fn lost_lease_on_the_last_attempt_goes_to_the_dlq<B: TestBackend>(backend: &
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Order {
-    id: String,
-    cents: u64,
-    lines: Vec<(String, u32)>,
+pub(crate) struct Order {
+    pub(crate) id: String,
+    pub(crate) cents: u64,
+    pub(crate) lines: Vec<(String, u32)>,
 }
 
 /// A typed payload decodes to the value enqueued.
@@ -145,74 +144,6 @@ pub fn typed_payloads<B: TestBackend>(backend: &B) {
     let msg = lease_one(&queue);
     assert_eq!(msg.decode::<Order>().unwrap(), order);
     queue.ack(&msg).unwrap();
-}
-
-/// The worker pool on the backend: successes, transient failures retried, a permanent
-/// failure and a panicking handler in the DLQ with their history, counters, and a
-/// graceful shutdown.
-pub fn worker_pool<B: TestBackend>(backend: &B) {
-    let queue = backend.queue("pool", options(3, 30_000)).unwrap();
-    let mut payloads: Vec<String> = (0..20).map(|i| format!("ok-{i}")).collect();
-    payloads.extend((0..5).map(|i| format!("flaky-{i}")));
-    payloads.push("bad".into());
-    payloads.push("boom".into());
-    let ids = queue.enqueue_batch(&payloads).unwrap();
-    let pool = WorkerPool::new(&queue)
-        .workers(3)
-        .retry(
-            Retry::fixed(Duration::from_millis(50))
-                .no_jitter()
-                .max_attempts(3),
-        )
-        .lease(Duration::from_secs(10))
-        .name("pool-worker")
-        .start(|msg: &<B::Queue as MessageQueue>::Message| handle(msg))
-        .unwrap();
-    pool.run_until_idle().unwrap();
-    let report = pool.shutdown(Duration::from_secs(10)).unwrap();
-    assert!(report.drained);
-    let c = report.counters;
-    assert_eq!((c.processed, c.dead_lettered, c.panics), (25, 2, 3));
-    assert_eq!(c.retried, 5 + 2);
-    assert_eq!(c.in_flight, 0);
-    assert_eq!(held(&queue), 0);
-
-    let dlq = queue.dlq();
-    assert_eq!(dlq.len().unwrap(), 2);
-    let bad = dlq.get(ids[25]).unwrap();
-    assert_eq!(bad.failure.error_kind, "InvalidPayload");
-    assert_eq!(bad.metadata.delivery_count, 1);
-    assert!(bad
-        .dlq
-        .worker
-        .as_deref()
-        .is_some_and(|w| w.starts_with("pool-worker-")));
-    let boom = dlq.get(ids[26]).unwrap();
-    assert_eq!(boom.failure.error_kind, "Panic");
-    assert!(boom.failure.error_message.contains("kaboom"));
-    assert_eq!(boom.metadata.delivery_count, 3);
-    assert_eq!(
-        boom.failure
-            .attempts
-            .iter()
-            .map(|a| a.number)
-            .collect::<Vec<_>>(),
-        [1, 2, 3]
-    );
-    let listed = dlq.list(&Filter::all(), Page::first(10)).unwrap();
-    assert_eq!(listed.len(), 2);
-}
-
-fn handle(msg: &impl Delivery) -> Result<(), Failure> {
-    let text = msg.text().unwrap_or_default();
-    if text.starts_with("flaky-") && msg.attempt() == 1 {
-        return Err(Failure::transient("Timeout", "first try times out"));
-    }
-    match text {
-        "bad" => Err(Failure::permanent("InvalidPayload", "cannot be processed")),
-        "boom" => panic!("kaboom"),
-        _ => Ok(()),
-    }
 }
 
 /// Used by the DLQ scenarios: fails `msg` permanently with `kind`.

@@ -4,38 +4,45 @@
 //! implements to hand out queues in a fresh, isolated namespace (a temporary store
 //! directory, unique stream names on a server, a schema...). The scenarios use only the
 //! backend traits of the `deadletter` crate ([`MessageQueue`], [`DeadLetterQueue`],
-//! [`Delivery`]) and the [`WorkerPool`], so a new backend reuses the suite as it is:
+//! [`Delivery`], and [`WorkerQueue`] through the [`WorkerPool`]), so a new backend
+//! reuses the suite as it is:
 //!
 //! ```text
 //! deadletter_conformance::conformance_tests!(MyBackend::fresh());
 //! ```
 //!
-//! expands to one `#[test]` per scenario, each on a fresh backend.
+//! expands to one `#[test]` per scenario, each on a fresh backend, and once more for each
+//! scenario of the worker pool (module `through_core`), with the pool's batching left to
+//! [`WorkerQueue`]'s defaults built on the core trait ([`ThroughCore`]): so the suite
+//! checks both traits, the backend's own batching and the defaults, on every backend.
 //!
 //! The scenarios run on the real clock with short delays (tens to hundreds of
 //! milliseconds), because a remote backend's own timers (redelivery after a negative
 //! acknowledgement, lease expiry) follow the real clock. They assert what every backend
 //! promises (see `deadletter::MessageQueue`), never a duration an operation must stay
-//! under. What a backend may count differently is left out on purpose: a message waiting
-//! out a backoff is `ready` on the embedded store and may be `in_flight` elsewhere, so
-//! the suite checks their sum.
+//! under; a time a backend records is checked against the clock readings around the call
+//! that recorded it. What a backend may count differently is left out on purpose or
+//! asked of the backend: a message waiting out a backoff is `ready` on the embedded store
+//! and may be `in_flight` elsewhere, so the suite checks their sum.
 //!
 //! [`MessageQueue`]: deadletter::MessageQueue
 //! [`DeadLetterQueue`]: deadletter::DeadLetterQueue
 //! [`Delivery`]: deadletter::Delivery
+//! [`WorkerQueue`]: deadletter::WorkerQueue
 //! [`WorkerPool`]: deadletter::WorkerPool
 
 pub mod delivery;
 pub mod dlq;
+pub mod pool;
 pub mod seeds;
 mod support;
 
-use deadletter::{QueueOptions, Result, WorkerQueue};
+use deadletter::{CoreOnly, QueueOptions, Result, WorkerQueue};
 
 /// A backend under test: hands out queues in its own isolated namespace.
 pub trait TestBackend {
-    /// The backend's queue handle, with the worker pool's batching it implements (an
-    /// empty `impl WorkerQueue` for a backend that keeps the defaults).
+    /// The backend's queue handle, with the pool's batching it implements (an empty
+    /// `impl WorkerQueue` for a backend that keeps the defaults).
     type Queue: WorkerQueue;
     /// Opens queue `name` (created empty on first use) with `options`. Two calls with the
     /// same name give handles on the same queue.
@@ -48,7 +55,24 @@ pub trait TestBackend {
     }
 }
 
-/// Expands to one `#[test]` per scenario, each calling `$make` for a fresh backend.
+/// A backend whose queues are used through the core trait only: each is wrapped in
+/// [`CoreOnly`], so the worker pool runs on [`WorkerQueue`]'s defaults instead of the
+/// backend's own batching.
+pub struct ThroughCore<B>(pub B);
+
+impl<B: TestBackend> TestBackend for ThroughCore<B> {
+    type Queue = CoreOnly<B::Queue>;
+    fn queue(&self, name: &str, options: QueueOptions) -> Result<Self::Queue> {
+        self.0.queue(name, options).map(CoreOnly)
+    }
+    fn refuses_stale_outcomes(&self) -> bool {
+        self.0.refuses_stale_outcomes()
+    }
+}
+
+/// Expands to one `#[test]` per scenario, each calling `$make` for a fresh backend, and
+/// to a module `through_core` that runs the worker pool's scenarios again on
+/// [`ThroughCore`]`($make)`.
 #[macro_export]
 macro_rules! conformance_tests {
     (@tests $make:expr; $($module:ident :: $name:ident),* $(,)?) => {
@@ -60,6 +84,14 @@ macro_rules! conformance_tests {
             }
         )*
     };
+    (@pool $make:expr) => {
+        $crate::conformance_tests!(@tests $make;
+            pool::worker_pool,
+            pool::pool_policy_and_typed_handlers,
+            pool::slow_handlers_keep_their_lease,
+            pool::shutdown_gives_back_what_has_not_started,
+        );
+    };
     ($make:expr) => {
         $crate::conformance_tests!(@tests $make;
             seeds::orders,
@@ -70,7 +102,6 @@ macro_rules! conformance_tests {
             delivery::lost_lease_on_the_last_attempt_goes_to_the_dlq,
             delivery::typed_payloads,
             delivery::delays_and_time_to_live,
-            delivery::worker_pool,
             dlq::envelope_keeps_everything,
             dlq::browse_has_no_side_effects,
             dlq::filters_and_pages,
@@ -82,6 +113,17 @@ macro_rules! conformance_tests {
             dlq::analyze_groups_patterns,
             dlq::alerts_fire_both_ways,
         );
+        $crate::conformance_tests!(@pool $make);
+
+        /// The worker pool's scenarios through [`WorkerQueue`]'s defaults.
+        ///
+        /// [`WorkerQueue`]: deadletter::WorkerQueue
+        mod through_core {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::conformance_tests!(@pool $crate::ThroughCore($make));
+        }
     };
 }
 
