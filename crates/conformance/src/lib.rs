@@ -25,6 +25,8 @@
 //! asked of the backend: a message waiting out a backoff is `ready` on the embedded store
 //! and may be `in_flight` elsewhere, so the suite checks their sum.
 //!
+//! [`memory`] is a backend of its own, in memory, that implements only the core traits.
+//!
 //! [`MessageQueue`]: deadletter::MessageQueue
 //! [`DeadLetterQueue`]: deadletter::DeadLetterQueue
 //! [`Delivery`]: deadletter::Delivery
@@ -33,6 +35,7 @@
 
 pub mod delivery;
 pub mod dlq;
+pub mod memory;
 pub mod pool;
 pub mod seeds;
 mod support;
@@ -42,7 +45,8 @@ use deadletter::{CoreOnly, QueueOptions, Result, WorkerQueue};
 /// A backend under test: hands out queues in its own isolated namespace.
 pub trait TestBackend {
     /// The backend's queue handle, with the pool's batching it implements (an empty
-    /// `impl WorkerQueue` for a backend that keeps the defaults).
+    /// `impl WorkerQueue` for one that implements only the core, or its queue wrapped in
+    /// [`CoreOnly`]).
     type Queue: WorkerQueue;
     /// Opens queue `name` (created empty on first use) with `options`. Two calls with the
     /// same name give handles on the same queue.
