@@ -18,6 +18,7 @@
 //! - `replay`: replay rules;
 //! - `dlq_import`: exported entries imported into another store, once each;
 //! - `waiting_age`: the oldest waiting age after a reopen that cut leases;
+//! - `reopen_delivers_once`: a reopen never hands one message out twice;
 //! - `fingerprints`: failure fingerprints, and replay, delete and purge by fingerprint;
 //! - `audit_trail`: who changed a DLQ, and a message's whole life after compaction;
 //! - `time_travel`: a DLQ as of a past time.
@@ -41,6 +42,7 @@ mod idempotency;
 mod lease_in_order;
 mod live_store;
 mod queue_limit;
+mod reopen_delivers_once;
 mod replay;
 mod stale_delivery;
 mod store_lock;

@@ -6,13 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadletter::{
-    Cursor, DeadLetter, DeadLetterQueue, Delivery, DlqAlert, DlqStats, EnqueueOptions, EntryStatus,
-    Error, Failure, FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page,
-    ReplayOptions,
+    Cursor, DeadLetter, DeadLetterQueue, Delivery, DlqAlert, EnqueueOptions, EntryStatus, Error,
+    Failure, FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page, ReplayOptions,
 };
 
 use crate::delivery::fail_permanently;
-use crate::support::{eventually, fail, held, lease_n, lease_one};
+use crate::support::{counts, eventually, fail, held, lease_n, lease_one};
 use crate::{options, TestBackend};
 
 /// Enqueues `payloads` and dead-letters each one at once: kind `kinds[i % len]`, worker
@@ -29,13 +28,6 @@ fn dead_entries<Q: MessageQueue>(queue: &Q, payloads: &[&str], kinds: &[&str]) -
         );
     }
     ids
-}
-
-/// Stats without the ages, which move with the clock.
-fn counts(mut s: DlqStats) -> DlqStats {
-    s.oldest_age_ms = None;
-    s.newest_age_ms = None;
-    s
 }
 
 /// The envelope keeps the payload byte for byte, the metadata, the failure with its

@@ -40,7 +40,10 @@ pub mod pool;
 pub mod seeds;
 mod support;
 
-use deadletter::{CoreOnly, QueueOptions, Result, WorkerQueue};
+use deadletter::{CoreOnly, MessageQueue, QueueOptions, Result, WorkerQueue};
+
+/// The DLQ handle of a backend's queues.
+pub type DlqOf<B> = <<B as TestBackend>::Queue as MessageQueue>::Dlq;
 
 /// A backend under test: hands out queues in its own isolated namespace.
 pub trait TestBackend {
@@ -51,11 +54,26 @@ pub trait TestBackend {
     /// Opens queue `name` (created empty on first use) with `options`. Two calls with the
     /// same name give handles on the same queue.
     fn queue(&self, name: &str, options: QueueOptions) -> Result<Self::Queue>;
+    /// The DLQ named `name` (such as `"orders-dlq"`), opened by its name as a tool that
+    /// knows nothing else would.
+    fn dlq(&self, name: &str) -> Result<DlqOf<Self>>;
+    /// Lets go of where the queues are kept and takes hold of it again, as a new process
+    /// would: the embedded store closes and reopens its directory, a network backend
+    /// connects again. The scenario drops every handle it holds first and opens them
+    /// again after. A backend whose queues live in the process (the in-memory one) has
+    /// nothing to let go of, and its queues stay as they are.
+    fn reopen(&self) -> Result<()>;
     /// Whether a lease refuses an outcome reported for an earlier delivery of the same
     /// message (the embedded store does: `Error::InvalidState`). A backend that cannot
     /// tell deliveries apart says false, and the scenario that checks it is skipped.
     fn refuses_stale_outcomes(&self) -> bool {
         true
+    }
+    /// Whether a replayed message counts again in its queue's `QueueStats::enqueued`
+    /// (JetStream's count is its stream's sequence, which a replay's publish moves); by
+    /// default it does not, as on the embedded store.
+    fn counts_replays_as_enqueued(&self) -> bool {
+        false
     }
 }
 
@@ -69,8 +87,17 @@ impl<B: TestBackend> TestBackend for ThroughCore<B> {
     fn queue(&self, name: &str, options: QueueOptions) -> Result<Self::Queue> {
         self.0.queue(name, options).map(CoreOnly)
     }
+    fn dlq(&self, name: &str) -> Result<DlqOf<Self>> {
+        self.0.dlq(name)
+    }
+    fn reopen(&self) -> Result<()> {
+        self.0.reopen()
+    }
     fn refuses_stale_outcomes(&self) -> bool {
         self.0.refuses_stale_outcomes()
+    }
+    fn counts_replays_as_enqueued(&self) -> bool {
+        self.0.counts_replays_as_enqueued()
     }
 }
 

@@ -6,20 +6,22 @@
 //!   person fixes its payload and replays it, and it succeeds.
 //! - **newsletter**: seven subscribers, three with invalid addresses (a permanent
 //!   `ValidationError`: to the DLQ at once), one whose first send times out (a transient
-//!   failure, retried); the DLQ is inspected, then the entries are dealt with: one
-//!   corrected and replayed (it succeeds), one replayed as is (it fails again), one
-//!   handled by hand and marked.
+//!   failure, retried); the DLQ is inspected (counts, listings and filters, envelopes,
+//!   analysis), then the entries are dealt with: one corrected and replayed (it
+//!   succeeds), one replayed as is (it fails again), one handled by hand and marked.
+//!
+//! Both check what they left across a reopen ([`TestBackend::reopen`]).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use deadletter::{
-    DeadLetterQueue, Delivery, EnqueueOptions, EntryStatus, Error, Failure, FailureOutcome, Filter,
-    MessageQueue, Page, ReplayOptions,
+    DeadLetter, DeadLetterQueue, Delivery, DlqStats, EnqueueOptions, EntryStatus, Error, Failure,
+    FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page, ReplayOptions,
 };
 
-use crate::support::{fail, held, lease_one, PATIENCE};
-use crate::{options, TestBackend};
+use crate::support::{counts, fail, held, lease_one, PATIENCE};
+use crate::{options, DlqOf, TestBackend};
 
 fn process_order(payload: &str, attempt: u32) -> Result<(), Failure> {
     if !payload.starts_with('{') {
@@ -85,13 +87,16 @@ pub fn orders<B: TestBackend>(backend: &B) {
     assert_eq!(second.len(), 3, "{log:?}");
     assert_eq!((second[2].1, second[2].2), (3, true));
     assert!(!second[0].2 && !second[1].2);
-    // The fourth is delivered (and succeeds) before the poison's second attempt.
+    // The fourth is delivered (and succeeds) while the poison waits out its first backoff.
     let fourth = log.iter().position(|e| e.0 == 3).unwrap();
     let poison_again = log.iter().position(|e| e.0 == 2 && e.1 == 2).unwrap();
     assert!(fourth < poison_again, "the fourth waited: {log:?}");
-    assert_eq!(log[fourth].1, 1);
+    assert_eq!((log[fourth].1, log[fourth].2), (1, true));
 
-    // The poison is in the DLQ with its three attempts.
+    // The poison is in the DLQ with its three attempts, across a reopen.
+    drop(queue);
+    backend.reopen().unwrap();
+    let queue = backend.queue("order-events", options(3, 30_000)).unwrap();
     let dlq = queue.dlq();
     assert_eq!(dlq.name(), "order-events-dlq");
     assert_eq!(dlq.len().unwrap(), 1);
@@ -104,6 +109,10 @@ pub fn orders<B: TestBackend>(backend: &B) {
     assert_eq!(numbers, [1, 2, 3]);
     assert_eq!(entry.dlq.worker.as_deref(), Some("billing-1"));
     assert_eq!(entry.status, EntryStatus::Pending);
+    assert_eq!(
+        dlq.stats().unwrap().by_error_kind["IllegalArgumentException"],
+        1
+    );
     assert_eq!(held(&queue), 0);
 
     // A person fixes the payload and replays it; it succeeds.
@@ -136,6 +145,10 @@ const SUBSCRIBERS: [(&str, &str, &str); 7] = [
     ("Grace", "bad@.com", "free"),
 ];
 const WORKER: &str = "newsletter-1";
+/// How long one send takes, as the failure reports say.
+const SEND_MS: u64 = 200;
+/// How long a DLQ entry is kept by default (30 days), on every backend.
+const RETENTION_MS: u64 = 30 * 24 * 3600 * 1000;
 
 fn subscriber(name: &str, email: &str, plan: &str) -> String {
     format!(r#"{{"email":"{email}","name":"{name}","plan":"{plan}"}}"#)
@@ -181,7 +194,9 @@ struct Run {
     retried: Vec<String>,
 }
 
-/// Drains the queue until `expected` messages have an outcome that removes them.
+/// Drains the queue until `expected` messages have an outcome that removes them. A retry
+/// is asked for 200 ms times the attempt number, and becomes visible then (or just after
+/// the report, had that time passed already).
 fn run_pipeline<Q: MessageQueue>(
     queue: &Q,
     expected: usize,
@@ -200,10 +215,20 @@ fn run_pipeline<Q: MessageQueue>(
                     run.sent.push(name);
                 }
                 Err(failure) => {
-                    let backoff = Duration::from_millis(200 * msg.attempt() as u64);
-                    match fail(queue, &msg, &failure, WORKER, backoff) {
+                    let report = FailureReport::new(&failure)
+                        .worker(WORKER)
+                        .duration(Duration::from_millis(SEND_MS));
+                    let retry_at = queue.now_ms() + 200 * msg.attempt() as u64;
+                    match queue.retry(&msg, &report, retry_at).unwrap() {
                         FailureOutcome::DeadLettered => run.dead.push(name),
-                        FailureOutcome::Retried { .. } => run.retried.push(name),
+                        FailureOutcome::Retried { visible_at_ms } => {
+                            let reported = queue.now_ms();
+                            assert!(
+                                (retry_at..=retry_at.max(reported + 1)).contains(&visible_at_ms),
+                                "asked for {retry_at}, visible at {visible_at_ms}"
+                            );
+                            run.retried.push(name);
+                        }
                     }
                 }
             }
@@ -212,9 +237,56 @@ fn run_pipeline<Q: MessageQueue>(
     run
 }
 
+/// The names of the subscribers in `entries`.
+fn names(entries: &[DeadLetter]) -> Vec<String> {
+    let name = |e: &DeadLetter| field(std::str::from_utf8(&e.payload).unwrap(), "name").to_string();
+    entries.iter().map(name).collect()
+}
+
+/// Listing: filters on the error kind, a message substring and an attribute, and pages.
+fn check_listing<D: DeadLetterQueue>(dlq: &D, [charlie, eve, grace]: [MessageId; 3]) {
+    let list = |filter: &Filter, page| dlq.list(filter, page).unwrap();
+    let validation = Filter::error_kind("ValidationError");
+    let page1 = list(&validation, Page::first(2));
+    assert_eq!(names(&page1), ["Charlie", "Eve"], "oldest first");
+    assert_eq!(page1[1].id(), eve);
+    assert_eq!(names(&list(&validation, Page::after(eve, 2))), ["Grace"]);
+    assert!(list(&validation, Page::after(grace, 2)).is_empty());
+    assert!(list(&Filter::error_kind("TimeoutError"), Page::first(10)).is_empty());
+
+    let by_address = Filter::all().message_contains("bad@.com");
+    assert_eq!(names(&list(&by_address, Page::first(10))), ["Grace"]);
+    let no_at = Filter::error_kind("ValidationError").message_contains("no '@'");
+    let found = list(&no_at, Page::first(10));
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].id(), charlie);
+    let all_invalid = Filter::all().message_contains("invalid e-mail address");
+    assert_eq!(list(&all_invalid, Page::first(10)).len(), 3);
+
+    let free = Filter::all().attribute("plan", "free");
+    assert_eq!(list(&free, Page::first(10)).len(), 3);
+    let premium = Filter::all().attribute("plan", "premium");
+    assert!(list(&premium, Page::first(10)).is_empty());
+    assert_eq!(list(&Filter::all(), Page::first(1))[0].id(), charlie);
+}
+
+/// The DLQ's stats, whose ages must be those of its oldest entry (dead-lettered at
+/// `oldest`) and its newest (at `newest`) by the clock readings around the call.
+fn stats_aged<Q: MessageQueue>(queue: &Q, dlq: &Q::Dlq, oldest: u64, newest: u64) -> DlqStats {
+    let before = queue.now_ms();
+    let stats = dlq.stats().unwrap();
+    let after = queue.now_ms();
+    let age = |at: u64| before.saturating_sub(at)..=after.saturating_sub(at);
+    let (o, n) = (stats.oldest_age_ms, stats.newest_age_ms);
+    assert!(o.is_some_and(|o| age(oldest).contains(&o)), "{stats:?}");
+    assert!(n.is_some_and(|n| age(newest).contains(&n)), "{stats:?}");
+    stats
+}
+
 /// The newsletter scenario.
 pub fn newsletter<B: TestBackend>(backend: &B) {
-    let queue = backend.queue("newsletter", options(2, 30_000)).unwrap();
+    let open = || backend.queue("newsletter", options(2, 30_000)).unwrap();
+    let queue = open();
     let started = queue.now_ms();
     let mut ids = Vec::new();
     for (name, email, plan) in SUBSCRIBERS {
@@ -227,32 +299,39 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
     let id_of = |name: &str| ids[SUBSCRIBERS.iter().position(|s| s.0 == name).unwrap()];
     let (charlie, eve, grace) = (id_of("Charlie"), id_of("Eve"), id_of("Grace"));
 
+    // The first run: Diana's first send times out and is retried after its backoff.
     let run = run_pipeline(&queue, 7, |name, attempt| name == "Diana" && attempt == 1);
     assert_eq!(run.sent, ["Alice", "Bob", "Frank", "Diana"]);
     assert_eq!(run.dead, ["Charlie", "Eve", "Grace"]);
     assert_eq!(run.retried, ["Diana"]);
     let finished = queue.now_ms();
-    assert_eq!(held(&queue), 0);
-    assert_eq!(queue.stats().unwrap().dlq_size, 3);
+    let qs = queue.stats().unwrap();
+    assert_eq!(
+        (qs.enqueued, qs.acked, qs.retried, qs.dead_lettered),
+        (7, 4, 1, 3)
+    );
+    assert_eq!((qs.ready + qs.in_flight, qs.dlq_size), (0, 3));
 
     let dlq = queue.dlq();
     assert_eq!(dlq.name(), "newsletter-dlq");
-    let stats = dlq.stats().unwrap();
+    let entry = dlq.get(charlie).unwrap();
+    let dead_at = [charlie, eve, grace].map(|id| dlq.get(id).unwrap().dlq.dead_lettered_at_ms);
+    assert!(dead_at.windows(2).all(|w| w[0] <= w[1]), "{dead_at:?}");
+    let stats = stats_aged(&queue, &dlq, dead_at[0], dead_at[2]);
     assert_eq!((stats.total, stats.pending, stats.reprocessed), (3, 3, 0));
     assert_eq!((stats.reprocessed_ok, stats.reprocessed_failed), (0, 0));
     assert_eq!(stats.by_error_kind.len(), 1);
     assert_eq!(stats.by_error_kind["ValidationError"], 3);
     assert_eq!(stats.by_worker[WORKER], 3);
-    assert!(stats.oldest_age_ms >= stats.newest_age_ms);
 
     // Oldest first.
     let listed = dlq.list(&Filter::all(), Page::first(10)).unwrap();
     let listed_ids: Vec<_> = listed.iter().map(|e| e.id()).collect();
     assert_eq!(listed_ids, [charlie, eve, grace]);
     assert_eq!(dlq.ids(&Filter::all(), None).unwrap(), listed_ids);
+    check_listing(&dlq, [charlie, eve, grace]);
 
     // The whole envelope.
-    let entry = dlq.get(charlie).unwrap();
     assert_eq!(
         entry.payload,
         subscriber("Charlie", "INVALID_EMAIL", "free").as_bytes()
@@ -265,7 +344,7 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
         .metadata
         .first_received_at_ms
         .expect("first delivery time");
-    assert!((started..=finished).contains(&received));
+    assert!((entry.metadata.enqueued_at_ms..=dead_at[0]).contains(&received));
     assert_eq!(entry.metadata.delivery_count, 1, "permanent: no retry");
     assert_eq!(entry.metadata.attributes["plan"], "free");
     assert_eq!(entry.failure.error_kind, "ValidationError");
@@ -276,12 +355,14 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
     assert_eq!(entry.failure.context["step"], "validate_address");
     assert_eq!(entry.failure.attempts.len(), 1);
     let attempt = &entry.failure.attempts[0];
-    assert_eq!((attempt.number, attempt.duration_ms), (1, 5));
+    assert_eq!((attempt.number, attempt.duration_ms), (1, SEND_MS));
+    assert_eq!(attempt.at_ms, dead_at[0]);
     assert_eq!(attempt.worker.as_deref(), Some(WORKER));
     assert_eq!(attempt.error_kind, "ValidationError");
-    assert!((started..=finished).contains(&entry.dlq.dead_lettered_at_ms));
-    assert_eq!(entry.failure.failed_at_ms, entry.dlq.dead_lettered_at_ms);
+    assert!((started..=finished).contains(&dead_at[0]));
+    assert_eq!(entry.failure.failed_at_ms, dead_at[0]);
     assert_eq!(entry.dlq.worker.as_deref(), Some(WORKER));
+    assert_eq!(entry.dlq.expires_at_ms, Some(dead_at[0] + RETENTION_MS));
     assert_eq!(entry.generation, 0);
     assert_eq!(entry.status, EntryStatus::Pending);
     assert_eq!(entry.dlq_name, "newsletter-dlq");
@@ -289,15 +370,32 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
         dlq.get(grace).unwrap().failure.error_message,
         "invalid e-mail address 'bad@.com': the domain '.com' is not valid"
     );
+    assert_eq!(
+        dlq.get(eve).unwrap().failure.error_message,
+        "invalid e-mail address '': the address is empty"
+    );
+    // Delivered messages are not in the DLQ.
     assert!(matches!(dlq.get(id_of("Alice")), Err(Error::NotFound(_))));
+    assert!(matches!(dlq.get(id_of("Diana")), Err(Error::NotFound(_))));
 
-    // One pattern: three validation errors, all on the free plan.
+    // One pattern: three validation errors with different addresses, all on the free plan.
     let a = dlq.analyze(&Filter::all()).unwrap();
     assert_eq!((a.total, a.average_attempts), (3, 1.0));
+    assert_eq!(a.by_error_kind["ValidationError"], 3);
+    assert_eq!(a.by_worker[WORKER], 3);
+    assert_eq!(a.time_range, Some((dead_at[0], dead_at[2])));
+    let mut by_hour = [0u64; 24];
+    for at in dead_at {
+        by_hour[((at / 3_600_000) % 24) as usize] += 1;
+    }
+    assert_eq!(a.by_hour_of_day, by_hour);
     assert_eq!(a.patterns.len(), 1);
     let p = &a.patterns[0];
     assert_eq!((p.error_kind.as_str(), p.count), ("ValidationError", 3));
+    assert_eq!((p.first_ms, p.last_ms), (dead_at[0], dead_at[2]));
     assert_eq!(p.workers, BTreeSet::from([WORKER.to_string()]));
+    assert_eq!(p.common_messages.len(), 3, "three different addresses");
+    assert!(p.common_messages.iter().all(|(_, n)| *n == 1));
     assert_eq!(
         p.common_context[..2],
         [
@@ -305,10 +403,26 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
             ("step=validate_address".to_string(), 3)
         ]
     );
+    // Browsing changed nothing.
+    assert_eq!(counts(dlq.stats().unwrap()), counts(stats.clone()));
 
-    // The fix: Charlie corrected and replayed, Grace replayed as is, Eve by hand.
+    // Reopened, and the DLQ opened by its name: the same envelopes, the same counts.
+    drop((dlq, queue));
+    backend.reopen().unwrap();
+    let queue = open();
+    let dlq = backend.dlq("newsletter-dlq").unwrap();
+    let reopened = stats_aged(&queue, &dlq, dead_at[0], dead_at[2]);
+    assert_eq!(counts(reopened), counts(stats));
+    assert_eq!(dlq.list(&Filter::all(), Page::first(10)).unwrap(), listed);
+    assert_eq!(dlq.get(charlie).unwrap(), entry);
+    check_listing(&dlq, [charlie, eve, grace]);
+    assert_eq!(held(&queue), 0);
+
+    // The fix: Charlie corrected and replayed, Grace replayed as is (her domain is still
+    // wrong), Eve handled by hand outside the queue, which fails, and marked.
     let corrected = subscriber("Charlie", "charlie@email.com", "free");
     let reset = ReplayOptions::to_origin().reset_attempts();
+    let fixing = queue.now_ms();
     dlq.replay_corrected(charlie, &corrected, &reset).unwrap();
     dlq.replay_one(grace, &reset).unwrap();
     let eve_entry = dlq.get(eve).unwrap();
@@ -317,29 +431,83 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
             .unwrap_err()
             .is_permanent()
     );
+    let marking = queue.now_ms();
     dlq.mark_reprocessed(eve, false).unwrap();
+    let marked = queue.now_ms();
+    // An entry already reprocessed is not replayed again unless forced.
     assert!(matches!(
-        dlq.replay_one(eve, &reset),
-        Err(Error::AlreadyReprocessed(_))
+        dlq.replay_one(eve, &ReplayOptions::to_origin()),
+        Err(Error::AlreadyReprocessed(id)) if id == eve
     ));
     assert!(matches!(
         dlq.replay_one(charlie, &reset),
         Err(Error::NotFound(_))
     ));
+    let mid = dlq.stats().unwrap();
+    assert_eq!(
+        (mid.total, mid.pending, mid.reprocessed, mid.replayed),
+        (1, 0, 1, 2)
+    );
+    assert_eq!((mid.reprocessed_ok, mid.reprocessed_failed), (0, 1));
 
+    // The replay run, with the same handler and no timeouts.
     let run = run_pipeline(&queue, 2, |_, _| false);
     assert_eq!(run.sent, ["Charlie"]);
     assert_eq!(run.dead, ["Grace"]);
-    let stats = dlq.stats().unwrap();
-    assert_eq!((stats.total, stats.pending, stats.reprocessed), (2, 1, 1));
-    assert_eq!((stats.reprocessed_ok, stats.reprocessed_failed), (1, 2));
-    assert_eq!(stats.replayed, 2);
-    let grace_entry = dlq.get(grace).unwrap();
-    assert_eq!(grace_entry.generation, 1);
-    assert_eq!(grace_entry.status, EntryStatus::Pending);
-    assert!(matches!(
-        dlq.get(eve).unwrap().status,
-        EntryStatus::Reprocessed { success: false, .. }
-    ));
-    assert_eq!(held(&queue), 0);
+    assert!(run.retried.is_empty());
+    let done = queue.now_ms();
+
+    let replays = if backend.counts_replays_as_enqueued() {
+        2
+    } else {
+        0
+    };
+    let check_final = |dlq: &DlqOf<B>, queue: &B::Queue| {
+        let s = dlq.stats().unwrap();
+        assert_eq!(s.reprocessed_ok, 1, "Charlie, corrected and delivered");
+        assert_eq!(
+            s.reprocessed_failed, 2,
+            "Grace failed again; Eve failed by hand"
+        );
+        assert_eq!((s.total, s.pending, s.reprocessed), (2, 1, 1));
+        assert_eq!(s.replayed, 2);
+        assert_eq!(s.by_error_kind["ValidationError"], 2);
+        // Charlie left the DLQ for good, keeping his id through the replay.
+        assert!(matches!(dlq.get(charlie), Err(Error::NotFound(_))));
+        // Grace is back, a second-generation entry with her original bytes.
+        let g = dlq.get(grace).unwrap();
+        assert_eq!((g.generation, g.status), (1, EntryStatus::Pending));
+        assert_eq!(
+            g.payload,
+            subscriber("Grace", "bad@.com", "free").as_bytes()
+        );
+        assert!((fixing..=done).contains(&g.dlq.dead_lettered_at_ms));
+        assert_eq!(g.metadata.delivery_count, 1, "her attempts were reset");
+        // Eve stays, marked as reprocessed without success.
+        match dlq.get(eve).unwrap().status {
+            EntryStatus::Reprocessed { success, at_ms } => {
+                assert!(!success);
+                assert!((marking..=marked).contains(&at_ms));
+            }
+            other => panic!("Eve is {other:?}"),
+        }
+        let pending = dlq
+            .list(&Filter::all().pending_only(), Page::first(10))
+            .unwrap();
+        assert_eq!(names(&pending), ["Grace"]);
+        let qs = queue.stats().unwrap();
+        assert_eq!(
+            (qs.enqueued, qs.acked, qs.dead_lettered),
+            (7 + replays, 5, 4)
+        );
+        assert_eq!(held(queue), 0);
+        counts(s)
+    };
+    let final_stats = check_final(&dlq, &queue);
+
+    // Across another reopen.
+    drop((dlq, queue));
+    backend.reopen().unwrap();
+    let queue = open();
+    assert_eq!(check_final(&queue.dlq(), &queue), final_stats);
 }

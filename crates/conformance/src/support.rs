@@ -1,9 +1,9 @@
-//! Helpers the scenarios share: leasing with a deadline, failing a delivery, and reading
-//! the clock.
+//! Helpers the scenarios share: leasing with a deadline, failing a delivery, waiting for
+//! something to happen, and counts that do not move with the clock.
 
 use std::time::{Duration, Instant};
 
-use deadletter::{Delivery, Failure, FailureOutcome, FailureReport, MessageQueue};
+use deadletter::{Delivery, DlqStats, Failure, FailureOutcome, FailureReport, MessageQueue};
 
 /// How long a scenario waits for something that must happen (a redelivery after its
 /// backoff, a message to arrive). Generous: the machine may be busy; waiting that long
@@ -77,4 +77,11 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 pub fn held<Q: MessageQueue>(queue: &Q) -> u64 {
     let s = queue.stats().expect("stats");
     s.ready + s.in_flight
+}
+
+/// DLQ stats without the ages, which move with the clock.
+pub fn counts(mut s: DlqStats) -> DlqStats {
+    s.oldest_age_ms = None;
+    s.newest_age_ms = None;
+    s
 }

@@ -3,7 +3,7 @@
 //! defaults, so every scenario here checks those defaults too.
 
 use deadletter::{CoreOnly, QueueOptions, Result};
-use deadletter_conformance::memory::{Memory, MemoryQueue};
+use deadletter_conformance::memory::{Memory, MemoryDlq, MemoryQueue};
 use deadletter_conformance::TestBackend;
 
 struct InMemory(Memory);
@@ -12,6 +12,13 @@ impl TestBackend for InMemory {
     type Queue = CoreOnly<MemoryQueue>;
     fn queue(&self, name: &str, options: QueueOptions) -> Result<CoreOnly<MemoryQueue>> {
         self.0.queue_with(name, options).map(CoreOnly)
+    }
+    fn dlq(&self, name: &str) -> Result<MemoryDlq> {
+        self.0.dlq(name)
+    }
+    fn reopen(&self) -> Result<()> {
+        // The queues live in this process: nothing to let go of.
+        Ok(())
     }
 }
 
