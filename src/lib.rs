@@ -154,28 +154,64 @@ mod storage;
 #[cfg(feature = "sim")]
 pub mod sim;
 
-pub use api::actor::Actor;
-pub use api::alert::DlqAlert;
+/// Services started on a store: each `start(&store)` returns a guard that runs the service
+/// until it is dropped, and keeps the store open meanwhile. [`Store::open`] starts the ones
+/// its [`Config`] asks for (by default the compaction schedule and the guarded-replay
+/// driver; the control socket on request) and keeps their guards with the store's handles;
+/// a program that opened its store with them off starts them itself.
+///
+/// ```
+/// use std::time::Duration;
+/// use deadletter::services::{Compactor, ControlServer, GuardedReplayDriver};
+/// use deadletter::{CompactionOptions, Config, Store};
+///
+/// # fn main() -> deadletter::Result<()> {
+/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-services-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let bare = Config::fast()
+///     .compaction(CompactionOptions::default().interval(None))
+///     .guarded_replay_driver(false);
+/// let store = Store::open(&dir, bare)?; // runs no service
+/// let compactor = Compactor::start(&store, Duration::from_secs(10))?;
+/// let driver = GuardedReplayDriver::start(&store)?;
+/// let control = ControlServer::start(&store)?; // serves dir/control.sock
+/// let socket = control.path().to_path_buf();
+/// assert!(socket.exists());
+///
+/// drop((control, driver, compactor)); // each stops, its thread joined
+/// assert!(!socket.exists());
+/// store.queue("orders")?.enqueue(b"ORD-1")?; // the store itself stays open
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+pub mod services {
+    pub use crate::api::services::{Compactor, ControlServer, GuardedReplayDriver};
+}
+
 pub use api::backend::{CoreOnly, DeadLetterQueue, Delivery, MessageQueue, WorkerQueue, WriteMark};
 pub use api::classify::Classifier;
-pub use api::clock::{Clock, ManualClock, SystemClock};
-pub use api::config::{CompactionOptions, Config, QueueOptions};
-pub use api::control;
+pub use api::core::actor::Actor;
+pub use api::core::alert::DlqAlert;
+pub use api::core::clock::{Clock, ManualClock, SystemClock};
+pub use api::core::config::{CompactionOptions, Config, QueueOptions};
+pub use api::core::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
+pub use api::core::store::{StorageStats, Store};
+pub use api::core::types::{
+    DeadLetter, EntryStatus, Failure, FailureClass, OriginalMetadata, DECODE_ERROR_KIND,
+};
 pub use api::dlq::{
     Analysis, Cursor, DeadLetterSummary, Dlq, DlqAsOf, DlqStats, EntryPredicate, FailurePattern,
     FailureTimeline, Filter, FingerprintStats, ImportReport, ImportedEntry, Importer, Page,
     PastDlqEntry, PastDlqStats, ReplayOptions, ReplayReport, HISTORY_HOURS,
 };
-pub use api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
 pub use api::guarded::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};
 pub use api::history::{HistoryEvent, HistoryStep, MessageHistory, MessageState};
 pub use api::metrics::{Metrics, QueueMetrics};
 pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
 pub use api::retry::{Backoff, Jitter, Retry};
-pub use api::store::{StorageStats, Store};
-pub use api::types::{
-    DeadLetter, EntryStatus, Failure, FailureClass, OriginalMetadata, DECODE_ERROR_KIND,
-};
+pub use api::services::control;
 pub use api::verify::{
     verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
     LostTailReport, SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,

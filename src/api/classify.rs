@@ -12,7 +12,7 @@
 //! a wrong guess costs `max_attempts` deliveries of a message that cannot succeed, never a
 //! message dead-lettered that a retry would have saved.
 
-use crate::api::types::{short_type_name, Failure, FailureClass};
+use crate::api::core::types::{short_type_name, Failure, FailureClass};
 
 /// What a rule matches.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,15 +4,16 @@
 //! Built from the index: the lineage of a message that was in a DLQ (kept in checkpoints,
 //! so it outlives compaction), its tombstone once it left the store, the audit trail for
 //! a message that never reached a DLQ, and, while the message is in the store, its
-//! payload record (enqueue time) and current failure history.
+//! payload record (enqueue time) and current failure history. The audit trail itself
+//! ([`Store::audit_trail`]) is read here too.
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::store::Store;
-use crate::api::types::MessageId;
+use crate::api::core::store::Store;
+use crate::api::core::types::MessageId;
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::record::QueueId;
-use crate::engine::state::{AuditAction, Event, Lineage, Place, Removal, Step};
+use crate::engine::state::{AuditAction, AuditEntry, Event, Lineage, Place, Removal, Step};
 use crate::error::{Error, Result};
 
 /// Where a message is now.
@@ -150,6 +151,22 @@ pub struct MessageHistory {
 }
 
 impl Store {
+    /// The earliest time (ms) from which the store still knows every DLQ entry: what left
+    /// a DLQ before it may be forgotten (tombstone and lineage limits,
+    /// [`crate::Config::audit`]).
+    pub fn audit_horizon(&self) -> u64 {
+        self.engine().lock().audit.horizon()
+    }
+
+    /// The audit trail, oldest first: the last `limit` changes operators and the store
+    /// made to DLQs, within what the store keeps ([`crate::Config::audit`]).
+    pub fn audit_trail(&self, limit: usize) -> Vec<AuditEntry> {
+        let st = self.engine().lock();
+        let mut newest: Vec<AuditEntry> = st.audit.trail().rev().take(limit).cloned().collect();
+        newest.reverse();
+        newest
+    }
+
     /// The whole life of message `id`: enqueue, failed deliveries, each dead-lettering
     /// (with its failure), each replay generation and its outcome, marks, and its removal,
     /// with who did it where known. Answered from what the store keeps, so after

@@ -40,10 +40,10 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use crate::api::core::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
+use crate::api::core::store::Store;
 use crate::api::dlq::DlqStats;
-use crate::api::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
 use crate::api::queue::QueueStats;
-use crate::api::store::Store;
 use crate::storage::format::FORMAT_VERSION;
 
 /// The numbers of one queue and its DLQ.

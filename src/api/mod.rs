@@ -1,31 +1,37 @@
-//! The API layer: what users see. [`store::Store`] wraps the engine with configuration,
-//! per-queue options, alert hooks and the compaction thread; [`queue`], [`dlq`] and
-//! [`worker`] are the handles that turn each user operation into records; the rest are
-//! policies ([`retry`], [`expiry`]), the backend contract ([`backend`]: the traits the
-//! handles implement, so the pool and user code run on other engines too), options ([`config`]), reports ([`metrics`],
-//! [`verify`]) and types ([`types`], [`clock`], [`alert`]).
+//! The API layer: what users see. Its modules are layers too, and imports run one way,
+//! from the top down:
 //!
-//! Every change goes through the engine's write path (`Engine::commit_with`): a handle
-//! validates against the index under the lock, builds the records, and the engine appends
-//! and applies them. Reads (lists, stats) take the lock briefly and read the log outside it.
-//! The crate root re-exports this layer's public types; the modules themselves are private.
+//! ```text
+//!  open                 Store::open: the facade, starts the services its Config asks for
+//!  services/            started on a store, each a guard: compactor, replay_driver, control/
+//!  guarded/, compaction policies over the operations: guarded replay, a compaction run
+//!  worker, backend/     the worker pool and the traits the handles implement
+//!  queue/, dlq/,        the handles and reads that turn each user operation into records
+//!  history, metrics
+//!  core/                the store's shared state and handle, settings, actors, alerts,
+//!                       clock, durations, the types users see
+//! ```
+//!
+//! Beside them: [`retry`] and [`classify`] (the pool's policies) and [`verify`] (a check of
+//! a store's files, which opens no store).
+//!
+//! Every change goes through the engine's write path (`Engine::commit_with`, reached
+//! through the store handle): a handle validates against the index under the lock, builds
+//! the records, and the engine appends and applies them. Reads (lists, stats) take the lock
+//! briefly and read the log outside it. The crate root re-exports this layer's public
+//! types; the modules themselves are private.
 
-pub mod actor;
-pub mod alert;
 pub mod backend;
 pub mod classify;
-pub mod clock;
-pub mod config;
-pub mod control;
+mod compaction;
+pub mod core;
 pub mod dlq;
-pub mod durations;
-mod expiry;
 pub mod guarded;
 pub mod history;
 pub mod metrics;
+mod open;
 pub mod queue;
 pub mod retry;
-pub mod store;
-pub mod types;
+pub mod services;
 pub mod verify;
 pub mod worker;

@@ -61,12 +61,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use serde::de::DeserializeOwned;
 
-use crate::api::alert::DlqAlert;
 use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
+use crate::api::core::alert::DlqAlert;
+use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
-use crate::api::types::{Failure, DECODE_ERROR_KIND};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 

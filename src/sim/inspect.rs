@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::store::Store;
-use crate::api::types::MessageId;
+use crate::api::core::store::Store;
+use crate::api::core::types::MessageId;
 use crate::engine::record::Decoded;
 use crate::engine::state::{DeadStatus, Place};
 use crate::engine::wire;

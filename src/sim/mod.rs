@@ -30,14 +30,14 @@ pub mod inspect;
 
 use std::path::Path;
 
-use crate::api::store::Store;
+use crate::api::core::store::Store;
 use crate::engine::checkpoint::{self, SlotState};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::Decoded;
 use crate::engine::wire;
 use crate::error::{Error, Result};
 
-pub use crate::api::store::DebugMessage;
+pub use crate::api::core::store::DebugMessage;
 pub use crate::engine::state::Place;
 pub use crate::rng::SplitMix64 as SimRng;
 pub use crate::storage::format::{

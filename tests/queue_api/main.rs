@@ -4,6 +4,9 @@
 //! - `typed_errors`: oversized messages, unknown queues;
 //! - `store_lock`: a second open of a store is `Error::Locked`;
 //! - `live_store`: a read-only snapshot of a held store, the control socket, the holder named;
+//! - `services`: the control socket, the guarded-replay driver and the compaction schedule
+//!   started on their own, each until its guard goes; the last handle dropped on a
+//!   service's thread;
 //! - `idempotency`: idempotency keys and their window;
 //! - `delay_and_ttl`: delayed messages, time-to-live expiry on lease;
 //! - `stale_delivery`: a redelivered message's old delivery cannot report;
@@ -44,6 +47,7 @@ mod live_store;
 mod queue_limit;
 mod reopen_delivers_once;
 mod replay;
+mod services;
 mod stale_delivery;
 mod store_lock;
 mod time_travel;

@@ -15,8 +15,8 @@
 use std::time::Duration;
 
 use crate::api::backend::contract::MessageQueue;
+use crate::api::core::types::MessageId;
 use crate::api::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueStats};
-use crate::api::types::MessageId;
 use crate::error::{Error, Result};
 
 /// A queue as the [`WorkerPool`](crate::WorkerPool) drives it: how its workers take

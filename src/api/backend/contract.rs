@@ -32,13 +32,13 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-use crate::api::alert::DlqAlert;
+use crate::api::core::alert::DlqAlert;
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{
     Analysis, Cursor, DeadLetterSummary, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
     ReplayOptions, ReplayReport,
 };
 use crate::api::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueStats};
-use crate::api::types::{DeadLetter, MessageId};
 use crate::error::{Error, Result};
 
 /// A leased message, as a handler sees it on any backend.

@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::api::alert::DlqAlert;
 use crate::api::backend::batching::{WorkerQueue, WriteMark};
 use crate::api::backend::contract::{DeadLetterQueue, Delivery, MessageQueue};
+use crate::api::core::alert::DlqAlert;
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{
     Analysis, DeadLetterSummary, Dlq, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
     ReplayOptions, ReplayReport,
@@ -16,7 +17,6 @@ use crate::api::dlq::{
 use crate::api::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
 };
-use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::Settle;
 use crate::error::Result;
 

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Cursor, Dlq, Filter, Page};
-use crate::api::types::{EntryStatus, MessageId};
+use crate::api::core::types::{EntryStatus, MessageId};
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state::{DeadStatus, PastEntry};
 use crate::error::{Error, Result};

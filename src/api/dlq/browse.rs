@@ -13,7 +13,7 @@
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use super::{Cursor, Dlq, EntryRef, Filter, Page};
-use crate::api::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
+use crate::api::core::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
 use crate::engine::record::{Decoded, Op, PutCause, PutMeta};
 use crate::engine::state::{DeadStatus, State};
 use crate::engine::wire;

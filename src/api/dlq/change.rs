@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{Dlq, Filter};
-use crate::api::types::{DeadLetter, MessageId};
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
 use crate::engine::state::AuditAction;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::types::{DeadLetter, EntryStatus, MessageId};
+use crate::api::core::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state::{EntrySummary, State};
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::Dlq;
-use crate::api::types::{DeadLetter, MessageId};
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::engine::fingerprint::{message_template, Fingerprint};
 
 const HOUR_MS: u64 = 3_600_000;

@@ -15,9 +15,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::api::core::store::Store;
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::Dlq;
-use crate::api::store::Store;
-use crate::api::types::{DeadLetter, MessageId};
 use crate::engine::record::{
     Decoded, ImportedEntry as ImportedRecord, Put, PutCause, PutMeta, QueueId,
 };

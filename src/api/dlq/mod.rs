@@ -24,13 +24,13 @@ mod timeline;
 
 use std::sync::Arc;
 
-use crate::api::alert::DlqAlert;
-use crate::api::store::Store;
-use crate::api::types::MessageId;
+use crate::api::core::alert::DlqAlert;
+use crate::api::core::store::Store;
+use crate::api::core::types::MessageId;
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::record::QueueId;
 use crate::engine::state::{DeadInfo, Msg};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub use as_of::{DlqAsOf, PastDlqEntry, PastDlqStats};
 pub use filter::{Cursor, EntryPredicate, Filter, Page};
@@ -157,5 +157,18 @@ impl Dlq {
         self.store
             .add_alert(self.queue, threshold.max(1), Arc::new(callback));
         Ok(())
+    }
+}
+
+impl Store {
+    /// The DLQ named `name` (such as `"orders-dlq"`), or the DLQ of queue `name`.
+    pub fn dlq(&self, name: &str) -> Result<Dlq> {
+        for queue in self.queue_names() {
+            if self.dlq_name(&queue) == name || queue == name {
+                let id = self.queue_id(&queue)?;
+                return Ok(Dlq::new(self.clone(), id, queue));
+            }
+        }
+        Err(Error::UnknownQueue(name.to_string()))
     }
 }

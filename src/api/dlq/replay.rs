@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Dlq;
 use super::Filter;
-use crate::api::types::MessageId;
+use crate::api::core::types::MessageId;
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
 use crate::engine::state::{AuditAction, DeadStatus};

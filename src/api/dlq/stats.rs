@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::fingerprints::Grouper;
 use super::{Dlq, Filter, FingerprintStats};
 
-use crate::api::types::DeadLetter;
+use crate::api::core::types::DeadLetter;
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state::IdMap;
 use crate::error::Result;

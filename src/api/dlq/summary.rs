@@ -10,7 +10,7 @@
 
 use super::browse::status;
 use super::{Dlq, Filter, Page};
-use crate::api::types::{DeadLetter, EntryStatus, MessageId};
+use crate::api::core::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::record::PutCause;
 use crate::engine::state::{DeadStatus, State};
 use crate::engine::wire;

@@ -7,26 +7,25 @@
 //! resume and cancel ([`Store::pause_guarded_replay`], ...). What counts as handled, and
 //! the decision to stop or complete, is the state machine's (`engine::state::guards`), from
 //! the records alone, so a replay resumes (or stays stopped) across a restart. What is
-//! released when is [`driver`]'s: the store drives its own replays.
+//! released when is [`release`]'s; who releases it is the guarded-replay driver's, a
+//! service (`api::services`) that a store opened with the default [`crate::Config`] runs.
 //!
 //! Invariants:
 //! - a DLQ has at most one active (running or paused) guarded replay;
 //! - the selection is fixed when the replay starts (the ids matching then, in order);
 //!   entries that left the DLQ by the time their turn comes are skipped, never waited for.
 
-mod driver;
+pub(crate) mod release;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::core::store::Store;
+use crate::api::core::types::MessageId;
 use crate::api::dlq::{Dlq, Filter};
-use crate::api::store::Store;
-use crate::api::types::MessageId;
 use crate::engine::op_entry;
 use crate::engine::record::{GuardEvent, GuardId, GuardPlan, Op};
 use crate::engine::state::{Guard, GuardStatus, State};
 use crate::error::{Error, Result};
-
-pub(crate) use driver::GuardDriver;
 
 /// How to run a guarded replay ([`Dlq::replay_guarded`]).
 ///

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{generation_of, FailureReport, Message, Queue};
-use crate::api::types::{Failure, MessageId};
+use crate::api::core::types::{Failure, MessageId};
 use crate::engine::record::{Decoded, Op};
 use crate::engine::state::{IdHashSet, Msg, Place, State};
 use crate::engine::wire;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-use crate::api::types::MessageId;
+use crate::api::core::types::MessageId;
 use crate::error::{Error, Result};
 use crate::storage::log::Record;
 

@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::api::config::QueueOptions;
+use crate::api::core::config::QueueOptions;
+use crate::api::core::store::Store;
+use crate::api::core::types::MessageId;
 use crate::api::dlq::Dlq;
-use crate::api::store::Store;
-use crate::api::types::MessageId;
 use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::State;
 use crate::engine::wire;
@@ -337,6 +337,39 @@ impl Queue {
     /// True when no message waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Store {
+    /// Opens queue `name` with the configured defaults, creating it if new.
+    pub fn queue(&self, name: &str) -> Result<Queue> {
+        self.queue_with(name, self.config().queue_defaults.clone())
+    }
+
+    /// Opens queue `name` with its own options, creating it if new.
+    pub fn queue_with(&self, name: &str, options: QueueOptions) -> Result<Queue> {
+        if options.max_attempts == 0 {
+            return Err(Error::InvalidConfig("max_attempts of zero".into()));
+        }
+        let id = self.declare(name)?;
+        self.set_queue_options(id, options);
+        Ok(Queue::new(self.clone(), id, name.to_string()))
+    }
+
+    /// An existing queue, or [`Error::UnknownQueue`].
+    pub fn existing_queue(&self, name: &str) -> Result<Queue> {
+        let id = self.queue_id(name)?;
+        Ok(Queue::new(self.clone(), id, name.to_string()))
+    }
+
+    /// A handle on queue `q` (the caller holds the state lock and passes it).
+    pub(crate) fn queue_handle(&self, q: QueueId, st: &State) -> Queue {
+        let name = st
+            .queues
+            .get(q as usize)
+            .map(|qs| qs.name.clone())
+            .unwrap_or_default();
+        Queue::new(self.clone(), q, name)
     }
 }
 

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Message, Queue};
-use crate::api::config::QueueOptions;
-use crate::api::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
+use crate::api::core::config::QueueOptions;
+use crate::api::core::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
 use crate::engine::record::Op;
 use crate::engine::state::{Msg, State};
 use crate::engine::{op_entry, Settle};

@@ -1,7 +1,7 @@
 //! What a verification is asked to do ([`VerifyOptions`]) and how far it got
 //! ([`VerifyProgress`], handed to the callback of [`verify_with`](super::verify_with) after each segment).
 
-use crate::api::config::DEFAULT_MAX_MESSAGE_SIZE;
+use crate::api::core::config::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::engine::record::RECORD_OVERHEAD;
 
 /// Settings of a verification.

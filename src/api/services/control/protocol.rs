@@ -11,9 +11,9 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::ReplayReport;
 use crate::api::guarded::GuardedReplay;
-use crate::api::types::{DeadLetter, MessageId};
 use crate::error::Error;
 
 /// The control protocol version this build speaks (4: guarded replays, after 3's actor in

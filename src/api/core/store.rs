@@ -1,45 +1,48 @@
-//! The store: one directory, one log, any number of queues and their DLQs.
+//! The store's shared state and the handle on it: the bottom of the API layer.
 //!
-//! A [`Store`] is the API over an [`Engine`] (the log, the index, the write path): it adds
-//! the configuration, per-queue options, DLQ alert hooks, the expiry clock and the
-//! background compaction thread, and hands out [`Queue`] and [`Dlq`] handles.
+//! [`StoreInner`] is the [`Engine`] (the log, the index, the write path) and what every
+//! handle on it shares: the configuration, per-queue options, counts of refused enqueues,
+//! DLQ alert hooks, handler durations, the expiry clock's mark and the compaction lock, and
+//! the hook through which a guarded-replay driver hears of the writes that make a release
+//! due. It starts no thread and knows no service: the control socket, the guarded-replay
+//! driver and the compaction schedule (`api::services`) are started on a store from
+//! outside and hold it weakly on their threads.
+//!
+//! [`Store`] is the handle every other one (`Queue`, `Dlq`, `Importer`) is made from. The
+//! operations live with the layers that own them, as `impl Store` blocks above this one
+//! (queues and DLQs in `api::queue` and `api::dlq`, guarded replays in `api::guarded`,
+//! opening in `api::open`); here are the write path they all go through and the plain
+//! reads of the store's shape.
 //!
 //! Invariants:
-//! - under [`Durability::Always`] a call returns only after its records are durable, and
-//!   any record it depended on (earlier in the log) is durable too (the engine waits);
+//! - under [`Durability::Always`](crate::Durability::Always) a call returns only after its
+//!   records are durable, and any record it depended on (earlier in the log) is durable
+//!   too (the engine waits);
 //! - the expiry clock never goes backwards (see [`Store::expiry_now`]);
-//! - one compaction runs at a time.
+//! - the services a handle keeps running ([`Services`]) are dropped before its engine
+//!   reference: when the last handle goes, they stop (the control socket's file is removed,
+//!   their threads joined) before the engine closes and releases the directory lock.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::api::actor::Actor;
-use crate::api::alert::{AlertFn, Alerts};
-use crate::api::config::{Config, QueueOptions};
-use crate::api::dlq::Dlq;
-use crate::api::durations::{DurationHistogram, HandlerDurations};
-use crate::api::expiry;
-use crate::api::guarded::GuardDriver;
-use crate::api::queue::Queue;
-use crate::engine::compaction::CompactionReport;
-use crate::engine::record::{Op, QueueId, RECORD_OVERHEAD};
-use crate::engine::state::{Effects, IdMap, State, MAX_QUEUES};
-use crate::engine::{op_entry, Batch, Engine, EngineOptions, Settle};
+use crate::api::core::actor::Actor;
+use crate::api::core::alert::{AlertFn, Alerts};
+use crate::api::core::config::{Config, QueueOptions};
+use crate::api::core::durations::{DurationHistogram, HandlerDurations};
+use crate::api::core::types::MessageId;
+use crate::engine::op_entry;
+use crate::engine::record::{Decoded, Op, QueueId};
+use crate::engine::state::{AuditAction, AuditEntry, Effects, IdMap, IdSet, State, MAX_QUEUES};
+use crate::engine::{Batch, Engine, Settle};
 use crate::error::{Error, Result};
-use crate::storage::log::{Durability, LogOptions, RecoveryReport, SegmentInfo};
+use crate::storage::log::{RecoveryReport, SegmentInfo};
 use crate::storage::segment;
-use crate::storage::vfs::RealFs;
 
+/// The engine and what the handles on it share.
 pub(crate) struct StoreInner {
-    /// The control socket's server, when [`Config::control_socket`] is on. First, so that
-    /// it stops (and its socket file goes) before the engine releases the directory lock.
-    control: Mutex<Option<crate::api::control::server::ControlServer>>,
-    /// What drives guarded replays: its thread stops before the engine closes.
-    guards: GuardDriver,
     engine: Engine,
     config: Config,
     queue_options: RwLock<IdMap<QueueId, QueueOptions>>,
@@ -50,92 +53,39 @@ pub(crate) struct StoreInner {
     compaction_run: Mutex<()>,
     /// The latest time expiry has used (see [`Store::expiry_now`]).
     expiry_high_water: Mutex<u64>,
-    /// The background compaction thread.
-    compactor: Mutex<Compactor>,
     /// Handler durations per queue, recorded by worker pools (not persisted).
     durations: RwLock<IdMap<QueueId, Arc<HandlerDurations>>>,
+    /// Told of each write that made guarded-replay work due (the driver registers it).
+    replay_hook: RwLock<Option<Arc<dyn ReplayHook>>>,
 }
 
-/// How the engine of a store opened with `config` is set up.
-fn engine_options(config: &Config) -> EngineOptions {
-    let wait_for_sync = config.durability == Durability::Always;
-    let log = LogOptions {
-        segment_size: config.segment_size,
-        // Room for the payload plus its metadata.
-        max_record_size: config.max_message_size + RECORD_OVERHEAD,
-        // The engine waits for durability itself, outside its lock (group commit).
-        durability: if wait_for_sync {
-            Durability::Never
-        } else {
-            config.durability
-        },
-        preallocate: config.preallocate,
-        recovery: config.recovery,
-        // The last 1/32 of each segment is kept for records that carry no payload, so
-        // that on a full disk, once a roll fails, consumers can still lease, ack and
-        // dead-letter (and free what producers wait for).
-        reserve: config.segment_size / 32,
-        ..LogOptions::default()
-    };
-    EngineOptions {
-        fs: config.vfs_or(|| Arc::new(RealFs)),
-        log,
-        wait_for_sync,
-        relocate_below: config.compaction.relocate_below,
-        batch: config.compaction.batch,
-        idempotency_window_ms: config.idempotency_window.as_millis() as u64,
-        fingerprint_frames: config.fingerprint_frames,
-        audit: config.audit,
-    }
+/// What drives a store's guarded replays, as the write path sees it: the guarded-replay
+/// driver service registers one ([`Store::attach_replay_hook`]) while it runs.
+pub(crate) trait ReplayHook: Send + Sync {
+    /// A write (made through `store`) left a guarded replay with something to release.
+    fn due(&self, store: &Store);
+    /// Releases what is due now, waiting for a drive that runs on another thread.
+    fn drive_now(&self, store: &Store) -> Result<()>;
 }
 
-/// The background compaction thread and its stop signal; dropping it stops the thread.
-#[derive(Default)]
-struct Compactor(Option<(crossbeam_channel::Sender<()>, JoinHandle<()>)>);
-
-impl Drop for Compactor {
-    fn drop(&mut self) {
-        if let Some((stop, handle)) = self.0.take() {
-            drop(stop);
-            // The last handle may be dropped by the compaction thread itself.
-            if handle.thread().id() != std::thread::current().id() {
-                let _ = handle.join();
-            }
-        }
-    }
-}
-
-fn spawn_compactor(
-    inner: std::sync::Weak<StoreInner>,
-    every: Duration,
-) -> Result<(crossbeam_channel::Sender<()>, JoinHandle<()>)> {
-    let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
-    let handle = std::thread::Builder::new()
-        .name("deadletter-compact".into())
-        .spawn(move || loop {
-            match stopped.recv_timeout(every) {
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                _ => return,
-            }
-            let Some(inner) = inner.upgrade() else { return };
-            let store = Store {
-                inner,
-                actor: Actor::store(),
-            };
-            // An error here (a full disk, say) is retried at the next interval; the same
-            // error reaches callers of the failing operation directly.
-            let _ = store.compact_now();
-        })
-        .map_err(|e| Error::io("spawn compaction thread", "", e))?;
-    Ok((stop, handle))
+/// Guards of services a handle keeps running: every handle made from the one the guards
+/// were attached to ([`Store::with_services`]) shares them, and the last one to go drops
+/// them, in order, before it lets go of the engine.
+pub(crate) struct Services {
+    _guards: Vec<Box<dyn Send + Sync>>,
 }
 
 /// A store: a directory holding durable queues and their DLQs. Cheap to clone.
 ///
 /// Opening replays the directory's log, so a store reopened after a crash holds exactly
-/// what was acknowledged (under [`Durability::Always`], the default). One process at a
-/// time holds a store: a second open of the same directory is [`Error::Locked`] until
-/// every handle of the first (`Store`, `Queue`, `Dlq`) is dropped.
+/// what was acknowledged (under [`Durability::Always`](crate::Durability::Always), the
+/// default). One process at a time holds a store: a second open of the same directory is
+/// [`Error::Locked`] until every handle of the first (`Store`, `Queue`, `Dlq`, and the
+/// guard of a service started on it) is dropped.
+///
+/// [`Store::open`] also starts the services the [`Config`] asks for (background
+/// compaction and expiry, the guarded-replay driver, the control socket: see
+/// [`crate::services`]); they run until the last handle goes.
 ///
 /// ```
 /// use deadletter::{Config, Store};
@@ -161,9 +111,12 @@ fn spawn_compactor(
 /// ```
 #[derive(Clone)]
 pub struct Store {
+    /// The services started with this handle (by [`Store::open`]), shared with the handles
+    /// made from it. Declared first: dropped before `inner`.
+    services: Option<Arc<Services>>,
     inner: Arc<StoreInner>,
     /// Who this handle's changes to DLQs are recorded as (see [`Store::with_actor`]).
-    pub(crate) actor: Actor,
+    actor: Actor,
 }
 
 impl std::fmt::Debug for Store {
@@ -174,118 +127,28 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// A store held weakly (by the control socket's server): it does not keep the store open.
+/// A store held weakly (by a service's thread): it does not keep the store open.
 #[derive(Clone)]
-pub(crate) struct WeakStore(std::sync::Weak<StoreInner>);
+pub(crate) struct WeakStore(Weak<StoreInner>);
 
 impl WeakStore {
-    /// The store, while it is open.
-    pub(crate) fn upgrade(&self) -> Option<Store> {
+    /// The store while it is open, as a handle without services, whose changes are
+    /// recorded as made by `actor`.
+    pub(crate) fn upgrade(&self, actor: &Actor) -> Option<Store> {
         self.0.upgrade().map(|inner| Store {
+            services: None,
             inner,
-            actor: Actor::library(),
+            actor: actor.clone(),
         })
     }
 }
 
 impl Store {
-    /// A weak handle on the store.
-    pub(crate) fn downgrade(&self) -> WeakStore {
-        WeakStore(Arc::downgrade(&self.inner))
-    }
-
-    /// The store's inner part, held weakly (by its own threads).
-    pub(crate) fn downgrade_inner(&self) -> std::sync::Weak<StoreInner> {
-        Arc::downgrade(&self.inner)
-    }
-
-    /// The store a weak inner part belongs to, while it is open, as the store itself (its
-    /// own threads' handle: what they write names its actors itself).
-    pub(crate) fn from_weak(inner: &std::sync::Weak<StoreInner>) -> Option<Store> {
-        inner.upgrade().map(|inner| Store {
-            inner,
-            actor: Actor::store(),
-        })
-    }
-
-    /// What drives the store's guarded replays.
-    pub(crate) fn guard_driver(&self) -> &GuardDriver {
-        &self.inner.guards
-    }
-
-    /// Opens (creating if needed) the store in `dir`, replaying its log.
-    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
-        config.validate()?;
-        let engine = Engine::open(dir.as_ref(), engine_options(&config))?;
-        let store = Self::with_engine(engine, config);
-        if let Some(every) = store.inner.config.compaction.interval {
-            let handle = spawn_compactor(Arc::downgrade(&store.inner), every)?;
-            *store.inner.compactor.lock() = Compactor(Some(handle));
-        }
-        if store.inner.config.control_socket {
-            let server = crate::api::control::server::start(&store)?;
-            *store.inner.control.lock() = Some(server);
-        }
-        let running = store
-            .engine()
-            .lock()
-            .guards
-            .all
-            .values()
-            .any(|g| g.status.is_active());
-        if running {
-            // A guarded replay resumes where the log left it.
-            store.guards_due();
-        }
-        Ok(store)
-    }
-
-    /// Opens a read-only snapshot of the store in `dir`: what its log holds now, without
-    /// taking its lock and without writing anything, so it works while another process
-    /// holds the store (and on a read-only directory or a copy). Browsing, counting and
-    /// analysing work as on a store opened with [`Store::open`]; every change is
-    /// [`Error::ReadOnly`] (a change to a store another process holds goes through that
-    /// process: see [`crate::control`]). The snapshot does not follow later writes: open it
-    /// again to see them. It holds what the owner has written to its files: every
-    /// acknowledged change under [`Durability::Always`] (the default), and under
-    /// `Interval` or `Never` what was flushed so far. Leases stay as the log has them (their
-    /// holder may be alive), and no compaction runs.
-    ///
-    /// ```
-    /// use deadletter::{Config, Error, Store};
-    ///
-    /// # fn main() -> deadletter::Result<()> {
-    /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-ro-{}", std::process::id()));
-    /// # let _ = std::fs::remove_dir_all(&dir);
-    /// let owner = Store::open(&dir, Config::fast())?;
-    /// owner.queue("orders")?.enqueue(b"ORD-1")?;
-    /// owner.sync()?; // without fsync (`fast`), records reach the file at a flush
-    ///
-    /// // While `owner` holds the store, a snapshot reads it...
-    /// let snapshot = Store::open_read_only(&dir, Config::fast())?;
-    /// assert_eq!(snapshot.existing_queue("orders")?.len(), 1);
-    /// // ...and refuses changes.
-    /// let err = snapshot.existing_queue("orders")?.enqueue(b"ORD-2").unwrap_err();
-    /// assert!(matches!(err, Error::ReadOnly { .. }));
-    /// # drop((snapshot, owner));
-    /// # std::fs::remove_dir_all(&dir).ok();
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn open_read_only(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
-        config.validate()?;
-        let engine = Engine::open_read_only(dir.as_ref(), engine_options(&config))?;
-        Ok(Self::with_engine(engine, config))
-    }
-
-    /// True for a snapshot opened by [`Store::open_read_only`].
-    pub fn is_read_only(&self) -> bool {
-        self.inner.engine.is_read_only()
-    }
-
-    fn with_engine(engine: Engine, config: Config) -> Store {
+    /// A store over `engine`, opened with `config`, with no service running.
+    pub(crate) fn with_engine(engine: Engine, config: Config) -> Store {
         let high_water = engine.lock().latest_time.max(config.clock.now_ms());
         Store {
+            services: None,
             inner: Arc::new(StoreInner {
                 engine,
                 config,
@@ -294,13 +157,74 @@ impl Store {
                 alerts: Alerts::default(),
                 compaction_run: Mutex::new(()),
                 expiry_high_water: Mutex::new(high_water),
-                compactor: Mutex::new(Compactor::default()),
-                control: Mutex::new(None),
-                guards: GuardDriver::default(),
                 durations: RwLock::new(IdMap::default()),
+                replay_hook: RwLock::new(None),
             }),
             actor: Actor::library(),
         }
+    }
+
+    /// This handle, keeping `guards` running for as long as it or a handle made from it
+    /// lives (dropped in order, after the services it already kept).
+    pub(crate) fn with_services(mut self, guards: Vec<Box<dyn Send + Sync>>) -> Store {
+        if !guards.is_empty() {
+            self.services = Some(Arc::new(Services { _guards: guards }));
+        }
+        self
+    }
+
+    /// A handle on the same store that keeps no service running: what a service holds, so
+    /// that it never keeps itself running.
+    pub(crate) fn without_services(&self) -> Store {
+        Store {
+            services: None,
+            inner: Arc::clone(&self.inner),
+            actor: self.actor.clone(),
+        }
+    }
+
+    /// A weak handle on the store.
+    pub(crate) fn downgrade(&self) -> WeakStore {
+        WeakStore(Arc::downgrade(&self.inner))
+    }
+
+    /// The hook a write that makes guarded-replay work due calls, if a driver runs.
+    pub(crate) fn replay_hook(&self) -> Option<Arc<dyn ReplayHook>> {
+        self.inner.replay_hook.read().clone()
+    }
+
+    /// Registers `hook` as the store's guarded-replay driver, unless one is registered
+    /// (then false).
+    pub(crate) fn attach_replay_hook(&self, hook: Arc<dyn ReplayHook>) -> bool {
+        let mut slot = self.inner.replay_hook.write();
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(hook);
+        true
+    }
+
+    /// Unregisters `hook`, if it is the store's guarded-replay driver.
+    pub(crate) fn detach_replay_hook(&self, hook: &Arc<dyn ReplayHook>) {
+        let mut slot = self.inner.replay_hook.write();
+        if slot.as_ref().is_some_and(|h| Arc::ptr_eq(h, hook)) {
+            *slot = None;
+        }
+    }
+
+    /// True for a snapshot opened by [`Store::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.engine.is_read_only()
+    }
+
+    /// [`Error::ReadOnly`] on a snapshot: for the calls that change a store.
+    pub(crate) fn writable(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly {
+                path: self.dir().to_path_buf(),
+            });
+        }
+        Ok(())
     }
 
     /// True when `dir` holds a store: at least one segment file. Only the directory
@@ -316,33 +240,35 @@ impl Store {
         Ok(false)
     }
 
-    /// Runs one compaction now: TTL expiry, DLQ retention, relocation of live records out
-    /// of sparse segments, a checkpoint, and deletion of segments nothing needs. The
-    /// background thread does the same every [`CompactionOptions::interval`].
-    ///
-    /// [`CompactionOptions::interval`]: crate::CompactionOptions::interval
-    pub fn compact_now(&self) -> Result<CompactionReport> {
-        if self.is_read_only() {
-            return Err(Error::ReadOnly {
-                path: self.dir().to_path_buf(),
-            });
-        }
-        let _run = self.inner.compaction_run.lock();
-        let mut report = CompactionReport::default();
-        let now = self.advance_expiry_clock();
-        let expired = expiry::expire_ttl(self, now, &mut report)
-            .and_then(|()| expiry::expire_retention(self, now, &mut report));
-        match expired {
-            // Expiry writes records; what compaction frees needs none: go on, and expire
-            // the rest at the next run. (Unless a batch cut short poisoned the log: see
-            // `Engine::compact`.)
-            Err(Error::DiskFull { .. }) if !self.inner.engine.log().is_poisoned() => {
-                report.full_disk = true
-            }
-            other => other?,
-        }
-        self.inner.engine.compact(&mut report)?;
-        Ok(report)
+    /// This store, as a handle whose changes to DLQs (and those of the queue, DLQ and
+    /// importer handles made from it) are recorded as made by `actor`. Handles share
+    /// everything else.
+    pub fn with_actor(&self, actor: Actor) -> Store {
+        let mut store = self.clone();
+        store.actor = actor;
+        store
+    }
+
+    /// Who this handle's changes are recorded as.
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    /// The audit record of a change to `ids` made at `at` by this handle's actor: the last
+    /// record of the change's batch.
+    pub(crate) fn audit_record<'a>(
+        &self,
+        at: u64,
+        action: AuditAction,
+        ids: &[MessageId],
+    ) -> Result<(Vec<u8>, Decoded<'a>)> {
+        let entry = AuditEntry::new(at, self.actor.name(), action, IdSet::of(ids));
+        op_entry(Op::Audit(entry))
+    }
+
+    /// Held by a compaction run, so that one runs at a time.
+    pub(crate) fn compaction_lock(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.inner.compaction_run.lock()
     }
 
     /// The time expiry decisions use: the clock, but never earlier than a time already
@@ -371,20 +297,10 @@ impl Store {
 
     /// Moves the expiry clock's mark to [`Store::expiry_now`] and returns it (once per
     /// compaction run).
-    fn advance_expiry_clock(&self) -> u64 {
+    pub(crate) fn advance_expiry_clock(&self) -> u64 {
         let mut high = self.inner.expiry_high_water.lock();
         *high = self.expiry_time(*high);
         *high
-    }
-
-    /// A handle on queue `q` (the caller holds the state lock and passes it).
-    pub(crate) fn queue_handle(&self, q: QueueId, st: &State) -> Queue {
-        let name = st
-            .queues
-            .get(q as usize)
-            .map(|qs| qs.name.clone())
-            .unwrap_or_default();
-        Queue::new(self.clone(), q, name)
     }
 
     /// The directory.
@@ -446,27 +362,6 @@ impl Store {
         }
     }
 
-    /// Opens queue `name` with the configured defaults, creating it if new.
-    pub fn queue(&self, name: &str) -> Result<Queue> {
-        self.queue_with(name, self.inner.config.queue_defaults.clone())
-    }
-
-    /// Opens queue `name` with its own options, creating it if new.
-    pub fn queue_with(&self, name: &str, options: QueueOptions) -> Result<Queue> {
-        if options.max_attempts == 0 {
-            return Err(Error::InvalidConfig("max_attempts of zero".into()));
-        }
-        let id = self.declare(name)?;
-        self.inner.queue_options.write().insert(id, options);
-        Ok(Queue::new(self.clone(), id, name.to_string()))
-    }
-
-    /// An existing queue, or [`Error::UnknownQueue`].
-    pub fn existing_queue(&self, name: &str) -> Result<Queue> {
-        let id = self.queue_id(name)?;
-        Ok(Queue::new(self.clone(), id, name.to_string()))
-    }
-
     /// The names of all queues, in creation order.
     pub fn queue_names(&self) -> Vec<String> {
         let st = self.inner.engine.lock();
@@ -475,17 +370,6 @@ impl Store {
             .filter(|q| !q.name.is_empty())
             .map(|q| q.name.clone())
             .collect()
-    }
-
-    /// The DLQ named `name` (such as `"orders-dlq"`), or the DLQ of queue `name`.
-    pub fn dlq(&self, name: &str) -> Result<Dlq> {
-        for queue in self.queue_names() {
-            if self.dlq_name(&queue) == name || queue == name {
-                let id = self.queue_id(&queue)?;
-                return Ok(Dlq::new(self.clone(), id, queue));
-            }
-        }
-        Err(Error::UnknownQueue(name.to_string()))
     }
 
     /// The DLQ name of queue `queue` under the configured pattern.
@@ -512,7 +396,11 @@ impl Store {
     /// `sim::StoreHooks::abandon`).
     #[cfg(feature = "sim")]
     pub(crate) fn abandon_inner(self) {
-        if let Ok(inner) = Arc::try_unwrap(self.inner) {
+        let Store {
+            services, inner, ..
+        } = self;
+        drop(services);
+        if let Ok(inner) = Arc::try_unwrap(inner) {
             inner.engine.abandon();
         }
     }
@@ -527,9 +415,14 @@ impl Store {
             .ok_or_else(|| Error::UnknownQueue(name.to_string()))
     }
 
-    /// Wakes every thread waiting in [`Queue::lease_wait`] (they lease again or time out).
+    /// Wakes every thread waiting in [`Queue::lease_wait`](crate::Queue::lease_wait) (they lease again or time out).
     pub fn wake_consumers(&self) {
         self.inner.engine.wake();
+    }
+
+    /// Sets the options of queue `id` (as [`Store::queue_with`] opened it).
+    pub(crate) fn set_queue_options(&self, id: QueueId, options: QueueOptions) {
+        self.inner.queue_options.write().insert(id, options);
     }
 
     /// The options in force for queue `id`.
@@ -648,8 +541,10 @@ impl Store {
         if effects.dlq_changed {
             self.check_alerts();
         }
-        if effects.guard {
-            self.guards_due();
+        if effects.guard && !self.is_read_only() {
+            if let Some(hook) = self.replay_hook() {
+                hook.due(self);
+            }
         }
     }
 

@@ -2,11 +2,12 @@
 //! holds a store to change it.
 //!
 //! One process holds a store (its directory lock), so a change to a live store must be made
-//! by that process. With [`Config::control_socket`](crate::Config::control_socket) on, the
-//! store serves a Unix domain socket, `control.sock` in its directory, readable and
-//! writable by its owner's user only (mode 0600: file permissions are the access control).
-//! A [`Client`] connects to it and asks for one change at a time: enqueue, replay, delete,
-//! purge, mark reprocessed, import. The owner carries each one out through its own
+//! by that process. With [`Config::control_socket`](crate::Config::control_socket) on (or a
+//! [`ControlServer`](crate::services::ControlServer) started on it), the store serves a
+//! Unix domain socket, `control.sock` in its directory, readable and writable by its
+//! owner's user only (mode 0600: file permissions are the access control). A [`Client`]
+//! connects to it and asks for one change at a time: enqueue, replay, delete, purge, mark
+//! reprocessed, import. The owner carries each one out through its own
 //! [`Store`](crate::Store), with the same calls a program makes, so a change asked this way
 //! is exactly a local one (same records, same checks, same durability) and the reply comes
 //! once it is durable.

@@ -1,20 +1,24 @@
 //! The owner's side of the control socket: a listener thread in the store's process that
-//! accepts connections and carries out each request through the store's own API.
+//! accepts connections and carries out each request through the store's own API. A store
+//! opened with [`Config::control_socket`](crate::Config::control_socket) serves one for as
+//! long as a handle on it lives; a program can also start one itself
+//! ([`ControlServer::start`]) and hold the guard.
 //!
 //! Invariants:
 //! - the socket file is created under a temporary name, given mode 0600 and only then
 //!   renamed to `control.sock`, so nobody else can connect in between;
 //! - any `control.sock` found at start is stale (this process holds the directory lock, so
 //!   its previous owner is gone) and is replaced;
-//! - the server holds the store weakly: it never keeps a store open, and a request that
-//!   arrives while the store closes is refused;
-//! - stopping (when the store closes) removes the socket file before the directory lock is
-//!   released.
+//! - the threads hold the store weakly: a request that arrives once the store is closing is
+//!   refused;
+//! - one server per store: a second start finds the first one answering and is refused;
+//! - stopping (dropping the guard) removes the socket file before the guard lets go of
+//!   the store, so before the directory lock can be released.
 
 use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -23,52 +27,82 @@ use std::time::Duration;
 use super::protocol::{
     self, GuardedStep, ImportReportWire, RemoteError, Reply, Request, PROTOCOL_VERSION,
 };
-use crate::api::actor::Actor;
+use crate::api::core::actor::Actor;
+use crate::api::core::store::{Store, WeakStore};
 use crate::api::dlq::{Importer, ReplayOptions};
 use crate::api::guarded::GuardedReplayOptions;
 use crate::api::queue::EnqueueOptions;
-use crate::api::store::{Store, WeakStore};
 use crate::error::{Error, Result};
 
 /// How long a connection may stay silent before the server drops it.
 const IDLE: Duration = Duration::from_secs(300);
 
-/// The running server; dropping it stops the listener and removes the socket file.
-pub(crate) struct ControlServer {
+/// A running control socket server (a guard): `control.sock` in the store's directory,
+/// answered by a listener thread, until the guard is dropped, which removes the socket
+/// file. It keeps the store open meanwhile.
+pub struct ControlServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Let go of only after the socket file is removed.
+    _store: Store,
 }
 
-/// Binds `control.sock` in the store's directory and starts the listener thread.
-pub(crate) fn start(store: &Store) -> Result<ControlServer> {
-    let dir = store.dir();
-    let path = dir.join(super::SOCKET_NAME);
-    let temp = dir.join(format!("{}.new", super::SOCKET_NAME));
-    for stale in [&path, &temp] {
-        match std::fs::remove_file(stale) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove stale control socket", stale, e)),
-        }
+impl std::fmt::Debug for ControlServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlServer")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
-    let listener =
-        UnixListener::bind(&temp).map_err(|e| Error::io("bind control socket", &temp, e))?;
-    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("chmod control socket", &temp, e))?;
-    std::fs::rename(&temp, &path).map_err(|e| Error::io("rename control socket", &temp, e))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let weak = store.downgrade();
-    let stopping = Arc::clone(&stop);
-    let thread = std::thread::Builder::new()
-        .name("deadletter-control".into())
-        .spawn(move || accept_loop(listener, weak, stopping))
-        .map_err(|e| Error::io("spawn control thread", &path, e))?;
-    Ok(ControlServer {
-        path,
-        stop,
-        thread: Some(thread),
-    })
+}
+
+impl ControlServer {
+    /// Binds `control.sock` in `store`'s directory (replacing a stale one) and starts the
+    /// listener thread. [`Error::ReadOnly`] on a snapshot (its changes are made by its
+    /// owner); [`Error::InvalidConfig`] if the store already serves its control socket.
+    pub fn start(store: &Store) -> Result<ControlServer> {
+        store.writable()?;
+        let dir = store.dir();
+        let path = dir.join(super::SOCKET_NAME);
+        if UnixStream::connect(&path).is_ok() {
+            // This process holds the store: only it can be answering.
+            return Err(Error::InvalidConfig(format!(
+                "{} is served already",
+                path.display()
+            )));
+        }
+        let temp = dir.join(format!("{}.new", super::SOCKET_NAME));
+        for stale in [&path, &temp] {
+            match std::fs::remove_file(stale) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove stale control socket", stale, e)),
+            }
+        }
+        let listener =
+            UnixListener::bind(&temp).map_err(|e| Error::io("bind control socket", &temp, e))?;
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io("chmod control socket", &temp, e))?;
+        std::fs::rename(&temp, &path).map_err(|e| Error::io("rename control socket", &temp, e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = store.downgrade();
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("deadletter-control".into())
+            .spawn(move || accept_loop(listener, weak, stopping))
+            .map_err(|e| Error::io("spawn control thread", &path, e))?;
+        Ok(ControlServer {
+            path,
+            stop,
+            thread: Some(thread),
+            _store: store.without_services(),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 impl Drop for ControlServer {
@@ -77,9 +111,7 @@ impl Drop for ControlServer {
         // Wake the listener out of `accept`.
         let _ = UnixStream::connect(&self.path);
         if let Some(thread) = self.thread.take() {
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
+            let _ = thread.join();
         }
         let _ = std::fs::remove_file(&self.path);
     }
@@ -116,7 +148,7 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
         } else {
             match protocol::decode::<Request>(&body) {
                 Err(e) => Reply::Failed(RemoteError::BadRequest(e)),
-                Ok(request) => match store.upgrade() {
+                Ok(request) => match store.upgrade(&Actor::library()) {
                     None => Reply::Failed(RemoteError::from(&Error::Closed)),
                     Some(store) => handle(&store, request, &mut importer, &mut actor)
                         .unwrap_or_else(|e| Reply::Failed(RemoteError::from(&e))),

@@ -1,7 +1,8 @@
 //! Who makes a change to a DLQ, for the audit trail: an [`Actor`] travels with a
-//! [`Store`] handle (and the queue and DLQ handles made from it), and every operator's
-//! change (replay, delete, purge, import, mark reprocessed) writes it in an audit record
-//! after the change's own records. [`Store::audit_trail`] lists the trail.
+//! [`Store`](crate::Store) handle (and the queue and DLQ handles made from it), and every
+//! operator's change (replay, delete, purge, import, mark reprocessed) writes it in an
+//! audit record after the change's own records.
+//! [`Store::audit_trail`](crate::Store::audit_trail) lists the trail.
 //!
 //! Invariant: an actor's name is 1 to 256 bytes without control characters, so that it
 //! prints on one line of a table and fits any record.
@@ -10,11 +11,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::store::Store;
-use crate::api::types::MessageId;
-use crate::engine::op_entry;
-use crate::engine::record::{Decoded, Op};
-use crate::engine::state::{AuditAction, AuditEntry, IdSet, STORE_ACTOR};
+use crate::engine::state::STORE_ACTOR;
 use crate::error::{Error, Result};
 
 /// Longest actor name, in bytes.
@@ -79,49 +76,5 @@ impl TryFrom<String> for Actor {
 impl From<Actor> for String {
     fn from(a: Actor) -> String {
         a.0.to_string()
-    }
-}
-
-impl Store {
-    /// This store, as a handle whose changes to DLQs (and those of the queue, DLQ and
-    /// importer handles made from it) are recorded as made by `actor`. Handles share
-    /// everything else.
-    pub fn with_actor(&self, actor: Actor) -> Store {
-        let mut store = self.clone();
-        store.actor = actor;
-        store
-    }
-
-    /// Who this handle's changes are recorded as.
-    pub fn actor(&self) -> &Actor {
-        &self.actor
-    }
-
-    /// The audit record of a change to `ids` made at `at` by this handle's actor: the last
-    /// record of the change's batch.
-    pub(crate) fn audit_record<'a>(
-        &self,
-        at: u64,
-        action: AuditAction,
-        ids: &[MessageId],
-    ) -> Result<(Vec<u8>, Decoded<'a>)> {
-        let entry = AuditEntry::new(at, self.actor.name(), action, IdSet::of(ids));
-        op_entry(Op::Audit(entry))
-    }
-
-    /// The earliest time (ms) from which the store still knows every DLQ entry: what left
-    /// a DLQ before it may be forgotten (tombstone and lineage limits,
-    /// [`crate::Config::audit`]).
-    pub fn audit_horizon(&self) -> u64 {
-        self.engine().lock().audit.horizon()
-    }
-
-    /// The audit trail, oldest first: the last `limit` changes operators and the store
-    /// made to DLQs, within what the store keeps ([`crate::Config::audit`]).
-    pub fn audit_trail(&self, limit: usize) -> Vec<AuditEntry> {
-        let st = self.engine().lock();
-        let mut newest: Vec<AuditEntry> = st.audit.trail().rev().take(limit).cloned().collect();
-        newest.reverse();
-        newest
     }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::protocol::{self, GuardedStep, Reply, Request, PROTOCOL_VERSION};
-use crate::api::actor::Actor;
+use crate::api::core::actor::Actor;
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::api::queue::EnqueueOptions;
-use crate::api::types::{DeadLetter, MessageId};
 use crate::error::{Error, Result};
 
 /// How long a client waits for a reply: a large replay or import batch is carried out,

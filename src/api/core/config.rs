@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::clock::{Clock, SystemClock};
+use crate::api::core::clock::{Clock, SystemClock};
 use crate::engine::record::RECORD_OVERHEAD;
 use crate::engine::state::AuditLimits;
 use crate::error::{Error, Result};
@@ -164,8 +164,14 @@ pub struct Config {
     /// Serve a control socket (`control.sock` in the store directory, mode 0600) while the
     /// store is open, through which other processes (the `deadletter` command) ask this
     /// one to make changes: replay, delete, purge, import, enqueue, mark reprocessed. Off
-    /// by default. See [`crate::control`].
+    /// by default. See [`crate::control`] (and [`crate::services::ControlServer`], to
+    /// serve it on a store opened without).
     pub control_socket: bool,
+    /// Drive guarded replays while the store is open: release each wave once the one before
+    /// was handled, and rate-limited entries when their time comes. On by default; off, a
+    /// program drives them itself ([`crate::services::GuardedReplayDriver`], or
+    /// [`crate::Store::drive_guarded_replays`] by hand).
+    pub guarded_replay_driver: bool,
 }
 
 impl std::fmt::Debug for Config {
@@ -203,6 +209,7 @@ impl Default for Config {
             fs: None,
             compaction: CompactionOptions::default(),
             control_socket: false,
+            guarded_replay_driver: true,
         }
     }
 }
@@ -261,6 +268,13 @@ impl Config {
     /// Serves the control socket while the store is open (see [`Config::control_socket`]).
     pub fn control_socket(mut self, on: bool) -> Self {
         self.control_socket = on;
+        self
+    }
+
+    /// Drives (or not) guarded replays while the store is open (see
+    /// [`Config::guarded_replay_driver`]).
+    pub fn guarded_replay_driver(mut self, on: bool) -> Self {
+        self.guarded_replay_driver = on;
         self
     }
 
@@ -491,38 +505,5 @@ impl CompactionOptions {
     pub fn batch(mut self, records: usize) -> Self {
         self.batch = records;
         self
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::store::Store;
-
-    #[test]
-    fn an_existing_store_gives_its_segment_size() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(
-            Config::for_existing_store(dir.path()).segment_size,
-            DEFAULT_SEGMENT_SIZE
-        );
-        let size = 128 << 10;
-        let config = Config::default()
-            .segment_size(size)
-            .max_message_size(16 << 10);
-        Store::open(dir.path(), config).unwrap().close().unwrap();
-        let found = Config::for_existing_store(dir.path());
-        assert_eq!(found.segment_size, size);
-        assert_eq!(
-            found.max_message_size,
-            (size - (RECORD_OVERHEAD + SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64) as usize
-        );
-        // A newer file named like a segment that is not one is passed over.
-        std::fs::write(
-            dir.path().join(segment::segment_name(1 << 40)),
-            b"not a segment",
-        )
-        .unwrap();
-        assert_eq!(Config::for_existing_store(dir.path()).segment_size, size);
     }
 }

@@ -1,8 +1,11 @@
-//! Expiry, the first step of a compaction run: messages past their time to live go to
-//! their DLQ with kind [`EXPIRED_KIND`](crate::engine::state::EXPIRED_KIND) (or are deleted, per queue setting), and DLQ entries
-//! past their retention are deleted. Every removal is one record, counted in the queue's
-//! and the DLQ's stats; the engine's part of the run (relocation, checkpoint, reclaim)
-//! follows, see [`Engine::compact`](crate::engine::Engine::compact).
+//! A compaction run ([`Store::compact_now`]): expiry, then the engine's part.
+//!
+//! Expiry comes first: messages past their time to live go to their DLQ with kind
+//! [`EXPIRED_KIND`](crate::engine::state::EXPIRED_KIND) (or are deleted, per queue
+//! setting), and DLQ entries past their retention are deleted. Every removal is one record,
+//! counted in the queue's and the DLQ's stats; the engine's part of the run (relocation,
+//! checkpoint, reclaim) follows, see [`Engine::compact`](crate::engine::Engine::compact).
+//! What runs it on a schedule is a service (`api::services::compactor`).
 //!
 //! The work is done a bounded batch at a time ([`CompactionOptions::batch`](crate::CompactionOptions::batch) records, or 16
 //! times as many index entries scanned) per hold of the store's lock, so expiring a large
@@ -16,16 +19,45 @@
 use std::ops::Bound::{Excluded, Unbounded};
 use std::time::Instant;
 
-use crate::api::store::Store;
+use crate::api::core::store::Store;
 use crate::engine::compaction::{note_hold, CompactionReport};
 use crate::engine::envelope::MessageId;
 use crate::engine::op_entry;
 use crate::engine::record::{Op, QueueId};
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+impl Store {
+    /// Runs one compaction now: TTL expiry, DLQ retention, relocation of live records out
+    /// of sparse segments, a checkpoint, and deletion of segments nothing needs. A store
+    /// opened with a [`CompactionOptions::interval`] does the same on its own that often
+    /// (see [`crate::services::Compactor`]). One run at a time: a call waits for the one
+    /// running.
+    ///
+    /// [`CompactionOptions::interval`]: crate::CompactionOptions::interval
+    pub fn compact_now(&self) -> Result<CompactionReport> {
+        self.writable()?;
+        let _run = self.compaction_lock();
+        let mut report = CompactionReport::default();
+        let now = self.advance_expiry_clock();
+        let expired = expire_ttl(self, now, &mut report)
+            .and_then(|()| expire_retention(self, now, &mut report));
+        match expired {
+            // Expiry writes records; what compaction frees needs none: go on, and expire
+            // the rest at the next run. (Unless a batch cut short poisoned the log: see
+            // `Engine::compact`.)
+            Err(Error::DiskFull { .. }) if !self.engine().log().is_poisoned() => {
+                report.full_disk = true
+            }
+            other => other?,
+        }
+        self.engine().compact(&mut report)?;
+        Ok(report)
+    }
+}
 
 /// Moves (or deletes, per queue setting) the ready messages whose TTL passed, a batch per
 /// record.
-pub(crate) fn expire_ttl(store: &Store, now: u64, report: &mut CompactionReport) -> Result<()> {
+fn expire_ttl(store: &Store, now: u64, report: &mut CompactionReport) -> Result<()> {
     let batch_size = store.config().compaction.batch.max(1);
     let scan_step = batch_size.saturating_mul(16);
     // The TTL set in expiry order from a cursor, a bounded number of entries per lock hold:
@@ -81,11 +113,7 @@ pub(crate) fn expire_ttl(store: &Store, now: u64, report: &mut CompactionReport)
 /// Deletes the DLQ entries whose retention passed. Each DLQ is scanned in its browse order a
 /// bounded number of entries per lock hold, and the due entries are deleted a batch per
 /// record, so a large DLQ never holds the lock for a whole scan or one huge record.
-pub(crate) fn expire_retention(
-    store: &Store,
-    now: u64,
-    report: &mut CompactionReport,
-) -> Result<()> {
+fn expire_retention(store: &Store, now: u64, report: &mut CompactionReport) -> Result<()> {
     let batch_size = store.config().compaction.batch.max(1);
     let scan_step = batch_size.saturating_mul(16);
     let queues = store.engine().lock().queues.len() as QueueId;
