@@ -1,6 +1,6 @@
 //! The parts of a dead-letter envelope that the log stores: the failure with its history
 //! ([`FailureInfo`], [`Attempt`]) and the DLQ's metadata ([`DlqMetadata`]), plus the
-//! message id type.
+//! message and queue id types.
 //!
 //! They are public types (re-exported at the crate root) that the engine's records carry.
 //! They are not what is written on disk: [`crate::engine::wire`] converts them to and from
@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 
 /// A message id: unique in its store, stable for the message's whole life (replays included).
 pub type MessageId = u64;
+
+/// Dense number of a queue inside one store.
+pub type QueueId = u32;
 
 /// One delivery that failed, as kept in a message's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
 use crate::engine::state::AuditEntry;
 
-/// Dense number of a queue inside one store.
-pub type QueueId = u32;
+pub use crate::engine::envelope::QueueId;
 
 /// Room a record needs beyond its payload (the record's metadata, or a dead-letter
 /// envelope): a store accepts log records of up to its largest message size plus this.

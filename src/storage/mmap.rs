@@ -27,8 +27,6 @@
 use std::fs::File;
 use std::io;
 
-use super::vfs::MappedView;
-
 /// A read-only map of a whole file.
 pub(crate) struct MappedFile {
     map: memmap2::Mmap,
@@ -45,20 +43,21 @@ impl MappedFile {
     }
 }
 
-impl MappedView for MappedFile {
-    fn len(&self) -> usize {
+impl MappedFile {
+    /// The map's length in bytes.
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
-    fn range(&self, start: usize, end: usize) -> Option<&[u8]> {
+
+    /// The bytes `[start, end)`, or `None` when the range is not inside the map (the
+    /// storage seam's `MappedView::range`, which `vfs` implements with it).
+    pub(crate) fn range(&self, start: usize, end: usize) -> Option<&[u8]> {
         // SAFETY: the map's `len` bytes at `as_ptr` stay mapped while `self` lives, which the
         // returned slice's lifetime (that of `&self`) cannot outlive. The slice covers only
         // the bytes asked for, never the whole map: callers ask only for bytes below the
         // log's written end, which nothing writes while the map lives (module
         // documentation), so the bytes a reference covers do not change under it.
         unsafe { sub_slice(self.map.as_ptr(), self.map.len(), start, end) }
-    }
-    fn is_live(&self) -> bool {
-        true
     }
 }
 
@@ -82,7 +81,6 @@ unsafe fn sub_slice<'a>(base: *const u8, len: usize, start: usize, end: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::vfs::MappedView;
 
     #[test]
     fn a_sub_slice_is_exactly_the_range_asked_for_or_none() {
@@ -166,6 +164,5 @@ mod tests {
         assert_eq!(map.range(0, 8192), Some(&bytes[..]));
         assert_eq!(map.range(8000, 8193), None);
         assert_eq!(map.range(9, 8), None);
-        assert!(map.is_live());
     }
 }

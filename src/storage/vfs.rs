@@ -47,6 +47,19 @@ pub trait MappedView: Send + Sync {
     fn is_live(&self) -> bool;
 }
 
+/// A real file's shared memory map (`mmap`): later writes to the file show through it.
+impl MappedView for MappedFile {
+    fn len(&self) -> usize {
+        MappedFile::len(self)
+    }
+    fn range(&self, start: usize, end: usize) -> Option<&[u8]> {
+        MappedFile::range(self, start, end)
+    }
+    fn is_live(&self) -> bool {
+        true
+    }
+}
+
 /// An open file.
 pub trait VfsFile: Send + Sync {
     /// Reads into `buf` from `offset`; returns the count read (0 at end of file).
@@ -271,5 +284,25 @@ impl Vfs for RealFs {
             Err(std::fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real file's map is live: a write through the file after mapping shows through
+    /// the map (the log relies on it to read new records without mapping again).
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_real_files_map_shows_later_writes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = RealFs.create(&dir.path().join("f")).expect("create");
+        file.set_len(4096).expect("size");
+        let map = file.map().expect("map");
+        assert!(map.is_live());
+        assert_eq!(map.range(10, 14), Some(&[0u8; 4][..]));
+        file.write_at(b"live", 10).expect("write");
+        assert_eq!(map.range(10, 14), Some(&b"live"[..]));
     }
 }
