@@ -83,7 +83,7 @@ fn open_once(dir: &Path) -> Duration {
     let store = Store::open(dir, config(64 << 20)).unwrap();
     let took = started.elapsed();
     let q = store.existing_queue("q").unwrap();
-    assert_eq!(q.stats().ready, LIVE + TAIL);
+    assert_eq!(q.stats().counts.ready, LIVE + TAIL);
     drop(q);
     store.close().unwrap();
     took
@@ -225,7 +225,7 @@ fn pause_round(round: usize) -> [Duration; 5] {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "round {round}: {} live of {} enqueued, {segments} segments of 8 MiB, built in {:.1?}; load average {}",
-        q.stats().in_flight + q.stats().ready,
+        q.stats().counts.in_flight + q.stats().counts.ready,
         2 * LIVE,
         started.elapsed(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
@@ -256,7 +256,7 @@ fn pause_round(round: usize) -> [Duration; 5] {
         took,
         report.records_relocated,
         report.bytes_relocated >> 20,
-        q.stats().in_flight + q.stats().ready,
+        q.stats().counts.in_flight + q.stats().counts.ready,
         report.longest_lock_hold
     );
     println!(

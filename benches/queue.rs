@@ -493,7 +493,7 @@ fn memory_per_pending_message() {
     let store = fx.store.as_ref().unwrap();
     let index = store.index_bytes();
     let stats = fx.queue().stats();
-    assert_eq!(stats.ready, N);
+    assert_eq!(stats.counts.ready, N);
     let per = |b: u64| b as f64 / N as f64;
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(

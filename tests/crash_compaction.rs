@@ -370,7 +370,7 @@ fn observe(dir: &Path, scratch: &Path, compact: bool) -> Observed {
         dlq_len,
         "draining the queue dead-lettered nothing"
     );
-    assert_eq!(q2.stats().ready, 0);
+    assert_eq!(q2.stats().counts.ready, 0);
     drop((q, q2));
     store.close().unwrap();
     Observed {

@@ -347,7 +347,7 @@ impl Parent {
         let dead = found.values().filter(|(p, _)| *p == Place::Dead).count() as u64;
         let stats = queue.stats();
         assert_eq!(
-            (stats.ready, stats.in_flight, stats.dlq_size),
+            (stats.counts.ready, stats.counts.in_flight, stats.dlq_size),
             (ready, 0, dead)
         );
         assert_eq!(dlq.stats().total, dead);

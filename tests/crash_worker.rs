@@ -113,8 +113,8 @@ fn poison_that_kills_the_process_ends_in_the_dlq_after_max_attempts_restarts() {
         "crashes: {crashes}; messages processed twice (crash between handler and ack): {}",
         twice.len()
     );
-    assert_eq!(q.stats().ready, 0);
-    assert_eq!(q.stats().acked, (MESSAGES - 1) as u64);
+    assert_eq!(q.stats().counts.ready, 0);
+    assert_eq!(q.stats().counts.acked, (MESSAGES - 1) as u64);
 }
 
 const BATCH_MESSAGES: usize = 400;
@@ -137,7 +137,7 @@ fn child_batch_worker_process() {
         .retry(Retry::fixed(Duration::from_millis(1)).max_attempts(1))
         .start(move |m: &Message| {
             if m.text() == Some("poison") {
-                crash::say(format_args!("IN_FLIGHT {}", seen.stats().in_flight));
+                crash::say(format_args!("IN_FLIGHT {}", seen.stats().counts.in_flight));
                 std::process::abort();
             }
             crash::say(format_args!("DONE {}", m.id()));
@@ -219,8 +219,8 @@ fn messages_reserved_with_the_poison_but_not_started_are_not_blamed() {
     // none of them.
     let twice: Vec<_> = done.iter().filter(|(_, &n)| n > 1).collect();
     assert!(twice.is_empty(), "repeated: {twice:?}");
-    assert_eq!(q.stats().ready, 0);
-    assert_eq!(q.stats().acked, (BATCH_MESSAGES - 1) as u64);
+    assert_eq!(q.stats().counts.ready, 0);
+    assert_eq!(q.stats().counts.acked, (BATCH_MESSAGES - 1) as u64);
     println!(
         "messages in flight when the poison killed the process: {}",
         in_flight_at_crash[0]

@@ -91,7 +91,7 @@ fn enqueue_fails_clearly_consumers_go_on_and_writes_resume_without_reopen() {
     );
 
     // Readable and consistent.
-    assert_eq!(q.stats().ready as usize, acked.len());
+    assert_eq!(q.stats().counts.ready as usize, acked.len());
     assert_all_present(&store, &acked);
     assert!(q
         .dlq()
@@ -149,7 +149,7 @@ fn enospc_on_a_segment_write_poisons_until_reopen() {
     assert!(matches!(q.enqueue(b"later"), Err(Error::Poisoned)));
     // Still readable: counts and the DLQ; the one record that never reached the file is
     // in the index until the reopen, and reading it says why it cannot be read.
-    assert_eq!(q.stats().ready, 6);
+    assert_eq!(q.stats().counts.ready, 6);
     assert!(q.dlq().list(&Filter::all(), Page::first(10)).is_ok());
     assert!(matches!(census(&store), Err(Error::Poisoned)));
     drop(q);
@@ -249,7 +249,7 @@ fn small_enqueues_cannot_take_the_room_consumers_need() {
     let batch = q.lease(10).unwrap();
     q.ack_all(&batch).unwrap();
     assert!(matches!(q.enqueue([1u8; 100]), Err(Error::DiskFull { .. })));
-    assert_eq!(q.stats().ready as usize, ids.len() - 30);
+    assert_eq!(q.stats().counts.ready as usize, ids.len() - 30);
     fs.set_disk_full(false);
     q.enqueue([1u8; 100]).unwrap();
 }

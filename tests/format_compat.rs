@@ -320,7 +320,7 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
     for msg in refunds.lease_for(2, vis)? {
         refunds.dead_letter(&msg, &report)?;
     }
-    let once = GuardedReplayOptions::to_origin()
+    let once = GuardedReplayOptions::default()
         .canary(1)
         .max_failure_ratio(0.0)
         .selection("fixture: REF-1 again");
@@ -334,7 +334,7 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
         matches!(stopped.state, GuardedReplayState::Stopped { .. }),
         "{stopped:?}"
     );
-    let waves = GuardedReplayOptions::to_origin()
+    let waves = GuardedReplayOptions::default()
         .canary(1)
         .rate(5)
         .selection("fixture: REF-2, then REF-1");
@@ -366,7 +366,7 @@ fn write_scenario(dir: &Path) -> deadletter::Result<()> {
     // K. A guarded replay of audit's DLQ whose selection has left it (id 0 was acked,
     // 999999 never existed): its canary skips both, and it completes having released
     // nothing. The paused replay of refunds resumes, and is cancelled.
-    let guarded = GuardedReplayOptions::to_origin()
+    let guarded = GuardedReplayOptions::default()
         .canary(1)
         .rate(5)
         .max_failure_ratio(0.5)
@@ -491,14 +491,14 @@ fn scenario_payload(id: u64) -> Vec<u8> {
 /// expired, deleted, DLQ size.
 fn queue_counts(s: &QueueStats) -> [u64; 9] {
     [
-        s.ready,
-        s.in_flight,
-        s.enqueued,
-        s.acked,
-        s.retried,
-        s.dead_lettered,
-        s.expired,
-        s.deleted,
+        s.counts.ready,
+        s.counts.in_flight,
+        s.counts.enqueued,
+        s.counts.acked,
+        s.counts.retried,
+        s.counts.dead_lettered,
+        s.counts.expired,
+        s.counts.deleted,
         s.dlq_size,
     ]
 }
@@ -902,7 +902,12 @@ fn check_history(store: &Store, ctx: &str) {
         let dlq = store.dlq(&name).unwrap();
         let t = dlq.failure_timeline(T1, deadletter::HISTORY_HOURS).unwrap();
         let total = t.buckets.iter().sum::<u64>() + t.earlier;
-        let dead_lettered = store.existing_queue(&name).unwrap().stats().dead_lettered;
+        let dead_lettered = store
+            .existing_queue(&name)
+            .unwrap()
+            .stats()
+            .counts
+            .dead_lettered;
         assert_eq!(total, dead_lettered, "{ctx}: history of {name}");
     }
 }

@@ -12,7 +12,8 @@ use common::crash::{self, ChildSpec};
 use common::T0;
 use deadletter::{
     Actor, AuditAction, Clock, Config, Failure, FailureReport, Filter, GuardedReplayOptions,
-    GuardedReplayState, HistoryEvent, ManualClock, Message, Queue, Retry, Store, WorkerPool,
+    GuardedReplayState, HistoryEvent, ManualClock, Message, Queue, ReplayOptions, Retry, Store,
+    WorkerPool,
 };
 
 /// `n` messages in the DLQ of `orders`, dead-lettered by a bug.
@@ -29,8 +30,7 @@ fn dead_letters(store: &Store, n: usize) -> Queue {
 }
 
 fn options() -> GuardedReplayOptions {
-    GuardedReplayOptions::to_origin()
-        .reset_attempts()
+    GuardedReplayOptions::new(ReplayOptions::to_origin().reset_attempts())
         .canary(5)
         .growth(2.0)
         .max_failure_ratio(0.2)
@@ -117,7 +117,7 @@ fn a_fixed_handler_gets_every_entry_back_through_growing_waves() {
     // Waves of 5, 10, 20, then the 15 left.
     assert_eq!((report.wave, report.wave_size), (3, 40));
     assert!(q.dlq().is_empty());
-    assert_eq!(q.stats().acked, 50);
+    assert_eq!(q.stats().counts.acked, 50);
 }
 
 #[test]
@@ -184,6 +184,32 @@ fn pause_resume_and_cancel_are_the_operators() {
         store.guarded_replay(99),
         Err(deadletter::Error::UnknownGuardedReplay(99))
     ));
+}
+
+#[test]
+fn a_plan_it_cannot_follow_is_refused_and_writes_nothing() {
+    let clock = ManualClock::new(T0);
+    let (_dir, store) = common::temp_store(common::config_at(&clock));
+    let q = dead_letters(&store, 3);
+    let delayed = ReplayOptions::to_origin().delay(std::time::Duration::from_secs(1));
+    let bad = [
+        options().canary(0),
+        options().growth(0.5),
+        options().max_failure_ratio(1.5),
+        options().rate(0),
+        // Waves release entries when they come: no delay, no dry run.
+        GuardedReplayOptions::new(delayed),
+        GuardedReplayOptions::new(ReplayOptions::to_origin().dry_run()),
+    ];
+    for options in &bad {
+        let refused = q.dlq().replay_guarded(&Filter::all(), options);
+        assert!(
+            matches!(refused, Err(deadletter::Error::InvalidConfig(_))),
+            "{options:?}: {refused:?}"
+        );
+    }
+    assert!(store.guarded_replays().is_empty());
+    assert_eq!((q.dlq().len(), q.len()), (3, 0));
 }
 
 #[test]

@@ -1593,14 +1593,14 @@ impl Harness {
             };
             let c = &model.qc[q];
             let have = (
-                s.ready,
-                s.in_flight,
-                s.enqueued,
-                s.acked,
-                s.retried,
-                s.dead_lettered,
-                s.expired,
-                s.deleted,
+                s.counts.ready,
+                s.counts.in_flight,
+                s.counts.enqueued,
+                s.counts.acked,
+                s.counts.retried,
+                s.counts.dead_lettered,
+                s.counts.expired,
+                s.counts.deleted,
                 s.dlq_size,
             );
             let want = (

@@ -279,9 +279,12 @@ fn disk_use_stays_bounded_under_a_steady_load() {
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let q = store.queue("soak").unwrap();
     let after = q.stats();
-    assert_eq!(after.ready, stats_before.ready);
-    assert_eq!(after.acked, stats_before.acked);
-    assert_eq!(after.dead_lettered, stats_before.dead_lettered);
+    assert_eq!(after.counts.ready, stats_before.counts.ready);
+    assert_eq!(after.counts.acked, stats_before.counts.acked);
+    assert_eq!(
+        after.counts.dead_lettered,
+        stats_before.counts.dead_lettered
+    );
     let got: Vec<u64> = q
         .lease(kept_waiting.len() + 1)
         .unwrap()

@@ -220,14 +220,14 @@ fn shutdown_loses_nothing_in_flight() {
     );
     assert_eq!(report.counters.in_flight, 0);
     let stats = q.stats();
-    assert_eq!(stats.in_flight, 0);
-    assert_eq!(stats.ready + handled, 40);
+    assert_eq!(stats.counts.in_flight, 0);
+    assert_eq!(stats.counts.ready + handled, 40);
     drop(q);
     store.close().unwrap();
     let store = Store::open(dir.path(), Config::default()).unwrap();
     let stats = store.queue("jobs").unwrap().stats();
-    assert_eq!(stats.ready + stats.acked, 40);
-    assert_eq!(stats.acked, handled);
+    assert_eq!(stats.counts.ready + stats.counts.acked, 40);
+    assert_eq!(stats.counts.acked, handled);
 }
 
 #[test]

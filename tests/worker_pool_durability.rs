@@ -88,7 +88,7 @@ fn check_outcomes(disk: &SimDisk, label: &str) {
         .filter(|p| !p.starts_with("ok"))
         .collect();
     assert_eq!(
-        (stats.ready, stats.in_flight),
+        (stats.counts.ready, stats.counts.in_flight),
         (0, 0),
         "{label}: an outcome was lost"
     );
@@ -170,7 +170,7 @@ fn a_deferred_report_is_written_at_once_and_durable_after_make_durable() {
     {
         let reopened = open(&early);
         let q = reopened.queue("jobs").unwrap();
-        assert_eq!((q.stats().ready, q.dlq().len()), (1, 0));
+        assert_eq!((q.stats().counts.ready, q.dlq().len()), (1, 0));
         let again = q.lease(1).unwrap();
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].text(), Some("poison"));
@@ -183,7 +183,11 @@ fn a_deferred_report_is_written_at_once_and_durable_after_make_durable() {
     let reopened = open(&late);
     let q = reopened.queue("jobs").unwrap();
     assert_eq!(
-        (q.stats().ready, q.stats().in_flight, q.dlq().len()),
+        (
+            q.stats().counts.ready,
+            q.stats().counts.in_flight,
+            q.dlq().len()
+        ),
         (0, 0, 1)
     );
 }

@@ -450,9 +450,9 @@ impl<Q: WorkerQueue> RunningPool<Q> {
             // to let go of its messages cannot notify between the check and the wait.
             let mut g = self.shared.done_lock.lock();
             let stats = self.shared.queue.stats()?;
-            let nothing_held =
-                stats.in_flight == 0 && self.shared.counters.held.load(Ordering::Acquire) == 0;
-            if stats.ready == 0 && nothing_held {
+            let nothing_held = stats.counts.in_flight == 0
+                && self.shared.counters.held.load(Ordering::Acquire) == 0;
+            if stats.counts.ready == 0 && nothing_held {
                 return Ok(());
             }
             let now = self.shared.queue.now_ms();

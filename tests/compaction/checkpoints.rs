@@ -27,8 +27,8 @@ fn reopen_from_a_checkpoint_replays_only_the_tail() {
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     assert!(cp > 0);
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready, 510);
-    assert_eq!(q.stats().enqueued, 510);
+    assert_eq!(q.stats().counts.ready, 510);
+    assert_eq!(q.stats().counts.enqueued, 510);
     let all = q.lease(1000).unwrap();
     assert_eq!(all.len(), 510);
     assert_eq!(all[509].payload(), b"m509");
@@ -47,7 +47,8 @@ fn reopen_from_a_checkpoint_replays_only_the_tail() {
     }
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     assert_eq!(
-        store.queue("q").unwrap().stats().in_flight + store.queue("q").unwrap().stats().ready,
+        store.queue("q").unwrap().stats().counts.in_flight
+            + store.queue("q").unwrap().stats().counts.ready,
         510
     );
 }
@@ -71,7 +72,7 @@ fn a_crash_between_checkpoint_and_reclaim_reads_the_slots_back() {
 
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready, 1);
+    assert_eq!(q.stats().counts.ready, 1);
     let first_before = store.storage_stats().first_position;
     // The next checkpoint replaces the older slot (slot 0), never the newer one.
     let r = store.compact_now().unwrap();
@@ -106,8 +107,8 @@ fn a_damaged_slot_falls_back_to_the_other_and_is_rewritten_first() {
     assert_eq!(slot_positions(dir.path()), [Some(p1), None]);
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready, 3);
-    assert_eq!(store.queue("churn").unwrap().stats().acked, 600);
+    assert_eq!(q.stats().counts.ready, 3);
+    assert_eq!(store.queue("churn").unwrap().stats().counts.acked, 600);
     // The damaged slot is written next; the good one is kept until then.
     let p3 = store.compact_now().unwrap().checkpoint_position.unwrap();
     assert!(p3 > p2);
@@ -202,7 +203,7 @@ fn a_checkpoint_past_the_log_end_is_never_used() {
     assert!(!short.path().join("checkpoint-0").exists());
     assert!(store.storage_stats().end_position >= high_water);
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready, 3);
+    assert_eq!(q.stats().counts.ready, 3);
     for i in 3..300 {
         q.enqueue(format!("short-{i}")).unwrap();
     }
@@ -211,6 +212,6 @@ fn a_checkpoint_past_the_log_end_is_never_used() {
     // The gap stays on disk: later opens report it again (quarantine) or refuse it.
     let store = Store::open(short.path(), cfg).unwrap();
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready, 300);
+    assert_eq!(q.stats().counts.ready, 300);
     assert_eq!(q.lease(1).unwrap()[0].payload(), b"short-0");
 }

@@ -28,10 +28,10 @@ fn ttl_expiry_to_the_dlq_or_dropped() {
     let r = store.compact_now().unwrap();
     assert_eq!((r.expired_to_dlq, r.expired_dropped), (1, 1));
     assert_eq!(to_dlq.dlq().get(a).unwrap().failure.error_kind, "expired");
-    assert_eq!(to_dlq.stats().expired, 1);
-    assert_eq!(to_dlq.stats().ready, 1);
-    assert_eq!(dropped.stats().expired, 1);
-    assert_eq!(dropped.stats().ready, 0);
+    assert_eq!(to_dlq.stats().counts.expired, 1);
+    assert_eq!(to_dlq.stats().counts.ready, 1);
+    assert_eq!(dropped.stats().counts.expired, 1);
+    assert_eq!(dropped.stats().counts.ready, 0);
 }
 
 #[test]
@@ -69,11 +69,11 @@ fn clock_jumps_neither_mass_expire_nor_resurrect() {
         r.expired_to_dlq, 1,
         "only the 60 s message is due within the first hour"
     );
-    assert_eq!(q.stats().ready, 1);
+    assert_eq!(q.stats().counts.ready, 1);
     // Back to the right time: nothing already expired comes back, nothing new expires.
     clock.set(T0 + 120_000);
     let r = store.compact_now().unwrap();
     assert_eq!(r.expired_to_dlq, 0);
     assert_eq!(q.dlq().len(), 1);
-    assert_eq!(q.stats().ready, 1);
+    assert_eq!(q.stats().counts.ready, 1);
 }

@@ -97,15 +97,15 @@ fn reclaim_keeps_every_live_message_across_reopens() {
     );
     assert!(common::disk_bytes(dir.path()) < 2 << 20);
     let stats = q.stats();
-    assert_eq!(stats.ready as usize, kept.len());
+    assert_eq!(stats.counts.ready as usize, kept.len());
     assert_eq!(q.dlq().len(), 20);
     drop(q);
     store.close().unwrap();
 
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready as usize, kept.len());
-    assert_eq!(q.stats().acked, stats.acked);
+    assert_eq!(q.stats().counts.ready as usize, kept.len());
+    assert_eq!(q.stats().counts.acked, stats.counts.acked);
     let mut got: Vec<(u64, Vec<u8>)> = q
         .lease(10_000)
         .unwrap()
@@ -159,13 +159,17 @@ fn reclaim_keeps_what_a_crash_could_bring_back() {
     *hook.lock().unwrap() = Some(Box::new(move || acker.ack_all(&held).unwrap()));
     store.compact_now().unwrap();
     assert!(hook.lock().unwrap().is_none(), "the hook ran");
-    assert_eq!(q.stats().acked, 500);
+    assert_eq!(q.stats().counts.acked, 500);
     drop(q);
     store.abandon();
 
     let store = Store::open(dir.path(), cfg).unwrap();
     let q = store.queue("q").unwrap();
-    assert_eq!(q.stats().ready, 500, "the acks were lost with the crash");
+    assert_eq!(
+        q.stats().counts.ready,
+        500,
+        "the acks were lost with the crash"
+    );
     // They were in flight when the process died: suspects, delivered one at a time.
     let mut back = Vec::new();
     while let Some(m) = q.lease(1000).unwrap().pop() {

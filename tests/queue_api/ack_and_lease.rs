@@ -26,8 +26,8 @@ fn acks_and_leases_in_one_write_and_refuses_a_lost_lease() {
             .collect::<Vec<_>>(),
         vec![b"b".to_vec(), b"c".to_vec()]
     );
-    assert_eq!(q.stats().acked, 1);
-    assert_eq!(q.stats().in_flight, 2);
+    assert_eq!(q.stats().counts.acked, 1);
+    assert_eq!(q.stats().counts.in_flight, 2);
 
     // A delivery whose lease expired and was handed out again cannot ack: nothing is leased.
     clock.advance(Duration::from_secs(31).as_millis() as u64);
@@ -35,7 +35,7 @@ fn acks_and_leases_in_one_write_and_refuses_a_lost_lease() {
     assert_eq!(again.len(), 2);
     let err = q.ack_and_lease(&next[0], 1).unwrap_err();
     assert!(matches!(err, Error::InvalidState { .. }), "{err:?}");
-    assert_eq!(q.stats().in_flight, 2);
+    assert_eq!(q.stats().counts.in_flight, 2);
     q.ack_all(&again).unwrap();
     assert!(q.is_empty());
 }

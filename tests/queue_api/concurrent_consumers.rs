@@ -34,7 +34,7 @@ fn concurrent_consumers_each_get_distinct_messages_and_ack_all_once() {
                 loop {
                     let got = q.lease(1 + t * 3).unwrap();
                     if got.is_empty() {
-                        if q.stats().ready == 0 {
+                        if q.stats().counts.ready == 0 {
                             return mine;
                         }
                         continue;
@@ -69,6 +69,9 @@ fn concurrent_consumers_each_get_distinct_messages_and_ack_all_once() {
     }
     assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), ids);
     let s = q.stats();
-    assert_eq!((s.acked, s.ready, s.in_flight), (N as u64, 0, 0));
+    assert_eq!(
+        (s.counts.acked, s.counts.ready, s.counts.in_flight),
+        (N as u64, 0, 0)
+    );
     println!("messages per consumer: {per_thread:?}");
 }

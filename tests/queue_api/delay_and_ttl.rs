@@ -57,14 +57,22 @@ fn ttl_expiry_on_lease_goes_to_the_dlq_or_is_dropped() {
     assert_eq!(entry.payload, b"stale order");
     assert_eq!(entry.metadata.delivery_count, 0);
     let s = to_dlq.stats();
-    assert_eq!((s.expired, s.dead_lettered, s.dlq_size), (1, 1, 1));
+    assert_eq!(
+        (s.counts.expired, s.counts.dead_lettered, s.dlq_size),
+        (1, 1, 1)
+    );
 
     assert!(drop_q.lease(10).unwrap().is_empty());
     assert!(drop_q.dlq().is_empty());
     assert!(matches!(drop_q.dlq().get(b), Err(Error::NotFound(_))));
     let s = drop_q.stats();
     assert_eq!(
-        (s.expired, s.dead_lettered, s.ready, s.dlq_size),
+        (
+            s.counts.expired,
+            s.counts.dead_lettered,
+            s.counts.ready,
+            s.dlq_size
+        ),
         (1, 0, 0, 0)
     );
 }

@@ -43,7 +43,7 @@ fn dlq_stats_reads_no_record_while_list_and_get_do() {
     assert_eq!(stats.by_error_kind["Validation"], (N / 3) as u64);
     assert_eq!(stats.by_worker["w1"], N as u64);
     assert_eq!(qstats.dlq_size, N as u64);
-    assert_eq!(qstats.dead_lettered, N as u64);
+    assert_eq!(qstats.counts.dead_lettered, N as u64);
 
     // Browsing reads envelopes from the log.
     let page = dlq.list(&Filter::all(), Page::first(10)).unwrap();

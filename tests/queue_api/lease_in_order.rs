@@ -40,7 +40,7 @@ fn in_order_lease_stops_before_a_held_back_suspect() {
     // The suspects one at a time, in order; the last one with the fresh messages behind it.
     assert_eq!(sizes, vec![1, 1, 1, 5]);
     assert_eq!(forwarded, enqueued);
-    assert_eq!(q.stats().acked, 8);
+    assert_eq!(q.stats().counts.acked, 8);
 }
 
 #[test]

@@ -44,7 +44,7 @@ fn a_snapshot_reads_a_held_store_and_writes_nothing() {
     let sq = snap.existing_queue("orders").unwrap();
     assert_eq!(sq.len(), 3, "ready messages");
     // The lease is the owner's, alive: the snapshot keeps it.
-    assert_eq!(sq.stats().in_flight, 1);
+    assert_eq!(sq.stats().counts.in_flight, 1);
     let dlq = snap.dlq("orders-dlq").unwrap();
     assert_eq!(dlq.get(dead).unwrap().payload, b"ORD-0");
     // Every change is refused, and nothing in the directory changed.
@@ -191,7 +191,7 @@ fn the_age_of_a_message_whose_lease_was_lost_counts_from_the_loss() {
     clock.advance(3_600_000);
     let store = Store::open(dir.path(), crate::helpers::config(&clock)).unwrap();
     let stats = store.existing_queue("orders").unwrap().stats();
-    assert_eq!(stats.ready, 1);
+    assert_eq!(stats.counts.ready, 1);
     assert_eq!(
         stats.oldest_ready_at_ms,
         Some(T0 + 60_000),

@@ -35,7 +35,7 @@ fn a_full_queue_refuses_enqueues_with_a_typed_error_and_counts_them() {
         assert!(matches!(err, Error::QueueFull { .. }));
         let stats = q.stats();
         assert_eq!(
-            (stats.ready, stats.enqueued, stats.refused),
+            (stats.counts.ready, stats.counts.enqueued, stats.refused),
             (1_000, 1_000, 202)
         );
         let text = store.metrics_snapshot().to_prometheus();

@@ -79,7 +79,7 @@ fn reopen_does_not_deliver_a_message_twice() {
     );
     assert!(queue.lease(10).unwrap().is_empty());
     let qs = queue.stats();
-    assert_eq!((qs.ready, qs.in_flight), (0, 3));
+    assert_eq!((qs.counts.ready, qs.counts.in_flight), (0, 3));
     drop(queue);
     store.close().unwrap();
 }

@@ -25,7 +25,7 @@ fn lost_leases_age_from_the_restart() {
     let store = Store::open(dir.path(), config(&clock)).unwrap();
     let q = store.queue_with("jobs", options(3)).unwrap();
     let stats = q.stats();
-    assert_eq!(stats.ready, 2);
+    assert_eq!(stats.counts.ready, 2);
     // The waiting message (visible since T0 + 5 min) and the one whose lease was cut
     // (waiting since the last record, T0 + 5 min): 10 minutes, not 56 years.
     let metrics = store.metrics_snapshot();

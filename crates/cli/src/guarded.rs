@@ -7,7 +7,7 @@
 //! When the command took the store itself, its process releases the canary before it
 //! exits, and whoever holds the store next (the application) drives the rest.
 
-use deadletter::{DeadLetterQueue, GuardedReplay, GuardedReplayOptions};
+use deadletter::{DeadLetterQueue, GuardedReplay, GuardedReplayOptions, ReplayOptions};
 use deadletter_dashboard::guarded::report_json;
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::Source;
@@ -77,14 +77,15 @@ fn step(store: &Writable, id: u64, step: Step) -> Result<GuardedReplay, CliError
 
 /// The options of `args`.
 fn options(args: &ReplayArgs) -> GuardedReplayOptions {
-    let mut o = GuardedReplayOptions::to_origin()
+    let mut replay = ReplayOptions::to_origin();
+    replay.target = args.to.clone();
+    replay.reset_attempts = args.reset_attempts;
+    replay.force = args.force;
+    let mut o = GuardedReplayOptions::new(replay)
         .canary(args.canary)
         .growth(args.growth)
         .max_failure_ratio(args.max_failure_ratio)
         .selection(args.sel.describe());
-    o.target = args.to.clone();
-    o.reset_attempts = args.reset_attempts;
-    o.force = args.force;
     o.rate_per_sec = args.rate;
     o
 }

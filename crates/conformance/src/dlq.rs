@@ -428,19 +428,25 @@ pub fn stats_and_counters<B: TestBackend>(backend: &B) {
         (qs.name.as_str(), qs.dlq_name.as_str()),
         ("stats", "stats-dlq")
     );
-    assert_eq!((qs.ready, qs.in_flight, qs.dlq_size), (0, 0, 0));
+    assert_eq!(
+        (qs.counts.ready, qs.counts.in_flight, qs.dlq_size),
+        (0, 0, 0)
+    );
     queue.enqueue_batch(&["1", "2", "3"]).unwrap();
-    assert_eq!(queue.stats().unwrap().ready, 3);
+    assert_eq!(queue.stats().unwrap().counts.ready, 3);
     let leased = lease_n(&queue, 2);
     let qs = queue.stats().unwrap();
-    assert_eq!((qs.ready, qs.in_flight), (1, 2));
+    assert_eq!((qs.counts.ready, qs.counts.in_flight), (1, 2));
     queue.ack(&leased[0]).unwrap();
     fail_permanently(&queue, &leased[1], "Bad", "w-1");
     let qs = queue.stats().unwrap();
-    assert_eq!((qs.ready, qs.in_flight, qs.dlq_size), (1, 0, 1));
-    assert_eq!(qs.enqueued, 3);
-    assert_eq!(qs.acked, 1);
-    assert_eq!(qs.dead_lettered, 1);
+    assert_eq!(
+        (qs.counts.ready, qs.counts.in_flight, qs.dlq_size),
+        (1, 0, 1)
+    );
+    assert_eq!(qs.counts.enqueued, 3);
+    assert_eq!(qs.counts.acked, 1);
+    assert_eq!(qs.counts.dead_lettered, 1);
 
     let dlq = queue.dlq();
     let ds = dlq.stats().unwrap();
@@ -475,7 +481,7 @@ pub fn stats_and_counters<B: TestBackend>(backend: &B) {
     assert!(ds.by_error_kind.is_empty());
     assert_eq!(ds.oldest_age_ms, None);
     assert_eq!(
-        queue.stats().unwrap().ready + queue.stats().unwrap().in_flight,
+        queue.stats().unwrap().counts.ready + queue.stats().unwrap().counts.in_flight,
         1
     );
 }

@@ -307,10 +307,15 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
     let finished = queue.now_ms();
     let qs = queue.stats().unwrap();
     assert_eq!(
-        (qs.enqueued, qs.acked, qs.retried, qs.dead_lettered),
+        (
+            qs.counts.enqueued,
+            qs.counts.acked,
+            qs.counts.retried,
+            qs.counts.dead_lettered
+        ),
         (7, 4, 1, 3)
     );
-    assert_eq!((qs.ready + qs.in_flight, qs.dlq_size), (0, 3));
+    assert_eq!((qs.counts.ready + qs.counts.in_flight, qs.dlq_size), (0, 3));
 
     let dlq = queue.dlq();
     assert_eq!(dlq.name(), "newsletter-dlq");
@@ -497,7 +502,7 @@ pub fn newsletter<B: TestBackend>(backend: &B) {
         assert_eq!(names(&pending), ["Grace"]);
         let qs = queue.stats().unwrap();
         assert_eq!(
-            (qs.enqueued, qs.acked, qs.dead_lettered),
+            (qs.counts.enqueued, qs.counts.acked, qs.counts.dead_lettered),
             (7 + replays, 5, 4)
         );
         assert_eq!(held(queue), 0);

@@ -76,7 +76,7 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 /// Queue size as every backend counts it: waiting (now or later) plus leased.
 pub fn held<Q: MessageQueue>(queue: &Q) -> u64 {
     let s = queue.stats().expect("stats");
-    s.ready + s.in_flight
+    s.counts.ready + s.counts.in_flight
 }
 
 /// DLQ stats without the ages, which move with the clock.

@@ -14,6 +14,7 @@
 
 use deadletter::{
     DeadLetterQueue, Error, GuardedReplay, GuardedReplayOptions, GuardedReplayState, MessageId,
+    ReplayOptions,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -223,15 +224,16 @@ pub(crate) fn start<S: Source>(store: &S, body: &[u8]) -> Answer {
                 ))
             }
         };
+        let mut replay = ReplayOptions::to_origin();
+        replay.target = req.to.clone().filter(|t| !t.is_empty());
+        replay.reset_attempts = req.reset_attempts;
+        replay.force = req.force;
         let defaults = GuardedReplayOptions::default();
-        let mut options = GuardedReplayOptions::to_origin()
+        let mut options = GuardedReplayOptions::new(replay)
             .canary(req.canary.unwrap_or(defaults.canary))
             .growth(req.growth.unwrap_or(defaults.growth))
             .max_failure_ratio(req.max_failure_ratio.unwrap_or(defaults.max_failure_ratio))
             .selection(selection);
-        options.target = req.to.clone().filter(|t| !t.is_empty());
-        options.reset_attempts = req.reset_attempts;
-        options.force = req.force;
         options.rate_per_sec = req.rate;
         let r = guarded
             .guarded_start(&dlq.name(), &ids, &options)

@@ -476,21 +476,22 @@ impl JetStreamQueue {
         let events = event_counts(&self.js, &self.info.name).await?;
         let count = |e: Event| events.get(&e).copied().unwrap_or(0);
         let mut s = QueueStats::new(&*self.info.name, self.js.dlq_name(&self.info.name));
-        s.ready = c.num_pending;
+        s.counts.ready = c.num_pending;
         // A server that was killed can come back counting as pending deliveries whose
         // acknowledgements it had not yet written to disk, of messages the stream no
         // longer holds (nats-server 2.9 writes consumer state lazily). What the stream
         // holds bounds what can be in flight.
-        s.in_flight = (c.num_ack_pending as u64).min(state.messages.saturating_sub(c.num_pending));
-        s.enqueued = state.last_sequence;
-        s.retried = count(Event::Retried);
-        s.dead_lettered = count(Event::DeadLettered);
-        s.expired = count(Event::Expired);
-        s.deleted = count(Event::Deleted);
+        s.counts.in_flight =
+            (c.num_ack_pending as u64).min(state.messages.saturating_sub(c.num_pending));
+        s.counts.enqueued = state.last_sequence;
+        s.counts.retried = count(Event::Retried);
+        s.counts.dead_lettered = count(Event::DeadLettered);
+        s.counts.expired = count(Event::Expired);
+        s.counts.deleted = count(Event::Deleted);
         let removed = state.last_sequence.saturating_sub(state.messages);
-        s.acked = removed.saturating_sub(s.dead_lettered + count(Event::Dropped));
+        s.counts.acked = removed.saturating_sub(s.counts.dead_lettered + count(Event::Dropped));
         s.dlq_size = count_entries(&self.js, &self.info.name).await?;
-        s.oldest_ready_at_ms = (s.ready > 0 && state.messages > 0)
+        s.oldest_ready_at_ms = (s.counts.ready > 0 && state.messages > 0)
             .then(|| (state.first_timestamp.unix_timestamp_nanos() / 1_000_000) as u64);
         Ok(s)
     }

@@ -41,7 +41,7 @@ fn a_killed_server_keeps_what_it_acknowledged() {
             .dead_letter(&msg, &FailureReport::new(&failure))
             .unwrap();
     }
-    let moved = 2_000 - queue.stats().unwrap().ready;
+    let moved = 2_000 - queue.stats().unwrap().counts.ready;
     assert!(moved > 0);
     drop((queue, js));
 
@@ -49,7 +49,7 @@ fn a_killed_server_keeps_what_it_acknowledged() {
     server.restart();
     let (js, queue) = open(&server.url());
     // Every acknowledged message and every entry is still there.
-    assert_eq!(queue.stats().unwrap().enqueued, 2_000);
+    assert_eq!(queue.stats().unwrap().counts.enqueued, 2_000);
     let dlq = queue.dlq();
     assert_eq!(dlq.len().unwrap(), moved);
     // The server may have forgotten acknowledgements and terminations (it writes them
@@ -61,7 +61,7 @@ fn a_killed_server_keeps_what_it_acknowledged() {
     let give_up = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let stats = queue.stats().unwrap();
-        if stats.ready + stats.in_flight == 0 {
+        if stats.counts.ready + stats.counts.in_flight == 0 {
             break;
         }
         assert!(
@@ -79,7 +79,7 @@ fn a_killed_server_keeps_what_it_acknowledged() {
         queue.ack_all(&got).unwrap();
     }
     assert_eq!(delivered.len() as u64, 2_000 - moved);
-    assert_eq!(queue.stats().unwrap().acked, 2_000 - moved);
+    assert_eq!(queue.stats().unwrap().counts.acked, 2_000 - moved);
     js.delete_namespace().unwrap();
 }
 

@@ -182,7 +182,10 @@ fn forwards_100k_messages_once_in_order_through_server_restarts_and_forwarder_ki
     let store = Store::open(dir.path(), store_config()).unwrap();
     for name in QUEUES {
         let stats = store.queue(name).unwrap().stats();
-        assert_eq!((stats.ready, stats.in_flight, stats.dlq_size), (0, 0, 0));
+        assert_eq!(
+            (stats.counts.ready, stats.counts.in_flight, stats.dlq_size),
+            (0, 0, 0)
+        );
     }
     eprintln!(
         "filled in {filled:?}; chaos until {chaos:?} ({steps_while_running} of 7 steps while \

@@ -49,7 +49,7 @@ fn a_message_too_large_for_the_server_goes_to_the_local_dlq_and_the_rest_flow() 
     assert_eq!(entry.failure.error_kind, "ForwardRefused");
     assert!(entry.failure.error_message.contains("max_payload"));
     assert_eq!(entry.payload.len(), big.len());
-    assert_eq!(q.stats().ready, 0);
+    assert_eq!(q.stats().counts.ready, 0);
     assert!(js
         .fleet_dlq()
         .list(None, &Filter::all(), 10)

@@ -152,8 +152,12 @@ fn three_worker_processes_one_killed_lose_nothing_and_dead_letter_once() {
 
     // Every message ended acknowledged or in the DLQ: the work-queue stream is empty.
     let stats = queue.stats().unwrap();
-    assert_eq!((stats.ready, stats.in_flight), (0, 0), "{stats:?}");
-    assert_eq!(stats.enqueued, MESSAGES as u64);
+    assert_eq!(
+        (stats.counts.ready, stats.counts.in_flight),
+        (0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(stats.counts.enqueued, MESSAGES as u64);
     // The DLQ holds exactly the poison messages, once each, with their history.
     let dlq = queue.dlq();
     let entries = dlq.list(&Filter::all(), Page::first(10_000)).unwrap();
@@ -163,7 +167,7 @@ fn three_worker_processes_one_killed_lose_nothing_and_dead_letter_once() {
     assert_eq!(dead_set, poison);
     assert_eq!(dlq.len().unwrap(), poison.len() as u64);
     assert_eq!(
-        stats.dead_lettered,
+        stats.counts.dead_lettered,
         poison.len() as u64,
         "a message was dead-lettered twice"
     );
@@ -177,7 +181,7 @@ fn three_worker_processes_one_killed_lose_nothing_and_dead_letter_once() {
             .as_deref()
             .is_some_and(|w| w.starts_with("worker-")));
     }
-    assert_eq!(stats.acked, (MESSAGES - poison.len()) as u64);
+    assert_eq!(stats.counts.acked, (MESSAGES - poison.len()) as u64);
     // Every other message was handled (at least once: the killed process may have handled
     // some whose acknowledgement it never sent).
     let handled: BTreeSet<u64> = done.lock().unwrap().iter().map(|(_, id)| *id).collect();

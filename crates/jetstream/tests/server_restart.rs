@@ -68,7 +68,7 @@ fn a_server_restart_during_dlq_moves_leaves_each_entry_once() {
     let give_up = Instant::now() + Duration::from_secs(30);
     loop {
         let stats = queue.stats().unwrap();
-        if stats.ready + stats.in_flight == 0 {
+        if stats.counts.ready + stats.counts.in_flight == 0 {
             break;
         }
         assert!(
@@ -96,7 +96,7 @@ fn a_server_restart_during_dlq_moves_leaves_each_entry_once() {
         assert!((1..=2).contains(&e.metadata.delivery_count), "{e:?}");
     }
     let stats = queue.stats().unwrap();
-    assert_eq!(stats.dead_lettered, ROUNDS, "counted once each");
-    assert_eq!(stats.acked, 0);
+    assert_eq!(stats.counts.dead_lettered, ROUNDS, "counted once each");
+    assert_eq!(stats.counts.acked, 0);
     js.delete_namespace().unwrap();
 }

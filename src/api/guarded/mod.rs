@@ -21,16 +21,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
-use crate::api::dlq::{Dlq, Filter};
+use crate::api::dlq::{Dlq, Filter, ReplayOptions};
 use crate::engine::op_entry;
 use crate::engine::record::{GuardEvent, GuardId, GuardPlan, Op};
-use crate::engine::state::{Guard, GuardStatus, State};
+use crate::engine::state::{Guard, State};
+
+pub use crate::engine::state::GuardedReplayState;
 use crate::error::{Error, Result};
 
-/// How to run a guarded replay ([`Dlq::replay_guarded`]).
+/// How to run a guarded replay ([`Dlq::replay_guarded`]): which entries go where, as for
+/// any replay (a [`ReplayOptions`]), and the waves.
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Filter, GuardedReplayOptions, GuardedReplayState, Store};
+/// use deadletter::{
+///     Config, Failure, FailureReport, Filter, GuardedReplayOptions, GuardedReplayState,
+///     ReplayOptions, Store,
+/// };
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-guarded-{}", std::process::id()));
@@ -41,8 +47,12 @@ use crate::error::{Error, Result};
 /// for msg in orders.lease(5)? {
 ///     orders.dead_letter(&msg, &FailureReport::new(&Failure::permanent("Bug", "parser")))?;
 /// }
-/// // Two first; then waves of 4, 8, ...; stop if more than 10% of a wave fails again.
-/// let options = GuardedReplayOptions::to_origin().canary(2).growth(2.0).max_failure_ratio(0.1);
+/// // Back where they failed, with fresh attempts: two first; then waves of 4, 8, ...;
+/// // stop if more than 10% of a wave fails again.
+/// let options = GuardedReplayOptions::new(ReplayOptions::to_origin().reset_attempts())
+///     .canary(2)
+///     .growth(2.0)
+///     .max_failure_ratio(0.1);
 /// let replay = orders.dlq().replay_guarded(&Filter::all(), &options)?;
 /// assert_eq!((replay.replayed, replay.left), (2, 3)); // the canary is out
 /// for msg in orders.lease(2)? {
@@ -62,14 +72,10 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct GuardedReplayOptions {
-    /// Target queue (`None`: the queue each entry failed in).
-    pub target: Option<String>,
-    /// Start counting attempts from zero again.
-    pub reset_attempts: bool,
-    /// Replay entries already marked reprocessed too.
-    pub force: bool,
-    /// Select at most this many entries.
-    pub limit: Option<usize>,
+    /// Where the entries go, their attempts, `force` and `limit`, as for [`Dlq::replay`].
+    /// A guarded replay releases entries as their waves come, so it takes no `delay` and
+    /// no `dry_run` ([`Error::InvalidConfig`]).
+    pub replay: ReplayOptions,
     /// Size of the first wave (default 10).
     pub canary: u32,
     /// Each wave is this many times the one before, rounded up (default 2.0; at least 1).
@@ -84,47 +90,25 @@ pub struct GuardedReplayOptions {
 }
 
 impl Default for GuardedReplayOptions {
+    /// Back to the queue each entry failed in, keeping the attempt counts, with the
+    /// default waves.
     fn default() -> Self {
+        GuardedReplayOptions::new(ReplayOptions::to_origin())
+    }
+}
+
+impl GuardedReplayOptions {
+    /// A guarded replay of what `replay` says, with the default waves: a canary of 10,
+    /// doubling, stopping above 10% failed again, no rate limit.
+    pub fn new(replay: ReplayOptions) -> Self {
         GuardedReplayOptions {
-            target: None,
-            reset_attempts: false,
-            force: false,
-            limit: None,
+            replay,
             canary: 10,
             growth: 2.0,
             max_failure_ratio: 0.1,
             rate_per_sec: None,
             selection: String::new(),
         }
-    }
-}
-
-impl GuardedReplayOptions {
-    /// Back to the queue each entry failed in.
-    pub fn to_origin() -> Self {
-        Self::default()
-    }
-    /// To another queue.
-    pub fn to_queue(name: impl Into<String>) -> Self {
-        GuardedReplayOptions {
-            target: Some(name.into()),
-            ..Self::default()
-        }
-    }
-    /// Resets the attempt count.
-    pub fn reset_attempts(mut self) -> Self {
-        self.reset_attempts = true;
-        self
-    }
-    /// Replays entries already reprocessed too.
-    pub fn force(mut self) -> Self {
-        self.force = true;
-        self
-    }
-    /// At most `n` entries.
-    pub fn limit(mut self, n: usize) -> Self {
-        self.limit = Some(n);
-        self
     }
     /// The first wave's size.
     pub fn canary(mut self, n: u32) -> Self {
@@ -153,8 +137,14 @@ impl GuardedReplayOptions {
     }
 
     /// The plan's numbers, checked: a canary of at least 1, a growth from 1 to 1000, a
-    /// ratio from 0 to 1, a rate of at least 1.
+    /// ratio from 0 to 1, a rate of at least 1, and no delay or dry run.
     fn checked(&self) -> Result<(u32, u32, u32)> {
+        if !self.replay.delay.is_zero() || self.replay.dry_run {
+            return Err(Error::InvalidConfig(
+                "a guarded replay releases entries as their waves come: no delay, no dry run"
+                    .into(),
+            ));
+        }
         if self.canary == 0 {
             return Err(Error::InvalidConfig("the canary must be at least 1".into()));
         }
@@ -178,63 +168,6 @@ impl GuardedReplayOptions {
         let growth = (self.growth * 1000.0).round() as u32;
         let ratio = (self.max_failure_ratio * 1000.0).round() as u32;
         Ok((self.canary, growth, ratio))
-    }
-}
-
-/// Where a guarded replay is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GuardedReplayState {
-    /// Releasing waves.
-    Running,
-    /// Paused by the operator.
-    Paused,
-    /// Every selected entry was released and handled.
-    Completed,
-    /// Stopped by itself: in wave `wave` (0: the canary), `failed` of `handled` messages
-    /// failed again, more than the plan allows.
-    Stopped {
-        /// The wave.
-        wave: u32,
-        /// Its messages that failed again.
-        failed: u64,
-        /// Its messages handled.
-        handled: u64,
-    },
-    /// Cancelled by the operator.
-    Cancelled,
-}
-
-impl GuardedReplayState {
-    /// Its name: `running`, `paused`, `completed`, `stopped` or `cancelled`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            GuardedReplayState::Running => "running",
-            GuardedReplayState::Paused => "paused",
-            GuardedReplayState::Completed => "completed",
-            GuardedReplayState::Stopped { .. } => "stopped",
-            GuardedReplayState::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl std::fmt::Display for GuardedReplayState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GuardedReplayState::Stopped {
-                wave,
-                failed,
-                handled,
-            } => {
-                let name = if *wave == 0 {
-                    "the canary".to_string()
-                } else {
-                    format!("wave {wave}")
-                };
-                write!(f, "stopped: {failed} of {handled} in {name} failed again")
-            }
-            other => f.write_str(other.name()),
-        }
     }
 }
 
@@ -296,10 +229,7 @@ pub struct GuardedReplay {
 impl GuardedReplay {
     /// True while it may still release entries (running or paused).
     pub fn is_active(&self) -> bool {
-        matches!(
-            self.state,
-            GuardedReplayState::Running | GuardedReplayState::Paused
-        )
+        self.state.is_active()
     }
 }
 
@@ -315,21 +245,7 @@ fn report(store: &Store, st: &State, id: GuardId, g: &Guard) -> GuardedReplay {
         target: g.plan.target.map(name),
         selection: g.plan.selection.clone(),
         started_by: g.plan.actor.clone(),
-        state: match g.status {
-            GuardStatus::Running => GuardedReplayState::Running,
-            GuardStatus::Paused => GuardedReplayState::Paused,
-            GuardStatus::Completed => GuardedReplayState::Completed,
-            GuardStatus::Stopped {
-                wave,
-                failed,
-                handled,
-            } => GuardedReplayState::Stopped {
-                wave,
-                failed,
-                handled,
-            },
-            GuardStatus::Cancelled => GuardedReplayState::Cancelled,
-        },
+        state: g.status,
         selected: g.plan.ids.len() as u64,
         replayed: g.replayed,
         succeeded: g.succeeded,
@@ -362,12 +278,12 @@ impl Dlq {
         options: &GuardedReplayOptions,
     ) -> Result<GuardedReplay> {
         options.checked()?;
-        let ids = self.ids(filter, options.limit)?;
+        let ids = self.ids(filter, options.replay.limit)?;
         self.replay_guarded_ids(&ids, options)
     }
 
     /// Starts a guarded replay of the given entries, in this order (ids not in this DLQ
-    /// when their turn comes are skipped). `options.limit` is not applied here.
+    /// when their turn comes are skipped). `options.replay.limit` is not applied here.
     pub fn replay_guarded_ids(
         &self,
         ids: &[MessageId],
@@ -375,7 +291,7 @@ impl Dlq {
     ) -> Result<GuardedReplay> {
         let (canary, growth_permille, max_failure_permille) = options.checked()?;
         let store = self.store();
-        let target = match &options.target {
+        let target = match &options.replay.target {
             Some(name) => Some(store.declare(name)?),
             None => None,
         };
@@ -386,8 +302,8 @@ impl Dlq {
         let plan = GuardPlan {
             dlq,
             target,
-            reset_attempts: options.reset_attempts,
-            force: options.force,
+            reset_attempts: options.replay.reset_attempts,
+            force: options.replay.force,
             canary,
             growth_permille,
             max_failure_permille,
@@ -448,7 +364,7 @@ impl Store {
         self.guard_step(
             id,
             GuardEvent::Pause,
-            |s| s == GuardStatus::Running,
+            |s| s == GuardedReplayState::Running,
             "running",
         )
     }
@@ -458,7 +374,7 @@ impl Store {
         self.guard_step(
             id,
             GuardEvent::Resume,
-            |s| s == GuardStatus::Paused,
+            |s| s == GuardedReplayState::Paused,
             "paused",
         )
     }
@@ -469,7 +385,7 @@ impl Store {
         self.guard_step(
             id,
             GuardEvent::Cancel,
-            GuardStatus::is_active,
+            GuardedReplayState::is_active,
             "running or paused",
         )
     }
@@ -478,7 +394,7 @@ impl Store {
         &self,
         id: u64,
         event: GuardEvent,
-        allowed: impl Fn(GuardStatus) -> bool,
+        allowed: impl Fn(GuardedReplayState) -> bool,
         expected: &str,
     ) -> Result<GuardedReplay> {
         let now = self.now();
@@ -489,7 +405,7 @@ impl Store {
                 .get(&id)
                 .ok_or(Error::UnknownGuardedReplay(id))?;
             if !allowed(g.status) {
-                let state = report(self, st, id, g).state;
+                let state = g.status;
                 return Err(Error::GuardedReplayConflict {
                     id,
                     reason: format!("it is {state}, not {expected}"),

@@ -22,7 +22,7 @@ use crate::api::core::store::Store;
 use crate::engine::envelope::MessageId;
 use crate::engine::record::{GuardEvent, GuardRelease, Op};
 use crate::engine::state::{
-    AuditAction, AuditEntry, DeadStatus, Guard, GuardStatus, IdSet, Place, State,
+    AuditAction, AuditEntry, DeadStatus, Guard, GuardedReplayState, IdSet, Place, State,
 };
 use crate::engine::{op_entry, Batch};
 use crate::error::Result;
@@ -89,7 +89,7 @@ fn releases<'a>(st: &State, now: u64) -> Result<(Batch<'a>, Next)> {
         }
     };
     for (&id, g) in &st.guards.all {
-        if g.status != GuardStatus::Running {
+        if g.status != GuardedReplayState::Running {
             continue;
         }
         let room = g.wave_room();

@@ -29,6 +29,7 @@ use crate::engine::wire;
 use crate::engine::Batch;
 use crate::error::{Error, Result};
 
+pub use crate::engine::state::QueueCounters;
 pub use message::{EnqueueOptions, Message};
 pub use outcome::{FailureOutcome, FailureReport};
 
@@ -40,22 +41,10 @@ pub struct QueueStats {
     pub name: String,
     /// DLQ name.
     pub dlq_name: String,
-    /// Messages waiting (visible now or later).
-    pub ready: u64,
-    /// Messages leased.
-    pub in_flight: u64,
-    /// Enqueued (since the oldest record in the log).
-    pub enqueued: u64,
-    /// Acked.
-    pub acked: u64,
-    /// Failed deliveries retried.
-    pub retried: u64,
-    /// Moved to the DLQ.
-    pub dead_lettered: u64,
-    /// Expired by TTL.
-    pub expired: u64,
-    /// Deleted.
-    pub deleted: u64,
+    /// The queue's counters: waiting, in flight, enqueued, acked, retried, dead-lettered,
+    /// expired, deleted (in the serde form, fields of this struct).
+    #[serde(flatten)]
+    pub counts: QueueCounters,
     /// Entries in the DLQ.
     pub dlq_size: u64,
     /// Since when the oldest waiting message has been visible: its enqueue time (or the end
@@ -75,14 +64,7 @@ impl QueueStats {
         QueueStats {
             name: name.into(),
             dlq_name: dlq_name.into(),
-            ready: 0,
-            in_flight: 0,
-            enqueued: 0,
-            acked: 0,
-            retried: 0,
-            dead_lettered: 0,
-            expired: 0,
-            deleted: 0,
+            counts: QueueCounters::default(),
             dlq_size: 0,
             oldest_ready_at_ms: None,
             refused: 0,
@@ -290,20 +272,15 @@ impl Queue {
     pub fn stats(&self) -> QueueStats {
         let st = self.store.engine().lock();
         let qs = &st.queues[self.id as usize];
-        let c = qs.counters;
+        let counts = qs.counters;
         QueueStats {
             name: self.name.to_string(),
             dlq_name: self.store.dlq_name(&self.name),
-            ready: c.ready,
-            in_flight: c.in_flight,
-            enqueued: c.enqueued,
-            acked: c.acked,
-            retried: c.retried,
-            dead_lettered: c.dead_lettered,
-            expired: c.expired,
-            deleted: c.deleted,
+            counts,
             dlq_size: qs.dlq_order.len() as u64,
-            oldest_ready_at_ms: st.oldest_waiting_since(self.id).filter(|_| c.ready > 0),
+            oldest_ready_at_ms: st
+                .oldest_waiting_since(self.id)
+                .filter(|_| counts.ready > 0),
             refused: self.store.refused(self.id),
         }
     }

@@ -28,22 +28,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 use super::State;
 use crate::engine::envelope::MessageId;
 use crate::engine::record::{GuardEvent, GuardId, GuardPlan, GuardRelease};
 
-/// Where a guarded replay is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GuardStatus {
+/// Where a guarded replay is (public as `deadletter::GuardedReplayState`: the one type for
+/// the index and the reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardedReplayState {
     /// Releasing waves.
     Running,
     /// Paused by the operator: nothing is released until it resumes.
     Paused,
-    /// Every selected entry was released and every wave handled.
+    /// Every selected entry was released and handled.
     Completed,
-    /// Stopped by itself: a wave's failed-again share passed the threshold.
+    /// Stopped by itself: in wave `wave` (0: the canary), `failed` of `handled` messages
+    /// failed again, more than the plan allows.
     Stopped {
-        /// The wave (0: the canary).
+        /// The wave.
         wave: u32,
         /// Its messages that failed again.
         failed: u64,
@@ -54,10 +59,44 @@ pub enum GuardStatus {
     Cancelled,
 }
 
-impl GuardStatus {
+impl GuardedReplayState {
     /// True while it may still release entries (running or paused).
     pub fn is_active(self) -> bool {
-        matches!(self, GuardStatus::Running | GuardStatus::Paused)
+        matches!(
+            self,
+            GuardedReplayState::Running | GuardedReplayState::Paused
+        )
+    }
+
+    /// Its name: `running`, `paused`, `completed`, `stopped` or `cancelled`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GuardedReplayState::Running => "running",
+            GuardedReplayState::Paused => "paused",
+            GuardedReplayState::Completed => "completed",
+            GuardedReplayState::Stopped { .. } => "stopped",
+            GuardedReplayState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for GuardedReplayState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuardedReplayState::Stopped {
+                wave,
+                failed,
+                handled,
+            } => {
+                let name = if *wave == 0 {
+                    "the canary".to_string()
+                } else {
+                    format!("wave {wave}")
+                };
+                write!(f, "stopped: {failed} of {handled} in {name} failed again")
+            }
+            other => f.write_str(other.name()),
+        }
     }
 }
 
@@ -82,7 +121,7 @@ pub struct Guard {
     /// The time of its latest record.
     pub updated_at: u64,
     /// Where it is.
-    pub status: GuardStatus,
+    pub status: GuardedReplayState,
     /// Selected entries passed over (released or skipped), from the front of the plan's.
     pub next: u64,
     /// The current wave (0: the canary).
@@ -121,7 +160,7 @@ impl Guard {
             plan,
             started_at: at,
             updated_at: at,
-            status: GuardStatus::Running,
+            status: GuardedReplayState::Running,
             next: 0,
             wave: 0,
             wave_released: 0,
@@ -163,11 +202,11 @@ impl Guard {
             return false;
         }
         if self.wave_room() > 0 {
-            return self.status == GuardStatus::Running;
+            return self.status == GuardedReplayState::Running;
         }
         let limit = u64::from(self.plan.max_failure_permille);
         if self.wave_handled > 0 && self.wave_failed * 1000 > limit * self.wave_handled {
-            self.status = GuardStatus::Stopped {
+            self.status = GuardedReplayState::Stopped {
                 wave: self.wave,
                 failed: self.wave_failed,
                 handled: self.wave_handled,
@@ -175,7 +214,7 @@ impl Guard {
             return false;
         }
         if self.left() == 0 {
-            self.status = GuardStatus::Completed;
+            self.status = GuardedReplayState::Completed;
             return false;
         }
         self.wave += 1;
@@ -184,7 +223,7 @@ impl Guard {
         self.wave_handled = 0;
         self.wave_failed = 0;
         self.rate_anchor = None;
-        self.status == GuardStatus::Running
+        self.status == GuardedReplayState::Running
     }
 }
 
@@ -259,19 +298,19 @@ impl State {
                 }
             }
             GuardEvent::Pause => {
-                if g.status == GuardStatus::Running {
-                    g.status = GuardStatus::Paused;
+                if g.status == GuardedReplayState::Running {
+                    g.status = GuardedReplayState::Paused;
                 }
             }
             GuardEvent::Resume => {
-                if g.status == GuardStatus::Paused {
-                    g.status = GuardStatus::Running;
+                if g.status == GuardedReplayState::Paused {
+                    g.status = GuardedReplayState::Running;
                     g.rate_anchor = None;
                 }
             }
             GuardEvent::Cancel => {
                 if g.status.is_active() {
-                    g.status = GuardStatus::Cancelled;
+                    g.status = GuardedReplayState::Cancelled;
                 }
             }
         }

@@ -40,7 +40,7 @@ pub use audit::{
 };
 pub use dlq_order::{DlqOrder, EntrySummary, NO_FINGERPRINT};
 pub use fingerprints::FingerprintIndex;
-pub use guards::{Guard, GuardStatus, Guards};
+pub use guards::{Guard, GuardedReplayState, Guards};
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdHashSet, IdMap, Interner};
@@ -217,14 +217,16 @@ pub struct DeadInfo {
     pub expires_at: Option<u64>,
 }
 
-/// Counters of one queue, kept incrementally.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counters of one queue, kept incrementally as records are applied (public as
+/// `deadletter::queue::QueueCounters`, the counts of a `QueueStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct QueueCounters {
-    /// Messages waiting (visible or not yet visible).
+    /// Messages waiting (visible now or later).
     pub ready: u64,
     /// Messages leased.
     pub in_flight: u64,
-    /// Enqueued since the log began.
+    /// Enqueued (since the oldest record in the log).
     pub enqueued: u64,
     /// Acked.
     pub acked: u64,

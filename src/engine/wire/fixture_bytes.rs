@@ -209,7 +209,7 @@ fn the_current_fixture_holds_everything_the_format_can() {
         .max_by_key(|c| c.position)
         .unwrap();
     let s = &newest.snapshot;
-    use crate::engine::state::{DeadStatus, GuardStatus, Place};
+    use crate::engine::state::{DeadStatus, GuardedReplayState, Place};
     for place in [Place::Ready, Place::Leased, Place::Dead] {
         assert!(s.msgs.iter().any(|(_, m)| m.place() == place), "{place:?}");
     }
@@ -236,7 +236,10 @@ fn the_current_fixture_holds_everything_the_format_can() {
     assert!(
         matches!(
             statuses[..],
-            [GuardStatus::Stopped { .. }, GuardStatus::Paused]
+            [
+                GuardedReplayState::Stopped { .. },
+                GuardedReplayState::Paused
+            ]
         ),
         "{statuses:?}"
     );

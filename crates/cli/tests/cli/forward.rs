@@ -68,8 +68,11 @@ fn forward_drains_a_store_filled_offline_to_its_limit() {
     let store = Store::open(dir.path(), Config::default()).unwrap();
     let q = store.queue_with("readings", limited).unwrap();
     let stats = q.stats();
-    assert_eq!((stats.ready, stats.in_flight, stats.dlq_size), (0, 0, 0));
-    assert_eq!(stats.acked, 499);
+    assert_eq!(
+        (stats.counts.ready, stats.counts.in_flight, stats.dlq_size),
+        (0, 0, 0)
+    );
+    assert_eq!(stats.counts.acked, 499);
     // Room again.
     q.enqueue_batch(&vec![b"x".to_vec(); 500]).unwrap();
     drop((q, store));
@@ -106,7 +109,7 @@ fn forward_drains_a_store_filled_offline_to_its_limit() {
     let store = Store::open(dir.path(), Config::default()).unwrap();
     let q = store.queue("readings").unwrap();
     assert_eq!(
-        q.stats().ready,
+        q.stats().counts.ready,
         501,
         "the 500 enqueued since, and the replayed one"
     );

@@ -235,12 +235,16 @@ fn a_running_owner_serves_every_command() {
     // dead-lettered one is in the DLQ or was replayed, deleted or purged exactly once.
     let store = Store::open(&dir, Config::for_existing_store(&dir)).unwrap();
     let orders = store.existing_queue("orders").unwrap().stats();
-    assert_eq!(orders.enqueued, enqueued);
-    assert_eq!(orders.acked + orders.dead_lettered, enqueued, "{orders:?}");
-    assert_eq!(orders.dead_lettered, enqueued.div_ceil(5));
+    assert_eq!(orders.counts.enqueued, enqueued);
+    assert_eq!(
+        orders.counts.acked + orders.counts.dead_lettered,
+        enqueued,
+        "{orders:?}"
+    );
+    assert_eq!(orders.counts.dead_lettered, enqueued.div_ceil(5));
     let dlq = store.dlq("orders-dlq").unwrap().stats();
     assert_eq!((dlq.replayed, dlq.deleted), (1, 3), "{dlq:?}");
-    assert_eq!(dlq.total + 4, orders.dead_lettered, "{dlq:?}");
+    assert_eq!(dlq.total + 4, orders.counts.dead_lettered, "{dlq:?}");
     let held = store.existing_queue("held").unwrap();
     let msgs = held.lease(10).unwrap();
     let mut payloads: Vec<Vec<u8>> = msgs.iter().map(|m| m.payload().to_vec()).collect();

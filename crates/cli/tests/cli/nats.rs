@@ -125,7 +125,7 @@ fn changes_on_a_namespace() {
 
     let enq = ok_json(&["--json", "enqueue", &target, "-q", "orders", "ORD-9"]);
     assert_eq!(enq["queue"], "orders");
-    assert_eq!(orders.stats().unwrap().ready, 1);
+    assert_eq!(orders.stats().unwrap().counts.ready, 1);
     js.delete_namespace().unwrap();
 }
 

@@ -288,7 +288,7 @@ fn bytes_past_the_tail_hint_are_damage() {
     );
     // The store still opens and holds every message.
     let store = deadletter::Store::open(dir.path(), crate::fixture::small_config()).unwrap();
-    assert_eq!(store.queue("orders").unwrap().stats().ready, 200);
+    assert_eq!(store.queue("orders").unwrap().stats().counts.ready, 200);
     store.close().unwrap();
 }
 

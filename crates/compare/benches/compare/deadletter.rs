@@ -187,7 +187,7 @@ impl<Q: WorkerQueue, G: Send + Sync + 'static> Contestant for Backend<Q, G> {
 
     fn pending(&self) -> BenchResult<u64> {
         let s = self.queue.stats()?;
-        Ok(s.ready + s.in_flight)
+        Ok(s.counts.ready + s.counts.in_flight)
     }
 
     fn run_pool(&self, run: &PoolRun) -> BenchResult<()> {

@@ -84,7 +84,7 @@ pub fn child_main(spec: &str) -> BenchResult<()> {
     let open_secs = start.elapsed().as_secs_f64();
     let mut report = ChildReport {
         open_secs,
-        pending: stats.ready + stats.in_flight,
+        pending: stats.counts.ready + stats.counts.in_flight,
         rss_before,
         hwm_after_open: status_bytes("VmHWM:"),
         anon_before,

@@ -259,7 +259,7 @@ impl Forwarder {
         self.lanes.iter().all(|l| {
             let s = l.queue.stats();
             l.held.is_empty()
-                && (!l.messages || s.ready + s.in_flight == 0)
+                && (!l.messages || s.counts.ready + s.counts.in_flight == 0)
                 && (!l.dlq || s.dlq_size <= l.refused_entries.len() as u64)
         })
     }

@@ -279,7 +279,7 @@ impl Counters {
                 let (messages, oldest, dlq_entries) = stats.map_or((0, 0, 0), |s| {
                     let oldest = s.oldest_ready_at_ms.map_or(0, |t| now_ms.saturating_sub(t));
                     (
-                        s.ready + s.in_flight,
+                        s.counts.ready + s.counts.in_flight,
                         oldest,
                         if *dlq { s.dlq_size } else { 0 },
                     )

@@ -88,17 +88,18 @@ impl Client {
             conn: Mutex::new((BufReader::new(stream), writer)),
             owner_pid: 0,
         };
-        match client.call(&Request::Hello { actor })? {
-            Reply::Hello { protocol, pid } if protocol == PROTOCOL_VERSION => {
-                client.owner_pid = pid;
-                Ok(client)
-            }
-            Reply::Hello { protocol, .. } => Err(no_owner(format!(
+        let (protocol, pid) = client.ask(&Request::Hello { actor }, |reply| match reply {
+            Reply::Hello { protocol, pid } => Ok((protocol, pid)),
+            other => Err(other),
+        })?;
+        if protocol != PROTOCOL_VERSION {
+            return Err(no_owner(format!(
                 "the owner speaks control protocol version {protocol}, this build \
                  {PROTOCOL_VERSION}"
-            ))),
-            other => Err(client.unexpected(other)),
+            )));
         }
+        client.owner_pid = pid;
+        Ok(client)
     }
 
     /// The process id of the store's owner.
@@ -121,10 +122,10 @@ impl Client {
             ttl_ms: options.ttl.map(|d| d.as_millis() as u64),
             idempotency_key: options.idempotency_key.clone(),
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Enqueued { id } => Ok(id),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Replays entries `ids` of DLQ `dlq` (`Dlq::replay_ids` in the owner). A target queue
@@ -146,10 +147,10 @@ impl Client {
             delay_ms: options.delay.as_millis() as u64,
             dry_run: options.dry_run,
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Replayed(report) => Ok(report),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Starts a guarded replay of entries `ids` of DLQ `dlq` (`Dlq::replay_guarded_ids` in
@@ -165,10 +166,10 @@ impl Client {
         let request = Request::GuardedReplay {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
-            target: options.target.clone(),
+            target: options.replay.target.clone(),
             create_target,
-            reset_attempts: options.reset_attempts,
-            force: options.force,
+            reset_attempts: options.replay.reset_attempts,
+            force: options.replay.force,
             canary: options.canary,
             growth: options.growth,
             max_failure_ratio: options.max_failure_ratio,
@@ -203,10 +204,10 @@ impl Client {
     }
 
     fn guarded(&self, request: &Request) -> Result<GuardedReplay> {
-        match self.call(request)? {
+        self.ask(request, |reply| match reply {
             Reply::Guarded(report) => Ok(*report),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Replays entry `id` of DLQ `dlq` with a corrected payload (`Dlq::replay_corrected`
@@ -227,10 +228,10 @@ impl Client {
             force: options.force,
             delay_ms: options.delay.as_millis() as u64,
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Done => Ok(()),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Deletes those of entries `ids` still in DLQ `dlq` (one record); returns them.
@@ -239,10 +240,10 @@ impl Client {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Deleted { deleted } => Ok(deleted),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Purges DLQ `dlq` (`Dlq::purge` in the owner, by the owner's clock).
@@ -252,10 +253,10 @@ impl Client {
             older_than_ms: older_than.as_millis() as u64,
             include_pending,
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Purged { deleted } => Ok(deleted),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Marks entries `ids` of DLQ `dlq` reprocessed with outcome `success`; returns those
@@ -271,10 +272,10 @@ impl Client {
             ids: ids.to_vec(),
             success,
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Marked { marked, failed } => Ok(MarkReport { marked, failed }),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
     }
 
     /// Imports exported entries into `queue`'s DLQ (created if missing) or, without one,
@@ -285,13 +286,26 @@ impl Client {
             queue: queue.map(str::to_string),
             entries: entries.to_vec(),
         };
-        match self.call(&request)? {
+        self.ask(&request, |reply| match reply {
             Reply::Imported(wire) => Ok(ImportReport {
                 imported: wire.imported,
                 skipped: wire.skipped,
             }),
-            other => Err(self.unexpected(other)),
-        }
+            other => Err(other),
+        })
+    }
+
+    /// Sends `request` and takes from its reply what `expected` accepts; any other reply
+    /// is [`Error::Remote`] (`BadReply`), an owner's error the [`Error`] it was.
+    fn ask<T>(
+        &self,
+        request: &Request,
+        expected: impl FnOnce(Reply) -> Result<T, Reply>,
+    ) -> Result<T> {
+        expected(self.call(request)?).map_err(|reply| Error::Remote {
+            kind: "BadReply".into(),
+            message: format!("unexpected reply {reply:?}"),
+        })
     }
 
     /// Sends one request and reads its reply; an owner's error comes back as an [`Error`].
@@ -324,13 +338,6 @@ impl Client {
                 kind: "BadReply".into(),
                 message: e,
             }),
-        }
-    }
-
-    fn unexpected(&self, reply: Reply) -> Error {
-        Error::Remote {
-            kind: "BadReply".into(),
-            message: format!("unexpected reply {reply:?}"),
         }
     }
 }

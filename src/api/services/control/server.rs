@@ -217,16 +217,8 @@ fn handle(
             dry_run,
         } => {
             let dlq = store.dlq(&dlq)?;
-            if let Some(t) = &target {
-                if !create_target && !store.queue_names().iter().any(|q| q == t) {
-                    return Err(Error::UnknownQueue(t.clone()));
-                }
-            }
-            let mut options = ReplayOptions::to_origin();
-            options.target = target;
-            options.reset_attempts = reset_attempts;
-            options.force = force;
-            options.delay = Duration::from_millis(delay_ms);
+            check_target(store, target.as_deref(), create_target)?;
+            let mut options = replay_options(target, reset_attempts, force, delay_ms);
             options.dry_run = dry_run;
             Reply::Replayed(dlq.replay_ids(&ids, &options)?)
         }
@@ -244,19 +236,13 @@ fn handle(
             selection,
         } => {
             let dlq = store.dlq(&dlq)?;
-            if let Some(t) = &target {
-                if !create_target && !store.queue_names().iter().any(|q| q == t) {
-                    return Err(Error::UnknownQueue(t.clone()));
-                }
-            }
-            let mut options = GuardedReplayOptions::to_origin()
+            check_target(store, target.as_deref(), create_target)?;
+            let replay = replay_options(target, reset_attempts, force, 0);
+            let mut options = GuardedReplayOptions::new(replay)
                 .canary(canary)
                 .growth(growth)
                 .max_failure_ratio(max_failure_ratio)
                 .selection(selection);
-            options.target = target;
-            options.reset_attempts = reset_attempts;
-            options.force = force;
             options.rate_per_sec = rate_per_sec;
             Reply::Guarded(Box::new(dlq.replay_guarded_ids(&ids, &options)?))
         }
@@ -274,11 +260,7 @@ fn handle(
             force,
             delay_ms,
         } => {
-            let mut options = ReplayOptions::to_origin();
-            options.target = target;
-            options.reset_attempts = reset_attempts;
-            options.force = force;
-            options.delay = Duration::from_millis(delay_ms);
+            let options = replay_options(target, reset_attempts, force, delay_ms);
             store.dlq(&dlq)?.replay_corrected(id, payload, &options)?;
             Reply::Done
         }
@@ -326,4 +308,30 @@ fn handle(
             })
         }
     })
+}
+
+/// A replay's options as a request gives them.
+fn replay_options(
+    target: Option<String>,
+    reset_attempts: bool,
+    force: bool,
+    delay_ms: u64,
+) -> ReplayOptions {
+    let mut options = ReplayOptions::to_origin();
+    options.target = target;
+    options.reset_attempts = reset_attempts;
+    options.force = force;
+    options.delay = Duration::from_millis(delay_ms);
+    options
+}
+
+/// [`Error::UnknownQueue`] for a replay's target queue that does not exist, unless the
+/// request allows creating it.
+fn check_target(store: &Store, target: Option<&str>, create: bool) -> Result<()> {
+    match target {
+        Some(t) if !create && !store.queue_names().iter().any(|q| q == t) => {
+            Err(Error::UnknownQueue(t.to_string()))
+        }
+        _ => Ok(()),
+    }
 }

@@ -296,7 +296,7 @@ impl Wire<'_> for Ascending {
 
 wire_enum! {
     /// Where a guarded replay is. Variant indexes 0 to 4.
-    enum Status: engine::GuardStatus {
+    enum Status: engine::GuardedReplayState {
         Running,
         Paused,
         Completed,
@@ -345,7 +345,7 @@ pub(in crate::engine::wire) fn decode(
 mod tests {
     use super::*;
     use crate::engine::record::GuardPlan;
-    use crate::engine::state::{GuardStatus, State};
+    use crate::engine::state::{GuardedReplayState, State};
     use crate::engine::wire::fixture_bytes::{files, fixture_stores};
 
     /// Lengths far past the body are refused before anything is allocated.
@@ -451,7 +451,7 @@ mod tests {
         };
         let mut guard = engine::Guard::new(plan.clone(), 10);
         guard.outstanding.insert(2);
-        guard.status = GuardStatus::Stopped {
+        guard.status = GuardedReplayState::Stopped {
             wave: 1,
             failed: 2,
             handled: 3,
