@@ -165,7 +165,7 @@ impl Store {
     }
 
     /// This handle, keeping `guards` running for as long as it or a handle made from it
-    /// lives (dropped in order, after the services it already kept).
+    /// lives (they are dropped in order): the facade's, `Store::open`.
     pub(crate) fn with_services(mut self, guards: Vec<Box<dyn Send + Sync>>) -> Store {
         if !guards.is_empty() {
             self.services = Some(Arc::new(Services { _guards: guards }));
@@ -386,8 +386,8 @@ impl Store {
     }
 
     /// Syncs everything and drops this handle. The directory stays locked until the last
-    /// handle on the store (every `Store`, `Queue` and `Dlq` clone) is dropped; dropping
-    /// the last one syncs too, ignoring errors.
+    /// handle on the store (every `Store`, `Queue` and `Dlq` clone, and the guard of a
+    /// service started on it) is dropped; dropping the last one syncs too, ignoring errors.
     pub fn close(self) -> Result<()> {
         self.inner.engine.close()
     }

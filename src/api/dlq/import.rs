@@ -74,7 +74,7 @@ impl std::fmt::Debug for Importer {
 }
 
 /// What [`Importer::import_batch`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct ImportReport {
     /// Entries imported.

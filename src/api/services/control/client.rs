@@ -287,10 +287,7 @@ impl Client {
             entries: entries.to_vec(),
         };
         self.ask(&request, |reply| match reply {
-            Reply::Imported(wire) => Ok(ImportReport {
-                imported: wire.imported,
-                skipped: wire.skipped,
-            }),
+            Reply::Imported(report) => Ok(report),
             other => Err(other),
         })
     }

@@ -12,7 +12,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::ReplayReport;
+use crate::api::dlq::{ImportReport, ReplayReport};
 use crate::api::guarded::GuardedReplay;
 use crate::error::Error;
 
@@ -129,17 +129,10 @@ pub(crate) enum Reply {
         marked: Vec<MessageId>,
         failed: Vec<(MessageId, String)>,
     },
-    Imported(ImportReportWire),
+    Imported(ImportReport),
     Failed(RemoteError),
     /// A guarded replay's report (version 4; boxed, as it is the largest reply).
     Guarded(Box<GuardedReplay>),
-}
-
-/// An [`crate::ImportReport`] on the wire.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct ImportReportWire {
-    pub imported: Vec<crate::ImportedEntry>,
-    pub skipped: Vec<MessageId>,
 }
 
 /// An error the owner met, in a form that crosses the socket; the client turns it back

@@ -24,9 +24,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::{
-    self, GuardedStep, ImportReportWire, RemoteError, Reply, Request, PROTOCOL_VERSION,
-};
+use super::protocol::{self, GuardedStep, RemoteError, Reply, Request, PROTOCOL_VERSION};
 use crate::api::core::actor::Actor;
 use crate::api::core::store::{Store, WeakStore};
 use crate::api::dlq::{Importer, ReplayOptions};
@@ -301,11 +299,7 @@ fn handle(
                         .1
                 }
             };
-            let report = importer.import_batch(&entries)?;
-            Reply::Imported(ImportReportWire {
-                imported: report.imported,
-                skipped: report.skipped,
-            })
+            Reply::Imported(importer.import_batch(&entries)?)
         }
     })
 }
