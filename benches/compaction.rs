@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use deadletter::sim::{Log, LogOptions};
-use deadletter::{CompactionOptions, Config, Durability, Store};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Store};
 
 const LIVE: u64 = 1_000_000;
 const TAIL: u64 = 10_000;

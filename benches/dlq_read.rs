@@ -22,9 +22,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
-use deadletter::{
-    CompactionOptions, Config, Dlq, Failure, FailureReport, Filter, MessageId, Page, Store,
-};
+use deadletter::queue::{FailureReport, MessageId};
+use deadletter::store::CompactionOptions;
+use deadletter::{Config, Dlq, Failure, Filter, Page, Store};
 
 const ENTRIES: usize = 100_000;
 const KINDS: [&str; 4] = ["validation", "timeout", "unauthorized", "not_found"];

@@ -10,7 +10,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use deadletter::{CompactionOptions, Config, Durability, Queue, Store};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Queue, Store};
 
 /// A durable store for `threads` enqueuers, opened once and kept for every iteration: a
 /// fresh store's first seconds are spent zero-filling its next segment in the background,

@@ -12,10 +12,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use deadletter::{
-    Attempt, CompactionOptions, Config, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata,
-    Store,
-};
+use deadletter::dlq::{Attempt, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata};
+use deadletter::store::CompactionOptions;
+use deadletter::{Config, Store};
 
 const ENTRIES: usize = 100_000;
 const BATCH: usize = 2_000;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use deadletter::sim::{Log, LogOptions};
-use deadletter::Durability;
+use deadletter::store::Durability;
 
 const SIZES: [usize; 3] = [100, 1024, 64 << 10];
 

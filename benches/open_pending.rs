@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
-use deadletter::{CompactionOptions, Config, Store};
+use deadletter::store::CompactionOptions;
+use deadletter::{Config, Store};
 
 const PENDING: usize = 1_000_000;
 

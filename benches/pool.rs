@@ -13,9 +13,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use deadletter::{
-    CompactionOptions, Config, Durability, Failure, Message, Retry, Store, WorkerPool,
-};
+use deadletter::pool::Retry;
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Failure, Message, Store, WorkerPool};
 
 /// What message `i`'s first byte says its handler does: 0 fails permanently, 1 fails on
 /// its first delivery; the rest (and all of them without `failing`) succeed.

@@ -34,10 +34,9 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{black_box, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use deadletter::queue::{FailureReport, QueueOptions};
 use deadletter::sim::StoreHooks;
-use deadletter::{
-    Config, Dlq, Failure, FailureReport, Filter, Page, Queue, QueueOptions, ReplayOptions, Store,
-};
+use deadletter::{Config, Dlq, Failure, Filter, Page, Queue, ReplayOptions, Store};
 
 const PAYLOAD_LEN: usize = 100;
 

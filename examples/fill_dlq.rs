@@ -11,10 +11,9 @@
 
 use std::time::Duration;
 
-use deadletter::{
-    Clock, Config, EnqueueOptions, Failure, FailureReport, ManualClock, Message, QueueOptions,
-    Store, SystemClock,
-};
+use deadletter::clock::{Clock, ManualClock, SystemClock};
+use deadletter::queue::{EnqueueOptions, FailureReport, QueueOptions};
+use deadletter::{Config, Failure, Message, Store};
 
 const HOUR: u64 = 3_600_000;
 

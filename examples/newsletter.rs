@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use deadletter::{Config, Failure, Filter, Message, Page, ReplayOptions, Retry, Store, WorkerPool};
+use deadletter::pool::Retry;
+use deadletter::{Config, Failure, Filter, Message, Page, ReplayOptions, Store, WorkerPool};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadletter::{
-    Config, EnqueueOptions, Failure, Filter, Message, ReplayOptions, Retry, Store, WorkerPool,
-};
+use deadletter::pool::Retry;
+use deadletter::queue::EnqueueOptions;
+use deadletter::{Config, Failure, Filter, Message, ReplayOptions, Store, WorkerPool};
 
 /// The business logic: permanent failure for a payload that is not JSON, a transient
 /// inventory timeout for the first two attempts of a message marked TRANSIENT.

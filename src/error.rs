@@ -111,7 +111,8 @@ impl fmt::Display for CorruptionLocation {
 /// arm for the variants it does not name (and for those added later).
 ///
 /// ```
-/// use deadletter::{Config, CorruptionLocation, Error, Store};
+/// use deadletter::{Config, Error, Store};
+/// use deadletter::recovery::CorruptionLocation;
 ///
 /// /// What to tell an operator.
 /// fn advice(e: &Error) -> String {
@@ -213,7 +214,7 @@ pub enum Error {
         /// The format version it was written in (with `pre_release`, in the numbering of
         /// the development builds, which is not the releases').
         found: u16,
-        /// The newest format version this build reads ([`crate::FORMAT_VERSION`]).
+        /// The newest format version this build reads ([`crate::store::FORMAT_VERSION`]).
         supported: u16,
         /// Written by a development build before release 0.1.0 (its magic number says so).
         pre_release: bool,

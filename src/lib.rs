@@ -8,9 +8,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use deadletter::{
-//!     Config, Failure, Filter, Message, Page, ReplayOptions, Retry, Store, WorkerPool,
-//! };
+//! use deadletter::pool::Retry;
+//! use deadletter::{Config, Failure, Filter, Message, Page, ReplayOptions, Store, WorkerPool};
 //!
 //! # fn main() -> deadletter::Result<()> {
 //! # let dir = std::env::temp_dir().join(format!("deadletter-doc-tour-{}", std::process::id()));
@@ -62,27 +61,19 @@
 //!
 //! # What is here
 //!
-//! - [`Store`], opened with a [`Config`]: one directory, one log, any number of queues;
-//! - [`Queue`]: enqueue ([`EnqueueOptions`]), lease a [`Message`], then ack, retry or
-//!   dead-letter it ([`FailureReport`], [`FailureOutcome`]); [`QueueOptions`] per queue;
-//! - [`Dlq`]: browse ([`Filter`], [`Page`]), count ([`DlqStats`]), analyse ([`Analysis`]),
-//!   replay ([`ReplayOptions`], [`ReplayReport`]), delete and purge [`DeadLetter`] entries;
-//!   [`DlqAlert`] hooks on its size;
-//! - [`WorkerPool`]: threads that run a handler and report each outcome, with a [`Retry`]
-//!   policy ([`Backoff`], [`Jitter`]) and a [`Failure`] saying transient or permanent;
-//! - compaction ([`CompactionOptions`], [`CompactionReport`]), recovery
-//!   ([`RecoveryMode`], [`RecoveryReport`]), durability ([`Durability`]), storage numbers
-//!   ([`StorageStats`]), metrics ([`Metrics`]), and [`verify`], a read-only check of a
-//!   store's files;
-//! - one error type, [`Error`], and an injectable [`Clock`];
-//! - the backend contract: [`MessageQueue`], [`DeadLetterQueue`] and [`Delivery`], which
-//!   the embedded handles implement and other engines can (the `deadletter-jetstream`
-//!   package does, on NATS JetStream), so a [`WorkerPool`] and code written against the
-//!   traits run on either; and [`WorkerQueue`], the pool's batching, whose defaults are
-//!   built on the core ([`CoreOnly`] runs the pool on any core backend);
-//! - [`FORMAT_VERSION`], the on-disk format version this build writes and the newest it
-//!   reads: a store written by an older version opens as it is, one written by a newer
-//!   version is refused with [`Error::UnsupportedFormat`] (`docs/FORMAT.md`).
+//! The crate root holds what every program uses: [`Store`], opened with a [`Config`] (one
+//! directory, one log, any number of queues); [`Queue`], which enqueues and leases a
+//! [`Message`]; [`Dlq`], browsed with a [`Filter`] a [`Page`] at a time and replayed with
+//! [`ReplayOptions`]; [`WorkerPool`], whose handler returns a [`Failure`] saying transient
+//! or permanent; one error type, [`Error`] ([`Result`]); and the backend contract,
+//! [`MessageQueue`], [`DeadLetterQueue`] and [`Delivery`], which the embedded handles
+//! implement and other engines can (the `deadletter-jetstream` package does, on NATS
+//! JetStream), so a [`WorkerPool`] and code written against the traits run on either.
+//! The rest is grouped by topic, in the modules below (each says what it holds): [`queue`],
+//! [`dlq`], [`replay`], [`audit`], [`pool`], [`backend`], [`store`], [`clock`],
+//! [`metrics`], [`recovery`], [`verify`], [`services`] (what runs on a store: compaction,
+//! the guarded-replay driver, the control socket) and [`control`] (asking the process that
+//! holds a store to change it).
 //!
 //! The layers below (the segmented log, the records, the state machine) are private:
 //! nothing public can write a raw record. `docs/ARCHITECTURE.md` describes them.
@@ -154,75 +145,178 @@ mod storage;
 #[cfg(feature = "sim")]
 pub mod sim;
 
-/// Services started on a store: each `start(&store)` returns a guard that runs the service
-/// until it is dropped, and keeps the store open meanwhile. [`Store::open`] starts the ones
-/// its [`Config`] asks for (by default the compaction schedule and the guarded-replay
-/// driver; the control socket on request) and keeps their guards with the store's handles;
-/// a program that opened its store with them off starts them itself.
-///
-/// ```
-/// use std::time::Duration;
-/// use deadletter::services::{Compactor, ControlServer, GuardedReplayDriver};
-/// use deadletter::{CompactionOptions, Config, Store};
-///
-/// # fn main() -> deadletter::Result<()> {
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-services-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
-/// let bare = Config::fast()
-///     .compaction(CompactionOptions::default().interval(None))
-///     .guarded_replay_driver(false);
-/// let store = Store::open(&dir, bare)?; // runs no service
-/// let compactor = Compactor::start(&store, Duration::from_secs(10))?;
-/// let driver = GuardedReplayDriver::start(&store)?;
-/// let control = ControlServer::start(&store)?; // serves dir/control.sock
-/// let socket = control.path().to_path_buf();
-/// assert!(socket.exists());
-///
-/// drop((control, driver, compactor)); // each stops, its thread joined
-/// assert!(!socket.exists());
-/// store.queue("orders")?.enqueue(b"ORD-1")?; // the store itself stays open
-/// # drop(store);
-/// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
-/// ```
+pub use api::backend::{DeadLetterQueue, Delivery, MessageQueue};
+pub use api::core::config::Config;
+pub use api::core::store::Store;
+pub use api::core::types::Failure;
+pub use api::dlq::{Dlq, Filter, Page, ReplayOptions};
+pub use api::queue::{Message, Queue};
+pub use api::worker::WorkerPool;
+pub use error::{Error, Result};
+
+pub mod store {
+    //! Durability, compaction and a store's files: when writes are durable
+    //! ([`Durability`], [`Config::durability`](crate::Config::durability)), compaction's
+    //! settings and what a run did ([`CompactionOptions`], [`CompactionReport`]), the log's
+    //! files ([`StorageStats`], [`SegmentInfo`]), and the on-disk format version this build
+    //! writes and reads ([`FORMAT_VERSION`]: a store of an older version opens as it is, a
+    //! newer one is refused with [`Error::UnsupportedFormat`](crate::Error::UnsupportedFormat);
+    //! `docs/FORMAT.md`).
+    pub use crate::api::core::config::CompactionOptions;
+    pub use crate::api::core::store::StorageStats;
+    pub use crate::engine::compaction::CompactionReport;
+    pub use crate::storage::format::FORMAT_VERSION;
+    pub use crate::storage::log::{Durability, SegmentInfo};
+}
+
+pub mod clock {
+    //! The time a store reads: [`SystemClock`] by default, or a [`ManualClock`] that moves
+    //! only when told to (for tests and simulations), or any [`Clock`]
+    //! ([`Config::clock`](crate::Config::clock)).
+    pub use crate::api::core::clock::{Clock, ManualClock, SystemClock};
+}
+
+pub mod queue {
+    //! Producing and consuming: the options of an enqueue ([`EnqueueOptions`]) and of a
+    //! queue ([`QueueOptions`]), a queue's counts ([`QueueStats`], [`QueueCounters`]), and
+    //! the report of a failed delivery ([`FailureReport`]) with what came of it
+    //! ([`FailureOutcome`]). The handle itself is [`Queue`](crate::Queue).
+    pub use crate::api::core::config::QueueOptions;
+    pub use crate::api::queue::{
+        EnqueueOptions, FailureOutcome, FailureReport, QueueCounters, QueueStats,
+    };
+    pub use crate::engine::envelope::MessageId;
+}
+
+pub mod dlq {
+    //! What a DLQ holds and what it says about it: entries ([`DeadLetter`], with its
+    //! [`FailureInfo`], each [`Attempt`], [`DlqMetadata`] and [`OriginalMetadata`]; a
+    //! [`DeadLetterSummary`] for listings), counts and analysis ([`DlqStats`],
+    //! [`Analysis`], [`FailurePattern`], [`FailureTimeline`], failure [`Fingerprint`]s),
+    //! the DLQ as it was ([`DlqAsOf`]), paging ([`Cursor`]) and filtering by predicate
+    //! ([`EntryPredicate`]), size alerts ([`DlqAlert`]) and imports ([`Importer`]). The
+    //! handle itself is [`Dlq`](crate::Dlq); replays are in [`crate::replay`].
+    pub use crate::api::core::alert::DlqAlert;
+    pub use crate::api::core::types::{DeadLetter, EntryStatus, OriginalMetadata};
+    pub use crate::api::dlq::{
+        Analysis, Cursor, DeadLetterSummary, DlqAsOf, DlqStats, EntryPredicate, FailurePattern,
+        FailureTimeline, FingerprintStats, ImportReport, ImportedEntry, Importer, PastDlqEntry,
+        PastDlqStats, HISTORY_HOURS,
+    };
+    pub use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
+    pub use crate::engine::fingerprint::{message_template, Fingerprint, ParseFingerprintError};
+    pub use crate::engine::state::EXPIRED_KIND;
+}
+
+pub mod replay {
+    //! Sending DLQ entries back: what a replay did ([`ReplayReport`]; its options are
+    //! [`ReplayOptions`](crate::ReplayOptions)), and guarded replays, which go in waves
+    //! behind a canary and stop by themselves when a wave fails again
+    //! ([`GuardedReplayOptions`], [`GuardedReplay`], [`GuardedReplayState`]).
+    pub use crate::api::dlq::ReplayReport;
+    pub use crate::api::guarded::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};
+}
+
+pub mod audit {
+    //! Who changed what: the [`Actor`] a handle's changes are recorded as, the audit trail
+    //! ([`AuditEntry`], [`AuditAction`], [`IdSet`]), what the store keeps of the past
+    //! ([`AuditLimits`]), and a message's whole life ([`MessageHistory`], its
+    //! [`HistoryStep`]s and [`HistoryEvent`]s, where it is now: [`MessageState`], how it
+    //! left: [`Removal`]).
+    pub use crate::api::core::actor::Actor;
+    pub use crate::api::history::{HistoryEvent, HistoryStep, MessageHistory, MessageState};
+    pub use crate::engine::state::{AuditAction, AuditEntry, AuditLimits, IdSet, Removal};
+}
+
+pub mod pool {
+    //! The worker pool's parts: the running pool ([`RunningPool`], its [`PoolCounters`],
+    //! what its shutdown did: [`ShutdownReport`]), the handler ([`Handler`]), retries
+    //! ([`Retry`], [`Backoff`], [`Jitter`]) and how an error becomes a failure
+    //! ([`Classifier`], [`FailureClass`], [`DECODE_ERROR_KIND`]). The builder itself is
+    //! [`WorkerPool`](crate::WorkerPool).
+    pub use crate::api::classify::Classifier;
+    pub use crate::api::core::types::{FailureClass, DECODE_ERROR_KIND};
+    pub use crate::api::retry::{Backoff, Jitter, Retry};
+    pub use crate::api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport};
+}
+
+pub mod backend {
+    //! Beside the core traits a backend implements ([`MessageQueue`](crate::MessageQueue),
+    //! [`DeadLetterQueue`](crate::DeadLetterQueue), [`Delivery`](crate::Delivery)): the
+    //! worker pool's batching ([`WorkerQueue`], with defaults built on the core; a backend
+    //! implements it for speed, and [`CoreOnly`] runs the pool on any core backend) and the
+    //! mark of a deferred write ([`WriteMark`]).
+    pub use crate::api::backend::{CoreOnly, WorkerQueue, WriteMark};
+}
+
+pub mod metrics {
+    //! Numbers for monitoring: a snapshot of every queue ([`Metrics`], [`QueueMetrics`],
+    //! with its Prometheus text form) and handler durations ([`DurationHistogram`],
+    //! [`DURATION_BUCKETS_SECONDS`]).
+    pub use crate::api::core::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
+    pub use crate::api::metrics::{Metrics, QueueMetrics};
+}
+
+pub mod recovery {
+    //! What opening a store does with damage: the mode ([`RecoveryMode`],
+    //! [`Config::recovery`](crate::Config::recovery)), its report ([`RecoveryReport`],
+    //! [`TornTail`], [`QuarantinedRange`]), and where corruption was found
+    //! ([`CorruptionKind`], [`CorruptionLocation`], in
+    //! [`Error::Corruption`](crate::Error::Corruption)).
+    pub use crate::error::{CorruptionKind, CorruptionLocation};
+    pub use crate::storage::log::{QuarantinedRange, RecoveryMode, RecoveryReport, TornTail};
+}
+
+pub mod verify {
+    //! A read-only check of a store's files ([`verify`], [`verify_with`] and its
+    //! [`VerifyOptions`]): it opens no store, takes no lock and changes nothing, and
+    //! reports each segment ([`SegmentReport`], [`HeaderStatus`], [`TornTailReport`],
+    //! [`DamagedRange`], [`LostTailReport`]), the checkpoints ([`CheckpointReport`]) and
+    //! the boundaries between segments ([`Boundary`], [`BoundaryKind`]) in a
+    //! [`VerifyReport`], with [`VerifyProgress`] as it goes.
+    pub use crate::api::verify::{
+        verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
+        LostTailReport, SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,
+    };
+}
+
 pub mod services {
+    //! Services started on a store: each `start(&store)` returns a guard that runs the
+    //! service until it is dropped, and keeps the store open meanwhile.
+    //! [`Store::open`](crate::Store::open) starts the ones its [`Config`](crate::Config)
+    //! asks for (by default the compaction schedule and the guarded-replay driver; the
+    //! control socket on request) and keeps their guards with the store's handles; a
+    //! program that opened its store with them off starts them itself.
+    //!
+    //! ```
+    //! use std::time::Duration;
+    //! use deadletter::services::{Compactor, ControlServer, GuardedReplayDriver};
+    //! use deadletter::store::CompactionOptions;
+    //! use deadletter::{Config, Store};
+    //!
+    //! # fn main() -> deadletter::Result<()> {
+    //! # let dir = std::env::temp_dir()
+    //! #     .join(format!("deadletter-doc-services-{}", std::process::id()));
+    //! # let _ = std::fs::remove_dir_all(&dir);
+    //! let bare = Config::fast()
+    //!     .compaction(CompactionOptions::default().interval(None))
+    //!     .guarded_replay_driver(false);
+    //! let store = Store::open(&dir, bare)?; // runs no service
+    //! let compactor = Compactor::start(&store, Duration::from_secs(10))?;
+    //! let driver = GuardedReplayDriver::start(&store)?;
+    //! let control = ControlServer::start(&store)?; // serves dir/control.sock
+    //! let socket = control.path().to_path_buf();
+    //! assert!(socket.exists());
+    //!
+    //! drop((control, driver, compactor)); // each stops, its thread joined
+    //! assert!(!socket.exists());
+    //! store.queue("orders")?.enqueue(b"ORD-1")?; // the store itself stays open
+    //! # drop(store);
+    //! # std::fs::remove_dir_all(&dir).ok();
+    //! # Ok(())
+    //! # }
+    //! ```
     pub use crate::api::services::{Compactor, ControlServer, GuardedReplayDriver};
 }
 
-pub use api::backend::{CoreOnly, DeadLetterQueue, Delivery, MessageQueue, WorkerQueue, WriteMark};
-pub use api::classify::Classifier;
-pub use api::core::actor::Actor;
-pub use api::core::alert::DlqAlert;
-pub use api::core::clock::{Clock, ManualClock, SystemClock};
-pub use api::core::config::{CompactionOptions, Config, QueueOptions};
-pub use api::core::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
-pub use api::core::store::{StorageStats, Store};
-pub use api::core::types::{
-    DeadLetter, EntryStatus, Failure, FailureClass, OriginalMetadata, DECODE_ERROR_KIND,
-};
-pub use api::dlq::{
-    Analysis, Cursor, DeadLetterSummary, Dlq, DlqAsOf, DlqStats, EntryPredicate, FailurePattern,
-    FailureTimeline, Filter, FingerprintStats, ImportReport, ImportedEntry, Importer, Page,
-    PastDlqEntry, PastDlqStats, ReplayOptions, ReplayReport, HISTORY_HOURS,
-};
-pub use api::guarded::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};
-pub use api::history::{HistoryEvent, HistoryStep, MessageHistory, MessageState};
-pub use api::metrics::{Metrics, QueueMetrics};
-pub use api::queue::{EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats};
-pub use api::retry::{Backoff, Jitter, Retry};
 pub use api::services::control;
-pub use api::verify::{
-    verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
-    LostTailReport, SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,
-};
-pub use api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport, WorkerPool};
-pub use engine::compaction::CompactionReport;
-pub use engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
-pub use engine::fingerprint::{message_template, Fingerprint, ParseFingerprintError};
-pub use engine::state::{AuditAction, AuditEntry, AuditLimits, IdSet, Removal, EXPIRED_KIND};
-pub use error::{CorruptionKind, CorruptionLocation, Error, Result};
-pub use storage::format::FORMAT_VERSION;
-pub use storage::log::{
-    Durability, QuarantinedRange, RecoveryMode, RecoveryReport, SegmentInfo, TornTail,
-};

@@ -20,11 +20,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::crash::{self, ChildSpec};
+use deadletter::dlq::DeadLetter;
+use deadletter::queue::{FailureOutcome, FailureReport, QueueOptions};
 use deadletter::sim::SimRng as Rng;
-use deadletter::{
-    CompactionOptions, Config, DeadLetter, Durability, Failure, FailureOutcome, FailureReport,
-    Filter, Page, QueueOptions, Store,
-};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Failure, Filter, Page, Store};
 
 /// Payload numbers of one child start at `run * SEQ_STRIDE`.
 const SEQ_STRIDE: u64 = 1 << 32;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::crash::{self, ChildSpec};
 use deadletter::sim::SimRng as Rng;
 use deadletter::sim::{Log, LogOptions};
-use deadletter::Durability;
+use deadletter::store::Durability;
 
 /// Indices of one child's records start at `child number * INDEX_STRIDE`.
 const INDEX_STRIDE: u64 = 1 << 32;

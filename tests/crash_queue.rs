@@ -24,12 +24,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::crash::{self, ChildSpec};
+use deadletter::clock::{Clock, SystemClock};
+use deadletter::queue::{FailureOutcome, FailureReport, QueueOptions};
 use deadletter::sim::SimRng as Rng;
 use deadletter::sim::{Place, StoreHooks};
-use deadletter::{
-    Clock, Config, Durability, Error, Failure, FailureOutcome, FailureReport, Message,
-    QueueOptions, Store, SystemClock,
-};
+use deadletter::store::Durability;
+use deadletter::{Config, Error, Failure, Message, Store};
 
 const QUEUE: &str = "jobs";
 const MAX_ATTEMPTS: u32 = 3;

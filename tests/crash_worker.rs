@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::crash::{self, ChildSpec};
-use deadletter::{Config, Message, Retry, Store, WorkerPool};
+use deadletter::pool::Retry;
+use deadletter::{Config, Message, Store, WorkerPool};
 
 const MESSAGES: usize = 60;
 const POISON_AT: usize = 17;

@@ -21,12 +21,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::T0;
+use deadletter::clock::ManualClock;
+use deadletter::queue::{FailureReport, MessageId};
 use deadletter::sim::inspect::census;
 use deadletter::sim::Vfs;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk};
-use deadletter::{
-    Config, Error, Failure, FailureReport, Filter, ManualClock, MessageId, Page, Queue, Store,
-};
+use deadletter::{Config, Error, Failure, Filter, Page, Queue, Store};
 
 const DIR: &str = "/data/store";
 const SEGMENT: u64 = 80 << 10;

@@ -33,14 +33,19 @@ use std::time::Duration;
 
 use common::{copy_dir, T0};
 
-use deadletter::sim::{DebugMessage, Place, StoreHooks};
-use deadletter::{
-    Attempt, AuditAction, AuditEntry, Clock, CompactionOptions, Config, DeadLetter,
-    DeadLetterSummary, DlqMetadata, DlqStats, Durability, EnqueueOptions, EntryStatus, Error,
-    Failure, FailureInfo, FailureOutcome, FailureReport, Filter, GuardedReplayOptions,
-    GuardedReplayState, HeaderStatus, IdSet, ManualClock, OriginalMetadata, Page, QueueOptions,
-    QueueStats, RecoveryMode, ReplayOptions, Store, FORMAT_VERSION,
+use deadletter::audit::{AuditAction, AuditEntry, IdSet};
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::dlq::{
+    Attempt, DeadLetter, DeadLetterSummary, DlqMetadata, DlqStats, EntryStatus, FailureInfo,
+    OriginalMetadata,
 };
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueOptions, QueueStats};
+use deadletter::recovery::RecoveryMode;
+use deadletter::replay::{GuardedReplayOptions, GuardedReplayState};
+use deadletter::sim::{DebugMessage, Place, StoreHooks};
+use deadletter::store::{CompactionOptions, Durability, FORMAT_VERSION};
+use deadletter::verify::HeaderStatus;
+use deadletter::{Config, Error, Failure, Filter, Page, ReplayOptions, Store};
 
 const SEC: u64 = 1000;
 /// The clock when the scenario ends.
@@ -677,7 +682,7 @@ fn entry_34() -> DeadLetter {
 /// Entry 35: expired by its TTL, never delivered.
 fn entry_35() -> DeadLetter {
     let failure = FailureInfo::new(
-        deadletter::EXPIRED_KIND,
+        deadletter::dlq::EXPIRED_KIND,
         "the message's time to live passed",
         T_END,
     );
@@ -748,7 +753,7 @@ fn entries(store: &Store, dlq: &str) -> Vec<DeadLetter> {
         assert_eq!(&dlq.summary(s.id).unwrap(), s);
     }
     for e in &mut entries {
-        let computed = deadletter::Fingerprint::of_failure(&e.failure, 0);
+        let computed = deadletter::dlq::Fingerprint::of_failure(&e.failure, 0);
         assert_eq!(e.fingerprint.take(), Some(computed), "entry {}", e.id());
     }
     entries
@@ -798,7 +803,7 @@ fn check_scenario(store: &Store, ctx: &str) {
     assert_eq!(dlq_counts(&emails), [2, 1, 1, 0, 1, 0, 0, 0], "{ctx}");
     assert_eq!(
         emails.by_error_kind,
-        counts(&[("SmtpError", 1), (deadletter::EXPIRED_KIND, 1)])
+        counts(&[("SmtpError", 1), (deadletter::dlq::EXPIRED_KIND, 1)])
     );
     assert_eq!(emails.by_worker, counts(&[("", 1), ("worker-a", 1)]));
     let payments = dlq("payments-dlq");
@@ -900,7 +905,9 @@ fn check_guarded(store: &Store, ctx: &str) {
 fn check_history(store: &Store, ctx: &str) {
     for name in store.queue_names() {
         let dlq = store.dlq(&name).unwrap();
-        let t = dlq.failure_timeline(T1, deadletter::HISTORY_HOURS).unwrap();
+        let t = dlq
+            .failure_timeline(T1, deadletter::dlq::HISTORY_HOURS)
+            .unwrap();
         let total = t.buckets.iter().sum::<u64>() + t.earlier;
         let dead_lettered = store
             .existing_queue(&name)
@@ -1286,7 +1293,7 @@ fn every_fixture_opens_with_its_exact_contents() {
         drop(store);
 
         // What was written since is in the current version; nothing is damaged.
-        let report = deadletter::verify(dir.path()).unwrap();
+        let report = deadletter::verify::verify(dir.path()).unwrap();
         assert!(report.is_clean(), "{ctx}: {report:?}");
         let last = report.segments.last().unwrap();
         assert_eq!(last.version, Some(FORMAT_VERSION), "{ctx}");
@@ -1338,7 +1345,7 @@ fn refused_untouched(
     what: &str,
     found: u16,
     pre_release: bool,
-) -> (String, deadletter::VerifyReport) {
+) -> (String, deadletter::verify::VerifyReport) {
     let before = dir_contents(dir);
     let clock = ManualClock::new(T1);
     // The default segment size differs from the store's: an open that went ahead would
@@ -1368,7 +1375,7 @@ fn refused_untouched(
     }
     let text = Store::open(dir, config(&clock)).unwrap_err().to_string();
     // verify says so, without counting it as damage.
-    let report = deadletter::verify(dir).unwrap();
+    let report = deadletter::verify::verify(dir).unwrap();
     assert_eq!(report.problems(), 0, "{what}: {report:?}");
     assert!(!report.is_clean(), "{what}");
     assert_eq!(report.supported_version, FORMAT_VERSION);

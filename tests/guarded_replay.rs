@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use common::crash::{self, ChildSpec};
 use common::T0;
-use deadletter::{
-    Actor, AuditAction, Clock, Config, Failure, FailureReport, Filter, GuardedReplayOptions,
-    GuardedReplayState, HistoryEvent, ManualClock, Message, Queue, ReplayOptions, Retry, Store,
-    WorkerPool,
-};
+use deadletter::audit::{Actor, AuditAction, HistoryEvent};
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::pool::Retry;
+use deadletter::queue::FailureReport;
+use deadletter::replay::{GuardedReplayOptions, GuardedReplayState};
+use deadletter::{Config, Failure, Filter, Message, Queue, ReplayOptions, Store, WorkerPool};
 
 /// `n` messages in the DLQ of `orders`, dead-lettered by a bug.
 fn dead_letters(store: &Store, n: usize) -> Queue {
@@ -36,7 +37,7 @@ fn options() -> GuardedReplayOptions {
         .max_failure_ratio(0.2)
 }
 
-fn pool(q: &Queue, fixed: bool, attempts: u32) -> deadletter::RunningPool<Queue> {
+fn pool(q: &Queue, fixed: bool, attempts: u32) -> deadletter::pool::RunningPool<Queue> {
     WorkerPool::new(q)
         .workers(2)
         .retry(Retry::fixed(Duration::from_secs(60)).max_attempts(attempts))

@@ -25,12 +25,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use common::T0;
+use deadletter::audit::AuditLimits;
+use deadletter::clock::ManualClock;
+use deadletter::dlq::{DeadLetter, EntryStatus, Fingerprint, PastDlqEntry};
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueOptions};
 use deadletter::sim::{Place, StoreHooks};
-use deadletter::{
-    AuditLimits, CompactionOptions, Config, DeadLetter, Durability, EnqueueOptions, EntryStatus,
-    Error, Failure, FailureOutcome, FailureReport, Filter, Fingerprint, ManualClock, Message,
-    PastDlqEntry, Queue, QueueOptions, ReplayOptions, Store,
-};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Error, Failure, Filter, Message, Queue, ReplayOptions, Store};
 use proptest::prelude::*;
 use proptest::test_runner::{
     Config as PtConfig, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner,
@@ -1052,7 +1053,7 @@ impl Harness {
 
     fn run(&mut self, step: &Step) -> R {
         self.step_no += 1;
-        self.model.now = deadletter::Clock::now_ms(&self.clock);
+        self.model.now = deadletter::clock::Clock::now_ms(&self.clock);
         match step.clone() {
             Step::Enqueue {
                 q,

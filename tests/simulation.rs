@@ -40,14 +40,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::T0;
+use deadletter::clock::ManualClock;
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueOptions};
+use deadletter::recovery::RecoveryMode;
 use deadletter::sim::inspect::{census, Entry, Where};
 use deadletter::sim::Vfs;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk, SimRng};
-use deadletter::{
-    CompactionOptions, Config, Durability, EnqueueOptions, Error, Failure, FailureOutcome,
-    FailureReport, Filter, ManualClock, Message, MessageId, Queue, QueueOptions, RecoveryMode,
-    ReplayOptions, Store,
-};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Error, Failure, Filter, Message, Queue, ReplayOptions, Store};
 
 const ROOT: &str = "/sim";
 const DIR: &str = "/sim/store";
@@ -197,7 +197,7 @@ impl Sim {
     }
 
     fn now(&self) -> u64 {
-        use deadletter::Clock;
+        use deadletter::clock::Clock;
         self.clock.now_ms()
     }
 

@@ -46,9 +46,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{disk_bytes, T0};
-use deadletter::{
-    AuditLimits, Clock, Config, Durability, Failure, FailureReport, ManualClock, Page, Store,
-};
+use deadletter::audit::AuditLimits;
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::queue::FailureReport;
+use deadletter::store::Durability;
+use deadletter::{Config, Failure, Page, Store};
 
 const DEFAULT_MESSAGES: u64 = 200_000;
 const SEGMENT: u64 = 1 << 20;

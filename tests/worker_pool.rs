@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
+use deadletter::pool::Retry;
+use deadletter::{Config, Failure, Message, Store, WorkerPool};
 
 fn store() -> (tempfile::TempDir, Store) {
     common::temp_store(Config::fast())
@@ -283,7 +284,8 @@ fn the_dlq_alert_fires_through_the_pool() {
 /// rule makes a converted error type permanent; an unknown error type stays transient.
 #[test]
 fn decode_errors_and_classified_errors_skip_retries() {
-    use deadletter::{Classifier, Page};
+    use deadletter::pool::Classifier;
+    use deadletter::Page;
     let (_dir, store) = store();
     let q = store.queue("typed").unwrap();
     q.enqueue_typed(&7u64).unwrap();
@@ -323,7 +325,7 @@ fn decode_errors_and_classified_errors_skip_retries() {
         e.failure.attempts.len()
     };
     assert_eq!(entries.len(), 3);
-    assert_eq!(attempts(deadletter::DECODE_ERROR_KIND), 1);
+    assert_eq!(attempts(deadletter::pool::DECODE_ERROR_KIND), 1);
     assert_eq!(attempts("ParseIntError"), 1);
     assert_eq!(attempts("Error"), 3); // std::io::Error: unknown, transient
 }

@@ -19,11 +19,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deadletter::backend::WorkerQueue;
+use deadletter::pool::Retry;
+use deadletter::queue::FailureReport;
 use deadletter::sim::{PowerCutOptions, SimDisk, SimRng, StoreHooks, Vfs};
-use deadletter::{
-    Durability, Failure, FailureReport, Filter, Message, MessageQueue, Retry, Store, WorkerPool,
-    WorkerQueue,
-};
+use deadletter::store::Durability;
+use deadletter::{Failure, Filter, Message, MessageQueue, Store, WorkerPool};
 
 const ROOT: &str = "/store";
 const MESSAGES: usize = 60;

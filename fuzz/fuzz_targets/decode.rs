@@ -14,9 +14,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use deadletter::sim::{self, LockGuard, Log, LogOptions, MappedView, RealFs, Vfs, VfsFile};
+use deadletter::recovery::RecoveryMode;
 use deadletter::sim::SEGMENT_HEADER_LEN;
-use deadletter::{RecoveryMode, FORMAT_VERSION};
+use deadletter::sim::{self, LockGuard, Log, LogOptions, MappedView, RealFs, Vfs, VfsFile};
+use deadletter::store::FORMAT_VERSION;
 use libfuzzer_sys::fuzz_target;
 
 const MAX_BODY: usize = 4096;

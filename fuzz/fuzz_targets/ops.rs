@@ -15,13 +15,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deadletter::clock::ManualClock;
+use deadletter::queue::{FailureReport, MessageId, QueueOptions};
+use deadletter::sim::Vfs;
 use deadletter::sim::inspect::census;
 use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk, SimRng};
-use deadletter::sim::Vfs;
-use deadletter::{
-    CompactionOptions, Config, Durability, Failure, FailureReport, Filter, ManualClock,
-    MessageId, QueueOptions, ReplayOptions, Store,
-};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Failure, Filter, ReplayOptions, Store};
 use libfuzzer_sys::fuzz_target;
 
 const DIR: &str = "/sim/store";

@@ -16,9 +16,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use deadletter::clock::ManualClock;
+use deadletter::recovery::RecoveryMode;
 use deadletter::sim::inspect::census;
 use deadletter::sim::{Log, LogOptions, SimDisk, SimRng, Vfs};
-use deadletter::{CompactionOptions, Config, Durability, ManualClock, RecoveryMode, Store};
+use deadletter::store::{CompactionOptions, Durability};
+use deadletter::{Config, Store};
 use libfuzzer_sys::fuzz_target;
 
 const DIR: &str = "/store";
@@ -164,7 +167,7 @@ fn damaged_store(disk: &SimDisk, input: &mut Input) {
                     if let Ok(msgs) = q.lease(1) {
                         for m in msgs {
                             let f = deadletter::Failure::permanent("E", "e");
-                            let _ = q.dead_letter(&m, &deadletter::FailureReport::new(&f));
+                            let _ = q.dead_letter(&m, &deadletter::queue::FailureReport::new(&f));
                         }
                     }
                 }

@@ -27,7 +27,8 @@ enum Matcher {
 /// ([`WorkerPool::classify`](crate::WorkerPool::classify)).
 ///
 /// ```
-/// use deadletter::{Classifier, Failure, FailureClass};
+/// use deadletter::Failure;
+/// use deadletter::pool::{Classifier, FailureClass};
 ///
 /// #[derive(Debug)]
 /// struct InvalidOrder;

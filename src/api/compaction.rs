@@ -7,14 +7,18 @@
 //! checkpoint, reclaim) follows, see [`Engine::compact`](crate::engine::Engine::compact).
 //! What runs it on a schedule is a service (`api::services::compactor`).
 //!
-//! The work is done a bounded batch at a time ([`CompactionOptions::batch`](crate::CompactionOptions::batch) records, or 16
+//! The work is done a bounded batch at a time ([`CompactionOptions::batch`] records, or 16
 //! times as many index entries scanned) per hold of the store's lock, so expiring a large
 //! backlog never stalls producers and consumers for long.
 //!
 //! Time: expiry uses [`Store::expiry_now`], which never goes backwards and follows a forward
-//! jump of the wall clock by at most [`CompactionOptions::max_forward_jump`](crate::CompactionOptions::max_forward_jump) per run, so a
+//! jump of the wall clock by at most [`CompactionOptions::max_forward_jump`] per run, so a
 //! clock set wrongly far ahead cannot expire everything at once, and one set back cannot
 //! resurrect what already expired.
+
+//!
+//! [`CompactionOptions::batch`]: crate::store::CompactionOptions::batch
+//! [`CompactionOptions::max_forward_jump`]: crate::store::CompactionOptions::max_forward_jump
 
 use std::ops::Bound::{Excluded, Unbounded};
 use std::time::Instant;
@@ -33,7 +37,7 @@ impl Store {
     /// (see [`crate::services::Compactor`]). One run at a time: a call waits for the one
     /// running.
     ///
-    /// [`CompactionOptions::interval`]: crate::CompactionOptions::interval
+    /// [`CompactionOptions::interval`]: crate::store::CompactionOptions::interval
     pub fn compact_now(&self) -> Result<CompactionReport> {
         self.writable()?;
         let _run = self.compaction_lock();

@@ -96,7 +96,8 @@ pub struct QueueMetrics {
 /// Prometheus text ([`Metrics::to_prometheus`]; the dashboard serves it at `/metrics`).
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Store};
+/// use deadletter::{Config, Failure, Store};
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-metrics-{}", std::process::id()));

@@ -13,7 +13,7 @@
 //! closes (see `core::store`); a service that fails to start fails the open, and the ones
 //! started before it stop again.
 //!
-//! [`CompactionOptions::interval`]: crate::CompactionOptions::interval
+//! [`CompactionOptions::interval`]: crate::store::CompactionOptions::interval
 
 use std::path::Path;
 use std::sync::Arc;

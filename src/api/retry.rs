@@ -41,7 +41,7 @@ pub enum Jitter {
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::Retry;
+/// use deadletter::pool::Retry;
 ///
 /// let ms = Duration::from_millis;
 /// let policy = Retry::exponential(ms(100)).cap(ms(1_000)).max_attempts(6);

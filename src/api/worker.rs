@@ -1,7 +1,7 @@
 //! The worker pool: N threads that lease, handle, and ack, retry or dead-letter messages.
 //!
 //! The pool runs on any [`WorkerQueue`] (the embedded [`Queue`] by default; any core
-//! [`MessageQueue`](crate::MessageQueue) through [`CoreOnly`](crate::CoreOnly)): it is
+//! [`MessageQueue`](crate::MessageQueue) through [`CoreOnly`](crate::backend::CoreOnly)): it is
 //! generic over the backend, so each call into the queue is statically dispatched, and
 //! the handler sees the backend's own message type. What follows is the protocol as the
 //! embedded store runs it; under [`WorkerQueue`]'s defaults a batch is one leased
@@ -116,11 +116,12 @@ pub struct ShutdownReport {
 
 /// Builder of a worker pool over one queue, on any backend (`Q`: the embedded [`Queue`]
 /// unless another [`WorkerQueue`] is given; a backend that implements only the core
-/// [`MessageQueue`](crate::MessageQueue) runs as [`CoreOnly`](crate::CoreOnly)`(queue)`).
+/// [`MessageQueue`](crate::MessageQueue) runs as [`CoreOnly`](crate::backend::CoreOnly)`(queue)`).
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
+/// use deadletter::{Config, Failure, Message, Store, WorkerPool};
+/// use deadletter::pool::Retry;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-pool-{}", std::process::id()));
@@ -165,7 +166,7 @@ pub const QUICK_BATCH: Duration = Duration::from_millis(2);
 
 /// How long [`RunningPool::run_until_idle`] watches a queue's clock stand still, with no
 /// delivery held and every waiting message due later, before it takes those messages for
-/// ones that wait for a clock that does not move by itself (a [`crate::ManualClock`]). A
+/// ones that wait for a clock that does not move by itself (a [`crate::clock::ManualClock`]). A
 /// system clock moves within it.
 pub(crate) const STILL_CLOCK: Duration = Duration::from_millis(100);
 
@@ -244,7 +245,8 @@ struct Shared<Q: WorkerQueue> {
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
+/// use deadletter::{Config, Failure, Message, Store, WorkerPool};
+/// use deadletter::pool::Retry;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-running-{}", std::process::id()));
@@ -435,7 +437,7 @@ impl<Q: WorkerQueue> RunningPool<Q> {
     /// Blocks until the queue holds nothing waiting (including messages waiting out a
     /// backoff) and no handler runs. Returns the error that stopped the pool, if one did.
     ///
-    /// Under a clock that does not move by itself (a [`crate::ManualClock`]), a message
+    /// Under a clock that does not move by itself (a [`crate::clock::ManualClock`]), a message
     /// waiting out a backoff never becomes visible while this waits: so it also returns
     /// once no handler runs, no delivery is held, every waiting message becomes visible
     /// only later than the queue's clock says now, and that clock has not moved for 100 ms

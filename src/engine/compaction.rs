@@ -48,7 +48,7 @@
 //!   and the copies win because they come later;
 //! - a checkpoint's position is durable before the checkpoint exists (step 3 syncs first),
 //!   so recovery never finds a checkpoint past the log's end unless the log lost durable
-//!   records (then it is [`crate::CorruptionKind::BadCheckpoint`], see
+//!   records (then it is [`crate::recovery::CorruptionKind::BadCheckpoint`], see
 //!   [`checkpoint::load_newest`]); a crash while writing one leaves the previous slots
 //!   intact (temporary file, fsync, rename, directory fsync; failpoints
 //!   `checkpoint-temp-written`, `checkpoint-renamed`, `checkpoint-written`);

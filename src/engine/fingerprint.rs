@@ -36,12 +36,13 @@ use crate::engine::envelope::FailureInfo;
 /// message template and the normalised frames, shown as 16 hex digits.
 ///
 /// ```
-/// use deadletter::Fingerprint;
+/// use deadletter::dlq::Fingerprint;
 ///
 /// let a = Fingerprint::compute("NotFound", "order ORD-123 not found", None, 0);
 /// let b = Fingerprint::compute("NotFound", "order ORD-977 not found", None, 0);
 /// assert_eq!(a, b);
-/// assert_eq!(deadletter::message_template("order ORD-123 not found"), "order ORD-<num> not found");
+/// let template = deadletter::dlq::message_template("order ORD-123 not found");
+/// assert_eq!(template, "order ORD-<num> not found");
 /// let parsed: Fingerprint = a.to_string().parse().unwrap();
 /// assert_eq!(parsed, a);
 /// ```

@@ -14,7 +14,9 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use deadletter::{CompactionOptions, Config, ManualClock, Store};
+use deadletter::clock::ManualClock;
+use deadletter::store::CompactionOptions;
+use deadletter::{Config, Store};
 
 /// Where the manual clocks of the tests start (2023-11-14T22:13:20Z, in ms since the
 /// epoch): a fixed time, so ages, expiry and hourly buckets are exact.

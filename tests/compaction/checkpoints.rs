@@ -3,8 +3,10 @@
 //! between a checkpoint and reclaim reads both back; a compacted log without a good
 //! checkpoint, or a checkpoint past the log's end, is `BadCheckpoint`, never a wrong state.
 
+use deadletter::clock::ManualClock;
+use deadletter::recovery::{CorruptionKind, RecoveryMode};
 use deadletter::sim::StoreHooks;
-use deadletter::{CorruptionKind, Error, ManualClock, RecoveryMode, Store};
+use deadletter::{Error, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::{churn, config, damage, slot_positions};

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use deadletter::{EnqueueOptions, Failure, FailureReport, ManualClock, QueueOptions, Store};
+use deadletter::clock::ManualClock;
+use deadletter::queue::{EnqueueOptions, FailureReport, QueueOptions};
+use deadletter::{Failure, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::config;

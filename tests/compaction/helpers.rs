@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
+use deadletter::clock::ManualClock;
 use deadletter::sim::checkpoint_positions;
-use deadletter::{Config, Durability, ManualClock, Store};
+use deadletter::store::Durability;
+use deadletter::{Config, Store};
 
 use crate::common;
 

@@ -3,9 +3,10 @@
 //! survives compaction (which deletes the records it was counted from, so it must be in
 //! the checkpoint) and a reopen; and it keeps 90 days.
 
-use deadletter::{
-    Clock, Failure, FailureReport, ManualClock, QueueOptions, ReplayOptions, Store, HISTORY_HOURS,
-};
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::dlq::HISTORY_HOURS;
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::{Failure, ReplayOptions, Store};
 
 use crate::common::T0;
 use crate::helpers::{churn, config, store_first_segment};

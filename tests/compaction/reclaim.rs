@@ -6,8 +6,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deadletter::clock::ManualClock;
+use deadletter::queue::FailureReport;
 use deadletter::sim::{LockGuard, RealFs, StoreHooks, Vfs, VfsFile};
-use deadletter::{Failure, FailureReport, ManualClock, Store};
+use deadletter::{Failure, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::{churn, config};

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use deadletter::{EnqueueOptions, Failure, FailureReport, ManualClock, Store};
+use deadletter::clock::ManualClock;
+use deadletter::queue::{EnqueueOptions, FailureReport};
+use deadletter::{Failure, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::{churn, config, store_first_segment};

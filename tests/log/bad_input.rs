@@ -2,7 +2,8 @@
 //! are not a record's, and invalid options (nothing is created).
 
 use deadletter::sim::{Log, LogOptions};
-use deadletter::{Durability, Error};
+use deadletter::store::Durability;
+use deadletter::Error;
 
 use crate::helpers::{opts, FRAME};
 

@@ -3,8 +3,9 @@
 //! when the flip hit the last record or the zeros after the data: a torn tail); in
 //! quarantine mode it opens, lists the damaged range and returns only intact records.
 
+use deadletter::recovery::{CorruptionKind, CorruptionLocation};
 use deadletter::sim::Log;
-use deadletter::{CorruptionKind, CorruptionLocation, Error};
+use deadletter::Error;
 
 use crate::helpers::{
     body, case_dir, opts, quarantine, read_all, seg_path, write_log, FRAME, HEADER,

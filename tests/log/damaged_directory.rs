@@ -2,8 +2,9 @@
 //! segment cut short, an empty or zero-filled last segment, a leftover temporary file,
 //! foreign files, and a file with a segment's name but not a segment's content.
 
+use deadletter::recovery::{CorruptionKind, CorruptionLocation};
 use deadletter::sim::Log;
-use deadletter::{CorruptionKind, CorruptionLocation, Error};
+use deadletter::Error;
 
 use crate::helpers::{
     multi_segment_log, opts, quarantine, read_all, seg_path, segment_bases, FRAME, HEADER,

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use deadletter::recovery::RecoveryReport;
 use deadletter::sim::{Fault, FaultyFs, Log, OpKinds, RealFs};
-use deadletter::{Error, RecoveryReport};
+use deadletter::Error;
 
 use crate::helpers::{body, opts, read_all};
 

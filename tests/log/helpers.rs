@@ -2,8 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use deadletter::recovery::RecoveryMode;
 use deadletter::sim::{Log, LogOptions};
-use deadletter::{Durability, RecoveryMode};
+use deadletter::store::Durability;
 
 /// Bytes of a segment header.
 pub const HEADER: u64 = 32;

@@ -3,7 +3,7 @@
 //! after a reopen.
 
 use deadletter::sim::{Log, LogOptions};
-use deadletter::Durability;
+use deadletter::store::Durability;
 
 #[test]
 fn append_read_reopen_roll() {

@@ -10,7 +10,7 @@
 //! second round fails.
 
 use deadletter::sim::{Log, LogOptions};
-use deadletter::Durability;
+use deadletter::store::Durability;
 
 #[test]
 fn fast_rolls_never_damage_a_segment_header() {

@@ -12,7 +12,7 @@ use deadletter::sim::{
     parse_temp_name, temp_name, Fault, FaultyFs, Log, LogOptions, OpKinds, PowerCutOptions, RealFs,
     SimDisk, SimRng,
 };
-use deadletter::Durability;
+use deadletter::store::Durability;
 
 use crate::helpers::{body, opts, read_all, seg_path, FRAME, HEADER};
 
@@ -114,7 +114,7 @@ fn an_open_reads_only_up_to_the_hint_and_all_of_the_segment_without_one() {
     drop(log);
     let bound = hint_bound(dir, base).expect("a hint");
     assert!(bound > end && bound < (256 << 10) - HEADER);
-    let verified = deadletter::verify(dir).unwrap();
+    let verified = deadletter::verify::verify(dir).unwrap();
     assert_eq!(verified.tail_hint, Some(bound));
     assert!(verified.temp_files.is_empty(), "the hint is no leftover");
     // An open reads past the bound by a frame header, then to the end of that 4 KiB page of
@@ -123,7 +123,7 @@ fn an_open_reads_only_up_to_the_hint_and_all_of_the_segment_without_one() {
     // A byte past that (which the log never writes there) is not seen: the open does not
     // read that far, and keeps the hint. Verify reads everything and calls it damage.
     plant(dir, base, limit + 100);
-    let verified = deadletter::verify(dir).unwrap();
+    let verified = deadletter::verify::verify(dir).unwrap();
     assert!(verified.torn_tail().is_some(), "verify reads everything");
     assert_eq!(
         verified.written_past_hint(),

@@ -3,8 +3,9 @@
 //! log appends after it and reopens again. A file cut at the same offset is no torn write
 //! (writes never shorten a segment): it is refused with the sizes.
 
+use deadletter::recovery::CorruptionKind;
 use deadletter::sim::{Log, SimRng};
-use deadletter::{CorruptionKind, Error};
+use deadletter::Error;
 
 use crate::helpers::{body, case_dir, opts, read_all, seg_path, write_log, FRAME, HEADER};
 

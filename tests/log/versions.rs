@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use deadletter::sim::{Log, LogOptions};
-use deadletter::{Error, FORMAT_VERSION};
+use deadletter::store::FORMAT_VERSION;
+use deadletter::Error;
 
 use crate::common::dir_contents;
 use crate::helpers::{opts as sized, seg_path};

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use deadletter::{Error, ManualClock};
+use deadletter::clock::ManualClock;
+use deadletter::Error;
 
 use crate::common::{self, T0};
 

@@ -1,10 +1,12 @@
 //! The audit trail and lineage (issue 13): who changed a DLQ, and the whole life of a
 //! message, still answered after the records are compacted away and the store reopened.
 
-use deadletter::{
-    Actor, AuditAction, AuditLimits, Error, Failure, FailureReport, HistoryEvent, ManualClock,
-    MessageHistory, MessageState, Removal, ReplayOptions, Store,
+use deadletter::audit::{
+    Actor, AuditAction, AuditLimits, HistoryEvent, MessageHistory, MessageState, Removal,
 };
+use deadletter::clock::ManualClock;
+use deadletter::queue::FailureReport;
+use deadletter::{Error, Failure, ReplayOptions, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::{config, options};

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use deadletter::QueueOptions;
+use deadletter::queue::QueueOptions;
 
 use crate::common;
 

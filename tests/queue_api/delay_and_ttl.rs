@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use deadletter::{EnqueueOptions, Error, ManualClock};
+use deadletter::clock::ManualClock;
+use deadletter::queue::EnqueueOptions;
+use deadletter::Error;
 
 use crate::common::{self, T0};
 use crate::helpers::{fast, options};
@@ -52,7 +54,7 @@ fn ttl_expiry_on_lease_goes_to_the_dlq_or_is_dropped() {
     let got = to_dlq.lease(10).unwrap();
     assert_eq!(got.iter().map(|m| m.id()).collect::<Vec<_>>(), vec![fresh]);
     let entry = to_dlq.dlq().get(a).unwrap();
-    assert_eq!(entry.failure.error_kind, deadletter::EXPIRED_KIND);
+    assert_eq!(entry.failure.error_kind, deadletter::dlq::EXPIRED_KIND);
     assert_eq!(entry.failure.error_kind, "expired");
     assert_eq!(entry.payload, b"stale order");
     assert_eq!(entry.metadata.delivery_count, 0);

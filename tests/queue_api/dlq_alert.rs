@@ -3,7 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use deadletter::{DlqAlert, ManualClock, ReplayOptions};
+use deadletter::clock::ManualClock;
+use deadletter::dlq::DlqAlert;
+use deadletter::ReplayOptions;
 
 use crate::common::{self, T0};
 use crate::helpers::{fail_one, fast, options};

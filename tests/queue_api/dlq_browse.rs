@@ -2,7 +2,10 @@
 //! reopen) while list and get read their entries; pages and every filter, with no side
 //! effect.
 
-use deadletter::{EnqueueOptions, EntryStatus, Failure, FailureReport, Filter, ManualClock, Page};
+use deadletter::clock::ManualClock;
+use deadletter::dlq::{DeadLetter, EntryStatus};
+use deadletter::queue::{EnqueueOptions, FailureReport};
+use deadletter::{Failure, Filter, Page};
 
 use crate::common::{self, T0};
 use crate::helpers::{fast, options};
@@ -91,7 +94,7 @@ fn list_pages_and_filters_without_side_effects() {
     }
     let dlq = q.dlq();
     let stats = dlq.stats();
-    let ids_of = |v: Vec<deadletter::DeadLetter>| v.iter().map(|e| e.id()).collect::<Vec<_>>();
+    let ids_of = |v: Vec<DeadLetter>| v.iter().map(|e| e.id()).collect::<Vec<_>>();
 
     // Pages, oldest first, each after the last id of the previous one.
     let p1 = ids_of(dlq.list(&Filter::all(), Page::first(4)).unwrap());
@@ -134,8 +137,8 @@ fn list_pages_and_filters_without_side_effects() {
 #[cfg(feature = "sim")]
 #[test]
 fn a_listing_reads_only_the_entries_it_returns() {
+    use deadletter::dlq::Cursor;
     use deadletter::sim::StoreHooks;
-    use deadletter::Cursor;
     let clock = ManualClock::new(T0);
     let (_dir, store) = common::temp_store(fast(&clock));
     let q = store.queue_with("orders", options(3)).unwrap();
@@ -185,7 +188,9 @@ fn a_listing_reads_only_the_entries_it_returns() {
 /// fingerprints from the envelopes).
 #[test]
 fn filtered_pages_agree_with_the_envelopes_everywhere() {
-    use deadletter::{Clock, Cursor, DeadLetter, Dlq, Store};
+    use deadletter::clock::Clock;
+    use deadletter::dlq::{Cursor, DeadLetter};
+    use deadletter::{Dlq, Store};
     let clock = ManualClock::new(T0);
     let (dir, store) = common::temp_store(fast(&clock));
     let q = store.queue_with("orders", options(3)).unwrap();
@@ -316,10 +321,10 @@ fn filtered_pages_agree_with_the_envelopes_everywhere() {
 fn check_summaries(
     dlq: &deadletter::Dlq,
     filter: &Filter,
-    expected: &[deadletter::DeadLetter],
+    expected: &[deadletter::dlq::DeadLetter],
     place: &str,
 ) {
-    use deadletter::{Cursor, DeadLetterSummary};
+    use deadletter::dlq::{Cursor, DeadLetterSummary};
     let expected: Vec<DeadLetterSummary> = expected
         .iter()
         .cloned()
@@ -373,7 +378,8 @@ fn check_summaries(
 /// in another queue's DLQ, has no summary.
 #[test]
 fn summaries_follow_imports_corrections_replays_and_deletes() {
-    use deadletter::{DeadLetterSummary, Error, ReplayOptions};
+    use deadletter::dlq::DeadLetterSummary;
+    use deadletter::{Error, ReplayOptions};
     let clock = ManualClock::new(T0);
     let (_dir, store) = common::temp_store(fast(&clock));
     let q = store.queue_with("orders", options(1)).unwrap();
@@ -479,8 +485,8 @@ fn fail_with(q: &deadletter::Queue, kind: &str, message: &str) -> u64 {
     m.id()
 }
 
-fn cursor_of(s: &deadletter::DeadLetterSummary) -> deadletter::Cursor {
-    deadletter::Cursor {
+fn cursor_of(s: &deadletter::dlq::DeadLetterSummary) -> deadletter::dlq::Cursor {
+    deadletter::dlq::Cursor {
         dead_lettered_at_ms: s.dead_lettered_at_ms,
         id: s.id,
     }

@@ -1,6 +1,8 @@
 //! Exported DLQ entries import into another store whole, and survive a reopen there.
 
-use deadletter::{Config, EntryStatus, Failure, FailureReport, Filter, Page, Store};
+use deadletter::dlq::EntryStatus;
+use deadletter::queue::FailureReport;
+use deadletter::{Config, Failure, Filter, Page, Store};
 
 use crate::common;
 

@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use deadletter::{
-    Failure, FailureReport, Filter, Fingerprint, ManualClock, Page, ReplayOptions, Store,
-};
+use deadletter::clock::ManualClock;
+use deadletter::dlq::Fingerprint;
+use deadletter::queue::FailureReport;
+use deadletter::{Failure, Filter, Page, ReplayOptions, Store};
 
 use crate::common;
 use crate::helpers;

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use deadletter::{Config, Durability, Failure, FailureReport, ManualClock, Queue, QueueOptions};
+use deadletter::clock::ManualClock;
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::store::Durability;
+use deadletter::{Config, Failure, Queue};
 
 use crate::common;
 

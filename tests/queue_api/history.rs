@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use deadletter::{Clock, Failure, FailureOutcome, FailureReport, ManualClock};
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::queue::{FailureOutcome, FailureReport};
+use deadletter::Failure;
 
 use crate::common::{self, T0};
 use crate::helpers::{fast, options};

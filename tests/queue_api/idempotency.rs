@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use deadletter::{EnqueueOptions, ManualClock, Store};
+use deadletter::clock::ManualClock;
+use deadletter::queue::EnqueueOptions;
+use deadletter::Store;
 
 use crate::common::{self, T0};
 use crate::helpers::config;

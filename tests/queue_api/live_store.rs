@@ -5,10 +5,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+use deadletter::clock::ManualClock;
 use deadletter::control::Client;
-use deadletter::{
-    DeadLetter, EnqueueOptions, Error, Filter, ManualClock, Page, ReplayOptions, Store,
-};
+use deadletter::dlq::DeadLetter;
+use deadletter::queue::EnqueueOptions;
+use deadletter::{Error, Filter, Page, ReplayOptions, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::{fail_one, fast};

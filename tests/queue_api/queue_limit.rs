@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use deadletter::{Error, ManualClock, QueueOptions, Store};
+use deadletter::clock::ManualClock;
+use deadletter::queue::QueueOptions;
+use deadletter::{Error, Store};
 
 use crate::helpers;
 

@@ -6,9 +6,9 @@
 //! next to the entry that made it ready again, so one lease delivered it twice (found by
 //! the newsletter scenario, now in the conformance suite).
 
-use deadletter::{
-    Config, Failure, FailureOutcome, FailureReport, ManualClock, QueueOptions, ReplayOptions, Store,
-};
+use deadletter::clock::ManualClock;
+use deadletter::queue::{FailureOutcome, FailureReport, QueueOptions};
+use deadletter::{Config, Failure, ReplayOptions, Store};
 
 use crate::common::T0;
 

@@ -2,9 +2,10 @@
 //! the DLQ; a replay to another queue keeps the message's id and attributes, and a failure
 //! there lands in that queue's DLQ one generation on.
 
-use deadletter::{
-    EnqueueOptions, EntryStatus, Error, Failure, FailureReport, Filter, ManualClock, ReplayOptions,
-};
+use deadletter::clock::ManualClock;
+use deadletter::dlq::EntryStatus;
+use deadletter::queue::{EnqueueOptions, FailureReport};
+use deadletter::{Error, Failure, Filter, ReplayOptions};
 
 use crate::common::{self, T0};
 use crate::helpers::{fail_one, fast, options};

@@ -6,11 +6,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use deadletter::clock::ManualClock;
 use deadletter::control::{Client, SOCKET_NAME};
+use deadletter::queue::EnqueueOptions;
+use deadletter::replay::GuardedReplayOptions;
 use deadletter::services::{Compactor, ControlServer, GuardedReplayDriver};
-use deadletter::{
-    CompactionOptions, EnqueueOptions, Error, Filter, GuardedReplayOptions, ManualClock, Store,
-};
+use deadletter::store::CompactionOptions;
+use deadletter::{Error, Filter, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::{fail_one, fast};

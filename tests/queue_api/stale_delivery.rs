@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use deadletter::{Error, Failure, FailureReport, ManualClock};
+use deadletter::clock::ManualClock;
+use deadletter::queue::FailureReport;
+use deadletter::{Error, Failure};
 
 use crate::common::{self, T0};
 use crate::helpers::{fast, options};

@@ -1,7 +1,8 @@
 //! One process, one handle at a time: a second open of a store directory is
 //! `Error::Locked` until every handle of the first is gone.
 
-use deadletter::{Error, ManualClock, Store};
+use deadletter::clock::ManualClock;
+use deadletter::{Error, Store};
 
 use crate::common::{self, T0};
 use crate::helpers::config;

@@ -3,10 +3,11 @@
 //! snapshot. A time before what the store keeps, or a filter on what it does not keep of
 //! past entries, is a typed error.
 
-use deadletter::{
-    AuditLimits, Clock, Cursor, DeadLetter, EntryStatus, Error, Failure, FailureReport, Filter,
-    ManualClock, Page, PastDlqEntry, ReplayOptions, Store,
-};
+use deadletter::audit::AuditLimits;
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::dlq::{Cursor, DeadLetter, EntryStatus, PastDlqEntry};
+use deadletter::queue::FailureReport;
+use deadletter::{Error, Failure, Filter, Page, ReplayOptions, Store};
 
 use crate::common::T0;
 use crate::helpers::{config, options};

@@ -1,7 +1,8 @@
 //! Bad input gets a typed error and changes nothing: a message over the size limit (alone,
 //! in a batch, or as a corrected replay), an unknown queue or DLQ name, an empty name.
 
-use deadletter::{Error, ManualClock, ReplayOptions};
+use deadletter::clock::ManualClock;
+use deadletter::{Error, ReplayOptions};
 
 use crate::common::{self, T0};
 use crate::helpers::{fail_one, fast, options};

@@ -1,7 +1,8 @@
 //! Typed payloads: `enqueue_typed` and `Message::decode` round-trip a serde type; bytes
 //! that do not decode are `Error::Codec`.
 
-use deadletter::{Error, ManualClock};
+use deadletter::clock::ManualClock;
+use deadletter::Error;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{self, T0};

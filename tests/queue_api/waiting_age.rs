@@ -2,7 +2,8 @@
 //! message whose delivery died with the process has waited since the process stopped,
 //! not since time 0; and an older message still waiting is still the oldest.
 
-use deadletter::{ManualClock, Store};
+use deadletter::clock::ManualClock;
+use deadletter::Store;
 
 use crate::common::T0;
 use crate::helpers::{config, options};

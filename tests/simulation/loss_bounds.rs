@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadletter::sim::{Log, LogOptions, SimDisk, SimRng};
-use deadletter::Durability;
+use deadletter::store::Durability;
 
 const LOG_DIR: &str = "/loss";
 /// Seeds per policy in a debug build (`DEADLETTER_SIM_SEEDS` overrides).

@@ -1,7 +1,9 @@
 //! Commands that read without changing anything: `stats`, `list`, `show`, `analyze`.
 
+use deadletter::dlq::{Analysis, DeadLetter, EntryStatus};
+use deadletter::queue::MessageId;
 use deadletter::DeadLetterQueue;
-use deadletter::{Analysis, DeadLetter, EntryStatus, MessageId, Page};
+use deadletter::Page;
 use deadletter_dashboard::export::{envelope_to_json, status_name, PayloadEncoding};
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::{api, Source};

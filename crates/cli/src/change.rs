@@ -6,7 +6,8 @@
 
 use std::io::{IsTerminal, Read};
 
-use deadletter::{DeadLetterQueue, EnqueueOptions, Filter, MessageId, MessageQueue, ReplayOptions};
+use deadletter::queue::{EnqueueOptions, MessageId};
+use deadletter::{DeadLetterQueue, Filter, MessageQueue, ReplayOptions};
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};

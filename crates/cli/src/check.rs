@@ -1,4 +1,4 @@
-//! `verify`: reads every segment read-only through `deadletter::verify` (no lock taken,
+//! `verify`: reads every segment read-only through `deadletter::verify::verify` (no lock taken,
 //! nothing truncated or removed) and prints what recovery would find, with the on-disk
 //! format version of every segment and checkpoint. Exits 1 when it finds damage, or files
 //! in a format this build does not read: a newer version (it cannot check those, and the
@@ -6,7 +6,8 @@
 //! 0.1.0 (which no release opens); a torn tail in the last segment is reported but is not
 //! damage (the next open truncates it, as after any crash during a write).
 
-use deadletter::{verify_with, HeaderStatus, SegmentReport, VerifyOptions, FORMAT_VERSION};
+use deadletter::store::FORMAT_VERSION;
+use deadletter::verify::{verify_with, HeaderStatus, SegmentReport, VerifyOptions};
 
 use crate::cli::VerifyArgs;
 use crate::error::CliError;

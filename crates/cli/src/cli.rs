@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use deadletter::{Filter, Fingerprint, MessageId};
+use deadletter::dlq::Fingerprint;
+use deadletter::queue::MessageId;
+use deadletter::Filter;
 
 use crate::timefmt;
 

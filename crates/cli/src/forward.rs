@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadletter::{QueueOptions, Store};
+use deadletter::queue::QueueOptions;
+use deadletter::Store;
 use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
 use deadletter_jetstream::{ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder};
 

@@ -7,7 +7,8 @@
 //! When the command took the store itself, its process releases the canary before it
 //! exits, and whoever holds the store next (the application) drives the rest.
 
-use deadletter::{DeadLetterQueue, GuardedReplay, GuardedReplayOptions, ReplayOptions};
+use deadletter::replay::{GuardedReplay, GuardedReplayOptions};
+use deadletter::{DeadLetterQueue, ReplayOptions};
 use deadletter_dashboard::guarded::report_json;
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::Source;

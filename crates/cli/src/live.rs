@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadletter::control::Client;
-use deadletter::{
-    Analysis, DeadLetter, DeadLetterQueue, Dlq, DlqAlert, DlqStats, Error, Filter, MessageId,
-    Metrics, Page, ReplayOptions, ReplayReport, Store,
-};
+use deadletter::dlq::{Analysis, DeadLetter, DlqAlert, DlqStats};
+use deadletter::metrics::Metrics;
+use deadletter::queue::MessageId;
+use deadletter::replay::ReplayReport;
+use deadletter::{DeadLetterQueue, Dlq, Error, Filter, Page, ReplayOptions, Store};
 use deadletter_dashboard::Source;
 
 /// A store held by another process: its snapshot and a connection to its owner.

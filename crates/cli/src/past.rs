@@ -6,7 +6,9 @@
 //! Only DLQs travel: the queues' own counts are not kept. A time before what the store
 //! keeps is an error naming the earliest time it answers for.
 
-use deadletter::{Dlq, DlqAsOf, EntryStatus, MessageId, Page, PastDlqEntry, Store};
+use deadletter::dlq::{DlqAsOf, EntryStatus, PastDlqEntry};
+use deadletter::queue::MessageId;
+use deadletter::{Dlq, Page, Store};
 use deadletter_dashboard::export::status_name;
 use deadletter_dashboard::time::format_utc;
 use serde_json::{json, Value};

@@ -7,7 +7,9 @@
 //! same output; enqueue runs on its queue. `import` and `verify` are about a store
 //! directory's records and files, and say so.
 
-use deadletter::{Clock, DeadLetterQueue, Error, MessageQueue, Metrics, QueueMetrics, SystemClock};
+use deadletter::clock::{Clock, SystemClock};
+use deadletter::metrics::{Metrics, QueueMetrics};
+use deadletter::{DeadLetterQueue, Error, MessageQueue};
 use deadletter_dashboard::Source;
 use deadletter_jetstream::{JetStream, JetStreamDlq, JetStreamOptions};
 

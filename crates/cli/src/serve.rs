@@ -6,7 +6,9 @@ use crate::cli::ServeArgs;
 use crate::error::CliError;
 use crate::output::print;
 use crate::store_access::{self, Open, Writable};
-use deadletter::{Clock, Error, Metrics, Store, SystemClock};
+use deadletter::clock::{Clock, SystemClock};
+use deadletter::metrics::Metrics;
+use deadletter::{Error, Store};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ pub fn serve(args: &ServeArgs, json: bool) -> Result<(), CliError> {
     match store_access::open_write(&args.dir, Open::Existing, true)? {
         // The dashboard's changes are recorded as made by its token's name.
         Writable::Local(store) => {
-            let actor = deadletter::Actor::new(args.token_name.as_str())?;
+            let actor = deadletter::audit::Actor::new(args.token_name.as_str())?;
             serve_on(store.with_actor(actor), args, json)
         }
         Writable::Owner(_) => unreachable!("open_write for serve never asks an owner"),

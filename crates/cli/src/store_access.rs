@@ -14,8 +14,10 @@
 
 use std::path::Path;
 
+use deadletter::audit::Actor;
 use deadletter::control::Client;
-use deadletter::{Actor, Config, DeadLetterQueue, Error, Filter, MessageId, Store};
+use deadletter::queue::MessageId;
+use deadletter::{Config, DeadLetterQueue, Error, Filter, Store};
 use deadletter_dashboard::api;
 use deadletter_dashboard::Source;
 

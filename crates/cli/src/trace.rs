@@ -3,7 +3,7 @@
 //! dead-lettering, replay generation and mark, and its removal, with who did what where
 //! the store knows it.
 
-use deadletter::{HistoryEvent, MessageHistory, MessageState};
+use deadletter::audit::{HistoryEvent, MessageHistory, MessageState};
 use deadletter_dashboard::time::format_utc;
 
 use crate::cli::TraceArgs;

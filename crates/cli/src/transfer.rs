@@ -11,7 +11,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use deadletter::{DeadLetter, DeadLetterQueue, ImportedEntry, Importer};
+use deadletter::dlq::{DeadLetter, ImportedEntry, Importer};
+use deadletter::DeadLetterQueue;
 use deadletter_dashboard::export::{envelope_to_line, parse_line};
 use deadletter_dashboard::Source;
 use serde_json::json;

@@ -4,9 +4,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use deadletter::{
-    DeadLetterQueue, Delivery, EnqueueOptions, Error, Failure, FailureOutcome, MessageQueue,
-};
+use deadletter::queue::{EnqueueOptions, FailureOutcome};
+use deadletter::{DeadLetterQueue, Delivery, Error, Failure, MessageQueue};
 use serde::{Deserialize, Serialize};
 
 use crate::support::{assert_nothing_visible, eventually, fail, held, lease_n, lease_one};
@@ -56,7 +55,7 @@ pub fn retry_waits_and_blocks_nothing<B: TestBackend>(backend: &B) {
     assert_eq!(first.id(), a);
     let retry_at = queue.now_ms() + 1_000;
     let report_failure = Failure::transient("Busy", "try later");
-    let report = deadletter::FailureReport::new(&report_failure).worker("w");
+    let report = deadletter::queue::FailureReport::new(&report_failure).worker("w");
     match queue.retry(&first, &report, retry_at).unwrap() {
         FailureOutcome::Retried { visible_at_ms } => assert!(visible_at_ms >= retry_at),
         other => panic!("retried expected, got {other:?}"),
@@ -198,7 +197,7 @@ pub fn delays_and_time_to_live<B: TestBackend>(backend: &B) {
         dlq.len().unwrap() == 1
     });
     let e = dlq.get(short).unwrap();
-    assert_eq!(e.failure.error_kind, deadletter::EXPIRED_KIND);
+    assert_eq!(e.failure.error_kind, deadletter::dlq::EXPIRED_KIND);
     assert_eq!(e.metadata.delivery_count, 0);
     assert!(e.failure.attempts.is_empty());
     assert_eq!(e.payload, b"too late");

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deadletter::dlq::{Cursor, DeadLetter, DlqAlert, EntryStatus};
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId};
 use deadletter::{
-    Cursor, DeadLetter, DeadLetterQueue, Delivery, DlqAlert, EnqueueOptions, EntryStatus, Error,
-    Failure, FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page, ReplayOptions,
+    DeadLetterQueue, Delivery, Error, Failure, Filter, MessageQueue, Page, ReplayOptions,
 };
 
 use crate::delivery::fail_permanently;

@@ -30,7 +30,7 @@
 //! [`MessageQueue`]: deadletter::MessageQueue
 //! [`DeadLetterQueue`]: deadletter::DeadLetterQueue
 //! [`Delivery`]: deadletter::Delivery
-//! [`WorkerQueue`]: deadletter::WorkerQueue
+//! [`WorkerQueue`]: deadletter::backend::WorkerQueue
 //! [`WorkerPool`]: deadletter::WorkerPool
 
 pub mod delivery;
@@ -40,7 +40,9 @@ pub mod pool;
 pub mod seeds;
 mod support;
 
-use deadletter::{CoreOnly, MessageQueue, QueueOptions, Result, WorkerQueue};
+use deadletter::backend::{CoreOnly, WorkerQueue};
+use deadletter::queue::QueueOptions;
+use deadletter::{MessageQueue, Result};
 
 /// The DLQ handle of a backend's queues.
 pub type DlqOf<B> = <<B as TestBackend>::Queue as MessageQueue>::Dlq;
@@ -148,7 +150,7 @@ macro_rules! conformance_tests {
 
         /// The worker pool's scenarios through [`WorkerQueue`]'s defaults.
         ///
-        /// [`WorkerQueue`]: deadletter::WorkerQueue
+        /// [`WorkerQueue`]: deadletter::backend::WorkerQueue
         mod through_core {
             #[allow(unused_imports)]
             use super::*;

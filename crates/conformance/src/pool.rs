@@ -1,17 +1,16 @@
 //! The worker pool on the backend: outcomes and counters, the pool's own retry policy
 //! and typed handlers, the heartbeat that keeps a slow handler's lease, and a shutdown
 //! that gives back what it has not started. The suite runs each twice: on the backend's
-//! own batching ([`WorkerQueue`](deadletter::WorkerQueue)) and on the defaults built on the core
-//! ([`ThroughCore`](crate::ThroughCore)).
+//! own batching ([`WorkerQueue`](deadletter::backend::WorkerQueue)) and on the defaults
+//! built on the core ([`ThroughCore`](crate::ThroughCore)).
 
 use std::collections::BTreeSet;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use deadletter::{
-    DeadLetterQueue, Delivery, Failure, Filter, MessageId, MessageQueue, Page, Retry, WorkerPool,
-    DECODE_ERROR_KIND,
-};
+use deadletter::pool::{Retry, DECODE_ERROR_KIND};
+use deadletter::queue::MessageId;
+use deadletter::{DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page, WorkerPool};
 
 use crate::delivery::Order;
 use crate::support::{held, lease_n, PATIENCE};

@@ -15,9 +15,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use deadletter::dlq::{DeadLetter, DlqStats, EntryStatus};
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId};
 use deadletter::{
-    DeadLetter, DeadLetterQueue, Delivery, DlqStats, EnqueueOptions, EntryStatus, Error, Failure,
-    FailureOutcome, FailureReport, Filter, MessageId, MessageQueue, Page, ReplayOptions,
+    DeadLetterQueue, Delivery, Error, Failure, Filter, MessageQueue, Page, ReplayOptions,
 };
 
 use crate::support::{counts, fail, held, lease_one, PATIENCE};

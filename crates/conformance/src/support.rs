@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use deadletter::{Delivery, DlqStats, Failure, FailureOutcome, FailureReport, MessageQueue};
+use deadletter::dlq::DlqStats;
+use deadletter::queue::{FailureOutcome, FailureReport};
+use deadletter::{Delivery, Failure, MessageQueue};
 
 /// How long a scenario waits for something that must happen (a redelivery after its
 /// backoff, a message to arrive). Generous: the machine may be busy; waiting that long

@@ -3,7 +3,8 @@
 
 use std::sync::Mutex;
 
-use deadletter::{Config, Dlq, Queue, QueueOptions, Result, Store};
+use deadletter::queue::QueueOptions;
+use deadletter::{Config, Dlq, Queue, Result, Store};
 use deadletter_conformance::TestBackend;
 
 struct Embedded {

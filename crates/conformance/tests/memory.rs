@@ -2,7 +2,9 @@
 //! the worker pool runs on it through `CoreOnly`, that is through `WorkerQueue`'s
 //! defaults, so every scenario here checks those defaults too.
 
-use deadletter::{CoreOnly, QueueOptions, Result};
+use deadletter::backend::CoreOnly;
+use deadletter::queue::QueueOptions;
+use deadletter::Result;
 use deadletter_conformance::memory::{Memory, MemoryDlq, MemoryQueue};
 use deadletter_conformance::TestBackend;
 

@@ -31,7 +31,9 @@
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 
-use deadletter::{Cursor, DeadLetter, DeadLetterQueue, Error, MessageId, Page, HISTORY_HOURS};
+use deadletter::dlq::{Cursor, DeadLetter, HISTORY_HOURS};
+use deadletter::queue::MessageId;
+use deadletter::{DeadLetterQueue, Error, Page};
 
 use crate::export::{envelope_to_json, status_name, PayloadEncoding};
 use crate::query::{cursor_text, ListQuery};

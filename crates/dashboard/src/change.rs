@@ -15,7 +15,8 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use deadletter::{DeadLetterQueue, MessageId, ReplayOptions};
+use deadletter::queue::MessageId;
+use deadletter::{DeadLetterQueue, ReplayOptions};
 
 use crate::guarded;
 use crate::query::FilterSpec;

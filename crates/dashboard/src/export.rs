@@ -14,7 +14,7 @@
 use std::fmt;
 
 use data_encoding::{BASE64, HEXLOWER, HEXLOWER_PERMISSIVE};
-use deadletter::{DeadLetter, EntryStatus};
+use deadletter::dlq::{DeadLetter, EntryStatus};
 use serde_json::Value;
 
 /// `pending`, `reprocessed_ok` or `reprocessed_failed`: the one spelling of an entry's
@@ -220,7 +220,8 @@ pub fn envelope_from_json(value: &Value) -> Result<DeadLetter, ExportError> {
 /// Reads an envelope from one line of an export.
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+/// use deadletter::{Config, Failure, Filter, Page, Store};
+/// use deadletter::queue::FailureReport;
 /// use deadletter_dashboard::export::{envelope_to_line, parse_line};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -12,10 +12,9 @@
 //! The store drives a guarded replay once started (see the library's `Dlq::replay_guarded`);
 //! the page polls `/api/guarded` for its progress.
 
-use deadletter::{
-    DeadLetterQueue, Error, GuardedReplay, GuardedReplayOptions, GuardedReplayState, MessageId,
-    ReplayOptions,
-};
+use deadletter::queue::MessageId;
+use deadletter::replay::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};
+use deadletter::{DeadLetterQueue, Error, ReplayOptions};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};

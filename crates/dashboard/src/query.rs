@@ -3,13 +3,14 @@
 //!
 //! A cursor names a place in the DLQ's browse order, `{dead_lettered_at_ms}-{id}`: it stays
 //! right when the entry it was taken from, or any other, is replayed, deleted or added
-//! between two page loads (a keyset, [`deadletter::Cursor`]).
+//! between two page loads (a keyset, [`deadletter::dlq::Cursor`]).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use deadletter::{Cursor, Filter};
+use deadletter::dlq::Cursor;
+use deadletter::Filter;
 
 /// Which entries: the same keys in a query string and in a JSON body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

@@ -7,9 +7,10 @@
 //! queue ([`Metrics`], also served as Prometheus text at `/metrics`), the time now, and
 //! a line saying what it serves.
 
-use deadletter::{
-    DeadLetterQueue, Error, GuardedReplay, GuardedReplayOptions, MessageId, Metrics, Store,
-};
+use deadletter::metrics::Metrics;
+use deadletter::queue::MessageId;
+use deadletter::replay::{GuardedReplay, GuardedReplayOptions};
+use deadletter::{DeadLetterQueue, Error, Store};
 
 /// Queues and DLQs the dashboard can serve.
 pub trait Source: Send + Sync + 'static {

@@ -8,7 +8,8 @@ mod common;
 
 use common::http::{request, Reply};
 use common::store::small_store;
-use deadletter::{Failure, FailureReport, QueueOptions, Store};
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::{Failure, Store};
 use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
 use serde_json::Value;
 
@@ -331,7 +332,7 @@ fn mutations_need_the_token_the_origin_and_json() {
     let entry = store.dlq("orders").unwrap().get(ids[1]).unwrap();
     assert!(matches!(
         entry.status,
-        deadletter::EntryStatus::Reprocessed { success: false, .. }
+        deadletter::dlq::EntryStatus::Reprocessed { success: false, .. }
     ));
     let no_outcome = format!(r#"{{"dlq":"orders","ids":[{}]}}"#, ids[1]);
     assert_eq!(

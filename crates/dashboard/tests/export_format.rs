@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use deadletter::EntryStatus;
+use deadletter::dlq::EntryStatus;
 use deadletter_dashboard::export::{envelope_to_line, parse_line};
 
 const EXPORT_0_1: &str = include_str!("fixtures/export-0.1.ndjson");

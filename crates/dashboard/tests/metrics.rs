@@ -9,7 +9,9 @@ mod common;
 
 use common::http::request;
 use common::store::small_store;
-use deadletter::{Failure, FailureReport, Metrics, QueueMetrics, QueueOptions};
+use deadletter::metrics::{Metrics, QueueMetrics};
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::Failure;
 use deadletter_dashboard::{self as dashboard, DashboardOptions};
 
 const T0: u64 = 1_800_000_000_000;
@@ -287,7 +289,7 @@ fn check_against(exp: &Exposition, m: &Metrics) {
     assert_eq!(build[0].value, 1.0);
     assert_eq!(
         build[0].labels["format_version"],
-        deadletter::FORMAT_VERSION.to_string()
+        deadletter::store::FORMAT_VERSION.to_string()
     );
     assert_eq!(build[0].labels["version"], env!("CARGO_PKG_VERSION"));
     let disk = exp
@@ -409,7 +411,7 @@ fn metrics_parse_and_match_the_library() {
     assert!(sum >= 0.15, "{sum}");
     assert_eq!(
         buckets.len(),
-        deadletter::DURATION_BUCKETS_SECONDS.len() + 1
+        deadletter::metrics::DURATION_BUCKETS_SECONDS.len() + 1
     );
     assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative");
     let at = |le: &str| buckets.iter().find(|(l, _)| l == le).map(|(_, n)| *n);

@@ -11,7 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use deadletter::{Config, MessageQueue, QueueOptions, Store};
+use deadletter::queue::QueueOptions;
+use deadletter::{Config, MessageQueue, Store};
 use deadletter_jetstream::{ForwardOptions, Forwarder, JetStream, JetStreamOptions};
 
 const MESSAGES: usize = 20_000;

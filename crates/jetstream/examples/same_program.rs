@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
+use deadletter::backend::WorkerQueue;
+use deadletter::pool::Retry;
 use deadletter::{
-    Config, DeadLetterQueue, Delivery, Failure, Filter, Page, ReplayOptions, Retry, Store,
-    WorkerPool, WorkerQueue,
+    Config, DeadLetterQueue, Delivery, Failure, Filter, Page, ReplayOptions, Store, WorkerPool,
 };
 use deadletter_jetstream::JetStream;
 

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deadletter::{DlqAlert, Result};
+use deadletter::dlq::DlqAlert;
+use deadletter::Result;
 use futures_util::{StreamExt, TryStreamExt};
 
 use crate::client::backend;

@@ -26,10 +26,10 @@ use std::time::Duration;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::HeaderMap;
 use bytes::Bytes;
-use deadletter::{
-    Analysis, Cursor, DeadLetter, DeadLetterQueue, DlqAlert, DlqStats, EntryStatus, Error, Filter,
-    MessageId, Page, ReplayOptions, ReplayReport, Result,
-};
+use deadletter::dlq::{Analysis, Cursor, DeadLetter, DlqAlert, DlqStats, EntryStatus};
+use deadletter::queue::MessageId;
+use deadletter::replay::ReplayReport;
+use deadletter::{DeadLetterQueue, Error, Filter, Page, ReplayOptions, Result};
 
 use crate::client::{backend, now_ms};
 use crate::counts::{count_entries, event_counts};

@@ -1,7 +1,8 @@
 //! The handles a [`JetStream`] connection opens: queues ([`JetStreamQueue`]) and DLQs
 //! ([`JetStreamDlq`]), above the namespace they belong to.
 
-use deadletter::{Error, QueueOptions, Result};
+use deadletter::queue::QueueOptions;
+use deadletter::{Error, Result};
 
 use crate::dlq::JetStreamDlq;
 use crate::namespace::JetStream;

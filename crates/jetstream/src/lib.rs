@@ -9,7 +9,8 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use deadletter::{DeadLetterQueue, Failure, MessageQueue, Retry, WorkerPool};
+//! use deadletter::{DeadLetterQueue, Failure, MessageQueue, WorkerPool};
+//! use deadletter::pool::Retry;
 //! use deadletter_jetstream::{JetStream, JetStreamMessage};
 //!
 //! # fn main() -> deadletter::Result<()> {

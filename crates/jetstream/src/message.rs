@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use deadletter::{Delivery, MessageId};
+use deadletter::queue::MessageId;
+use deadletter::Delivery;
 
 /// A delivered message of a JetStream queue. Its payload is the client's buffer (no copy).
 #[derive(Clone)]

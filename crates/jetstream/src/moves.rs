@@ -27,10 +27,9 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::HeaderMap;
-use deadletter::{
-    Attempt, DeadLetter, DlqMetadata, Failure, FailureInfo, FailureReport, MessageId,
-    OriginalMetadata, Result,
-};
+use deadletter::dlq::{Attempt, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata};
+use deadletter::queue::{FailureReport, MessageId};
+use deadletter::{Failure, Result};
 
 use crate::client::{acks, backend};
 use crate::message::JetStreamMessage;

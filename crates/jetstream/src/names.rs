@@ -22,7 +22,8 @@
 //! store's ids in a store), and kept for the message's whole life, replays to another queue
 //! included (a replayed message carries it in a header).
 
-use deadletter::{Error, MessageId, Result};
+use deadletter::queue::MessageId;
+use deadletter::{Error, Result};
 
 /// Bits of a message id taken by the stream sequence.
 const SEQUENCE_BITS: u32 = 40;

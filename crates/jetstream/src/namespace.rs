@@ -18,7 +18,9 @@ use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsum
 use async_nats::jetstream::context::{GetStreamErrorKind, PublishErrorKind};
 use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
 use async_nats::jetstream::ErrorCode;
-use deadletter::{DlqAlert, QueueOptions, Result};
+use deadletter::dlq::DlqAlert;
+use deadletter::queue::QueueOptions;
+use deadletter::Result;
 use parking_lot::Mutex;
 
 use crate::client::{backend, Conn};

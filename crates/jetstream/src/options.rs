@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use deadletter::QueueOptions;
+use deadletter::queue::QueueOptions;
 
 /// Where the streams keep their messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

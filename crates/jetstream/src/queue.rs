@@ -29,10 +29,11 @@ use std::time::Duration;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use bytes::Bytes;
-use deadletter::{
-    Delivery, EnqueueOptions, Error, Failure, FailureOutcome, FailureReport, MessageId,
-    MessageQueue, QueueOptions, QueueStats, Result, WorkerQueue,
+use deadletter::backend::WorkerQueue;
+use deadletter::queue::{
+    EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueOptions, QueueStats,
 };
+use deadletter::{Delivery, Error, Failure, MessageQueue, Result};
 use futures_util::StreamExt;
 
 use crate::client::{acks, backend, now_ms};
@@ -346,7 +347,7 @@ impl JetStreamQueue {
             .await?;
         if self.options.expired_to_dlq {
             let failure = Failure::permanent(
-                deadletter::EXPIRED_KIND,
+                deadletter::dlq::EXPIRED_KIND,
                 "the message's time to live passed",
             );
             let report = FailureReport::new(&failure);

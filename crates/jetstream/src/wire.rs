@@ -6,7 +6,7 @@
 //! an idempotency key; a replayed one carries its id, generation, attempts so far and
 //! original enqueue time ([`headers`]).
 //!
-//! A DLQ entry's data is the JSON form of `deadletter::DeadLetter` ([`EnvelopeV1`]): the
+//! A DLQ entry's data is the JSON form of `deadletter::dlq::DeadLetter` ([`EnvelopeV1`]): the
 //! same envelope as the embedded store, with the payloads in base64 (standard alphabet,
 //! padded). Its headers repeat the error kind and status for tools that only look at
 //! headers. The history record of a message being retried is [`HistoryV1`].
@@ -15,9 +15,10 @@ use std::collections::BTreeMap;
 
 use async_nats::HeaderMap;
 use data_encoding::BASE64;
-use deadletter::{
-    Attempt, DeadLetter, DlqMetadata, EntryStatus, Error, FailureInfo, OriginalMetadata, Result,
+use deadletter::dlq::{
+    Attempt, DeadLetter, DlqMetadata, EntryStatus, FailureInfo, OriginalMetadata,
 };
+use deadletter::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Header names.
@@ -65,7 +66,7 @@ pub(crate) fn attributes(h: Option<&HeaderMap>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The DLQ envelope as stored: `deadletter::DeadLetter` with base64 payloads.
+/// The DLQ envelope as stored: `deadletter::dlq::DeadLetter` with base64 payloads.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct EnvelopeV1 {
     /// Always 1.

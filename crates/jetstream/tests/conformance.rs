@@ -3,7 +3,8 @@
 
 use std::sync::Mutex;
 
-use deadletter::{QueueOptions, Result};
+use deadletter::queue::QueueOptions;
+use deadletter::Result;
 use deadletter_conformance::TestBackend;
 use deadletter_jetstream::{JetStream, JetStreamDlq, JetStreamQueue};
 

@@ -9,7 +9,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use deadletter::{DeadLetterQueue, Failure, FailureReport, MessageQueue, QueueOptions};
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::{DeadLetterQueue, Failure, MessageQueue};
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 
 mod common;

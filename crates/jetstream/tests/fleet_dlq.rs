@@ -4,7 +4,8 @@
 
 use std::sync::atomic::AtomicBool;
 
-use deadletter::{Config, EnqueueOptions, Failure, FailureReport, Filter, Store};
+use deadletter::queue::{EnqueueOptions, FailureReport};
+use deadletter::{Config, Failure, Filter, Store};
 use deadletter_jetstream::{ForwardOptions, Forwarder};
 
 mod common;

@@ -11,7 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use deadletter::{Config, QueueOptions, Store};
+use deadletter::queue::QueueOptions;
+use deadletter::{Config, Store};
 use deadletter_jetstream::{ForwardOptions, Forwarder};
 use futures_util::StreamExt;
 

@@ -9,9 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use deadletter::{
-    DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page, QueueOptions, Retry, WorkerPool,
-};
+use deadletter::pool::Retry;
+use deadletter::queue::QueueOptions;
+use deadletter::{DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page, WorkerPool};
 use deadletter_jetstream::{JetStream, JetStreamMessage, JetStreamOptions};
 
 mod common;

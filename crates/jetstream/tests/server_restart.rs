@@ -5,9 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use deadletter::{
-    DeadLetterQueue, Delivery, Failure, FailureReport, Filter, MessageQueue, Page, QueueOptions,
-};
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::{DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page};
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 
 mod common;

@@ -52,8 +52,10 @@ use crate::error::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Config, Delivery, Failure, Retry, Store, WorkerPool};
-/// use deadletter::{CoreOnly, MessageQueue};
+/// use deadletter::{Config, Delivery, Failure, Store, WorkerPool};
+/// use deadletter::pool::Retry;
+/// use deadletter::MessageQueue;
+/// use deadletter::backend::CoreOnly;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-batching-{}", std::process::id()));

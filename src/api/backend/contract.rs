@@ -44,7 +44,8 @@ use crate::error::{Error, Result};
 /// A leased message, as a handler sees it on any backend.
 ///
 /// ```
-/// use deadletter::{Config, Delivery, Failure, FailureReport, MessageQueue, Store};
+/// use deadletter::{Config, Delivery, Failure, MessageQueue, Store};
+/// use deadletter::queue::FailureReport;
 ///
 /// // A handler written once for every backend.
 /// fn handle(msg: &impl Delivery) -> Result<(), Failure> {
@@ -113,7 +114,7 @@ pub trait Delivery: Clone + Send + Sync + 'static {
 /// pool's faster paths are a second trait, [`WorkerQueue`], whose every method has a
 /// default built on these.
 ///
-/// [`WorkerQueue`]: crate::WorkerQueue
+/// [`WorkerQueue`]: crate::backend::WorkerQueue
 pub trait MessageQueue: Clone + Send + Sync + 'static {
     /// What a lease hands out.
     type Message: Delivery;
@@ -251,7 +252,7 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
     /// Failure distributions and patterns of the entries matching `filter`.
     fn analyze(&self, filter: &Filter) -> Result<Analysis>;
     /// Dead-letterings per hour in the `hours` hours (1 to
-    /// [`HISTORY_HOURS`](crate::HISTORY_HOURS)) up to and
+    /// [`HISTORY_HOURS`](crate::dlq::HISTORY_HOURS)) up to and
     /// including the hour holding `until_ms`. The embedded store reads the history it
     /// keeps (replays and deletes do not change it). This default, for a backend that
     /// keeps none, counts the entries the DLQ still holds, reading them once, a page at a

@@ -22,7 +22,7 @@ const MAX_ACTOR_BYTES: usize = 256;
 /// store does on its own (retention, TTL).
 ///
 /// ```
-/// use deadletter::Actor;
+/// use deadletter::audit::Actor;
 ///
 /// assert_eq!(Actor::new("ana@ops-1").unwrap().name(), "ana@ops-1");
 /// assert_eq!(Actor::library().name(), "library");

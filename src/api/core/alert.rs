@@ -13,12 +13,14 @@ use crate::engine::state::State;
 
 /// An alert about a DLQ's size crossing its threshold, passed to the callback registered
 /// with [`Dlq::on_threshold`](crate::Dlq::on_threshold) (or
-/// [`RunningPool::on_dlq_alert`](crate::RunningPool::on_dlq_alert)). The callback runs on
+/// [`RunningPool::on_dlq_alert`](crate::pool::RunningPool::on_dlq_alert)). The callback runs on
 /// the thread whose write crossed the threshold, with no lock held.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
-/// use deadletter::{Config, DlqAlert, Failure, FailureReport, Store};
+/// use deadletter::{Config, Failure, Store};
+/// use deadletter::dlq::DlqAlert;
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-alert-{}", std::process::id()));

@@ -32,7 +32,9 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Clock, Config, EnqueueOptions, ManualClock, Store};
+/// use deadletter::{Config, Store};
+/// use deadletter::clock::{Clock, ManualClock};
+/// use deadletter::queue::EnqueueOptions;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-clock-{}", std::process::id()));

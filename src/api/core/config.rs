@@ -30,7 +30,7 @@ pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::QueueOptions;
+/// use deadletter::queue::QueueOptions;
 ///
 /// let options = QueueOptions::default()
 ///     .max_attempts(3)
@@ -107,7 +107,10 @@ impl QueueOptions {
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Config, Durability, ManualClock, QueueOptions};
+/// use deadletter::Config;
+/// use deadletter::clock::ManualClock;
+/// use deadletter::queue::QueueOptions;
+/// use deadletter::store::Durability;
 ///
 /// let config = Config::default()
 ///     .durability(Durability::Interval(Duration::from_millis(50)))
@@ -303,7 +306,7 @@ impl Config {
     }
 
     /// Sets how many first lines of a failure's stack trace (or details) its fingerprint
-    /// includes ([`crate::Fingerprint`]).
+    /// includes ([`crate::dlq::Fingerprint`]).
     pub fn fingerprint_frames(mut self, frames: usize) -> Self {
         self.fingerprint_frames = frames;
         self
@@ -447,7 +450,8 @@ fn segment_file_len(path: &Path) -> Option<u64> {
 /// at most an hour of clock jump followed per run, batches of 256 records.
 ///
 /// ```
-/// use deadletter::{CompactionOptions, Config};
+/// use deadletter::Config;
+/// use deadletter::store::CompactionOptions;
 ///
 /// // No background thread: compaction runs only when `Store::compact_now` is called.
 /// let config = Config::default().compaction(CompactionOptions::default().interval(None));

@@ -1,7 +1,7 @@
 //! How long handlers take: a histogram per queue of the time a worker pool's handler ran
 //! for each delivery ([`HandlerDurations`]), recorded by the pool through
-//! [`WorkerQueue::observe_handler`](crate::WorkerQueue::observe_handler) and read into
-//! [`QueueMetrics::handler_duration`](crate::QueueMetrics::handler_duration) (Prometheus:
+//! [`WorkerQueue::observe_handler`](crate::backend::WorkerQueue::observe_handler) and read into
+//! [`QueueMetrics::handler_duration`](crate::metrics::QueueMetrics::handler_duration) (Prometheus:
 //! `deadletter_handler_duration_seconds`).
 //!
 //! Invariants: recording is a few relaxed atomic additions (no lock once the queue's

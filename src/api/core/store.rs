@@ -15,7 +15,7 @@
 //! reads of the store's shape.
 //!
 //! Invariants:
-//! - under [`Durability::Always`](crate::Durability::Always) a call returns only after its
+//! - under [`Durability::Always`](crate::store::Durability::Always) a call returns only after its
 //!   records are durable, and any record it depended on (earlier in the log) is durable
 //!   too (the engine waits);
 //! - the expiry clock never goes backwards (see [`Store::expiry_now`]);
@@ -78,7 +78,7 @@ pub(crate) struct Services {
 /// A store: a directory holding durable queues and their DLQs. Cheap to clone.
 ///
 /// Opening replays the directory's log, so a store reopened after a crash holds exactly
-/// what was acknowledged (under [`Durability::Always`](crate::Durability::Always), the
+/// what was acknowledged (under [`Durability::Always`](crate::store::Durability::Always), the
 /// default). One process at a time holds a store: a second open of the same directory is
 /// [`Error::Locked`] until every handle of the first (`Store`, `Queue`, `Dlq`, and the
 /// guard of a service started on it) is dropped.
@@ -277,7 +277,7 @@ impl Store {
     /// expires messages at most one jump's worth per run, and a clock set back resurrects
     /// nothing.
     ///
-    /// [`CompactionOptions::max_forward_jump`]: crate::CompactionOptions::max_forward_jump
+    /// [`CompactionOptions::max_forward_jump`]: crate::store::CompactionOptions::max_forward_jump
     pub(crate) fn expiry_now(&self) -> u64 {
         let high = *self.inner.expiry_high_water.lock();
         self.expiry_time(high)
@@ -415,7 +415,8 @@ impl Store {
             .ok_or_else(|| Error::UnknownQueue(name.to_string()))
     }
 
-    /// Wakes every thread waiting in [`Queue::lease_wait`](crate::Queue::lease_wait) (they lease again or time out).
+    /// Wakes every thread waiting in [`Queue::lease_wait`](crate::Queue::lease_wait) (they
+    /// lease again or time out).
     pub fn wake_consumers(&self) {
         self.inner.engine.wake();
     }

@@ -36,7 +36,8 @@ pub enum FailureClass {
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Config, Failure, Filter, Message, Page, Retry, Store, WorkerPool};
+/// use deadletter::{Config, Failure, Filter, Message, Page, Store, WorkerPool};
+/// use deadletter::pool::Retry;
 ///
 /// #[derive(Debug)]
 /// struct BankTimeout;
@@ -98,7 +99,7 @@ pub struct Failure {
     extra: Option<Box<FailureExtra>>,
     /// The full type name of the error this failure was converted from (with `?`), or
     /// `None` when the handler built it and chose its class itself. A worker pool's
-    /// [`Classifier`](crate::Classifier) reclassifies converted failures only.
+    /// [`Classifier`](crate::pool::Classifier) reclassifies converted failures only.
     #[serde(skip)]
     source_type: Option<&'static str>,
 }
@@ -194,7 +195,7 @@ impl std::fmt::Display for Failure {
 /// with one exception: an [`Error::Codec`](crate::Error::Codec) (a payload that does not
 /// decode, as from [`Message::decode`](crate::Message::decode)) is permanent, of kind
 /// `DecodeError`, because no retry changes the bytes. A worker pool's
-/// [`Classifier`](crate::Classifier) can map other error types to permanent.
+/// [`Classifier`](crate::pool::Classifier) can map other error types to permanent.
 impl<E: std::error::Error + 'static> From<E> for Failure {
     fn from(e: E) -> Self {
         let full = std::any::type_name::<E>();
@@ -257,7 +258,7 @@ pub enum EntryStatus {
 /// imported into one ([`crate::Dlq::import`]):
 ///
 /// ```
-/// use deadletter::{Attempt, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata};
+/// use deadletter::dlq::{Attempt, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata};
 ///
 /// let failed_at = 1_700_000_060_000;
 /// let failure = FailureInfo::new("Timeout", "upstream timed out", failed_at)
@@ -403,7 +404,7 @@ impl DeadLetter {
     /// ([`DeadLetter::original_id`], or its id), its enqueue and dead-letter times, and its
     /// payload: fields every store keeps for an entry, so a store needs nothing more on
     /// disk to know which identities it holds. An import skips entries whose identity the
-    /// store already holds (see [`crate::Importer`]).
+    /// store already holds (see [`crate::dlq::Importer`]).
     pub fn identity(&self) -> u128 {
         let mut h = Fnv128::new();
         h.write(&self.original_id.unwrap_or(self.metadata.id).to_le_bytes());

@@ -9,7 +9,7 @@
 //! [`Error::NotKept`].
 //!
 //! A `DlqAsOf` is computed once, in one pass over the lineages and tombstones (at most
-//! [`crate::AuditLimits::tombstones`] of them) under the index lock, and then answers
+//! [`crate::audit::AuditLimits::tombstones`] of them) under the index lock, and then answers
 //! from its own copy: later changes to the store do not change it.
 
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 impl Dlq {
     /// Imports an exported entry into this DLQ (one record): payload, history and metadata
     /// are kept; the entry gets a new id in this store, which is returned. Its status is
-    /// pending again. (To import many, once each, see [`crate::Importer`].)
+    /// pending again. (To import many, once each, see [`crate::dlq::Importer`].)
     pub fn import(&self, entry: &DeadLetter) -> Result<MessageId> {
         let max = self.store.config().max_message_size;
         if entry.payload.len() > max {

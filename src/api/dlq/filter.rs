@@ -18,9 +18,9 @@ use crate::engine::state::{EntrySummary, State};
 /// each setter adds a condition that must hold too.
 ///
 /// ```
-/// use deadletter::{
-///     Config, EnqueueOptions, Failure, FailureReport, Filter, ManualClock, Page, Store,
-/// };
+/// use deadletter::{Config, Failure, Filter, Page, Store};
+/// use deadletter::clock::ManualClock;
+/// use deadletter::queue::{EnqueueOptions, FailureReport};
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-filter-{}", std::process::id()));
@@ -384,7 +384,9 @@ impl Cursor {
 /// [`Cursor`], or the entries just before a cursor (the previous page).
 ///
 /// ```
-/// use deadletter::{Config, Cursor, Failure, FailureReport, Filter, Page, Store};
+/// use deadletter::{Config, Failure, Filter, Page, Store};
+/// use deadletter::dlq::Cursor;
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-page-{}", std::process::id()));

@@ -25,7 +25,7 @@ pub struct FingerprintStats {
     pub fingerprint: Fingerprint,
     /// The error kind.
     pub error_kind: String,
-    /// The normalised message ([`crate::message_template`]).
+    /// The normalised message ([`crate::dlq::message_template`]).
     pub template: String,
     /// Entries with it.
     pub count: u64,
@@ -36,7 +36,7 @@ pub struct FingerprintStats {
     /// One entry with it (the oldest), to look at.
     pub example_id: MessageId,
     /// The time the hourly counts end at (ms): now for [`Dlq::fingerprints`], the newest
-    /// entry's time in an [`Analysis`](crate::Analysis).
+    /// entry's time in an [`Analysis`](crate::dlq::Analysis).
     pub as_of_ms: u64,
     /// Entries dead-lettered in each of the 24 hours before `as_of_ms`: `[0]` is the last
     /// hour, `[23]` the hour that ended 23 hours before.
@@ -144,7 +144,8 @@ impl Dlq {
     /// index only.
     ///
     /// ```
-    /// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+    /// use deadletter::{Config, Failure, Filter, Page, Store};
+    /// use deadletter::queue::FailureReport;
     ///
     /// # fn main() -> deadletter::Result<()> {
     /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-fp-{}", std::process::id()));

@@ -31,7 +31,8 @@ use super::{Filter, Page};
 /// (see the module documentation). Made by [`Store::importer`].
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+/// use deadletter::{Config, Failure, Filter, Page, Store};
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let base = std::env::temp_dir().join(format!("deadletter-doc-import-{}", std::process::id()));

@@ -48,7 +48,8 @@ pub use timeline::{FailureTimeline, HISTORY_HOURS};
 /// or back in a queue, never both.
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Filter, Page, ReplayOptions, Store};
+/// use deadletter::{Config, Failure, Filter, Page, ReplayOptions, Store};
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-dlq-{}", std::process::id()));

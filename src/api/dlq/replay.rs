@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Config, Failure, FailureReport, Filter, ReplayOptions, Store};
+/// use deadletter::{Config, Failure, Filter, ReplayOptions, Store};
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-replay-{}", std::process::id()));
@@ -223,7 +224,8 @@ impl Dlq {
     }
 
     /// Replays one entry with a corrected payload (the failed bytes stay in its history as
-    /// [`DeadLetter::replaced_payload`](crate::DeadLetter::replaced_payload) if it fails again).
+    /// [`DeadLetter::replaced_payload`](crate::dlq::DeadLetter::replaced_payload) if it
+    /// fails again).
     pub fn replay_corrected(
         &self,
         id: MessageId,

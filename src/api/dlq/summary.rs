@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 /// is opened.
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureReport, Filter, Page, Store};
+/// use deadletter::{Config, Failure, Filter, Page, Store};
+/// use deadletter::queue::FailureReport;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-summary-{}", std::process::id()));
@@ -61,7 +62,7 @@ pub struct DeadLetterSummary {
     /// Deliveries the message had when it was dead-lettered.
     pub attempts: u32,
     /// When it was moved to the DLQ (its place in the browse order, with its id: see
-    /// [`crate::Cursor`]).
+    /// [`crate::dlq::Cursor`]).
     pub dead_lettered_at_ms: u64,
     /// Pending or reprocessed.
     pub status: EntryStatus,

@@ -33,10 +33,9 @@ use crate::error::{Error, Result};
 /// any replay (a [`ReplayOptions`]), and the waves.
 ///
 /// ```
-/// use deadletter::{
-///     Config, Failure, FailureReport, Filter, GuardedReplayOptions, GuardedReplayState,
-///     ReplayOptions, Store,
-/// };
+/// use deadletter::{Config, Failure, Filter, ReplayOptions, Store};
+/// use deadletter::queue::FailureReport;
+/// use deadletter::replay::{GuardedReplayOptions, GuardedReplayState};
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-guarded-{}", std::process::id()));

@@ -62,7 +62,7 @@ impl Store {
     /// wave, as far as the wave's room and the rate limit allow. A store's guarded-replay
     /// driver does this by itself (after each write that completes a wave, and on its own
     /// thread for rate-limited releases); calling it is useful to act on a
-    /// [`crate::ManualClock`] that was just moved without waiting for that thread, or on a
+    /// [`crate::clock::ManualClock`] that was just moved without waiting for that thread, or on a
     /// store that runs no driver. When it returns, everything due at the clock's time when
     /// it was called has been released (it waits for a drive that runs on another thread).
     pub fn drive_guarded_replays(&self) -> Result<()> {

@@ -16,7 +16,9 @@ use crate::storage::log::Record;
 ///
 /// ```
 /// use std::time::Duration;
-/// use deadletter::{Config, EnqueueOptions, ManualClock, Store};
+/// use deadletter::{Config, Store};
+/// use deadletter::clock::ManualClock;
+/// use deadletter::queue::EnqueueOptions;
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-enqueue-{}", std::process::id()));
@@ -98,7 +100,8 @@ impl EnqueueOptions {
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
-/// use deadletter::{Config, ManualClock, Store};
+/// use deadletter::{Config, Store};
+/// use deadletter::clock::ManualClock;
 ///
 /// #[derive(Serialize, Deserialize, Debug, PartialEq)]
 /// struct Order {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::api::core::config::QueueOptions;
+use crate::api::core::durations::DurationHistogram;
 use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
 use crate::api::dlq::Dlq;
@@ -80,7 +81,8 @@ impl QueueStats {
 /// does this loop for a handler.
 ///
 /// ```
-/// use deadletter::{Config, Failure, FailureOutcome, FailureReport, QueueOptions, Store};
+/// use deadletter::{Config, Failure, Store};
+/// use deadletter::queue::{FailureOutcome, FailureReport, QueueOptions};
 ///
 /// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-queue-{}", std::process::id()));
@@ -286,7 +288,7 @@ impl Queue {
     }
 
     /// Records how long a handler ran for one delivery of this queue (the worker pool
-    /// does); read back in [`QueueMetrics::handler_duration`](crate::QueueMetrics).
+    /// does); read back in [`QueueMetrics::handler_duration`](crate::metrics::QueueMetrics).
     pub fn observe_handler(&self, duration: std::time::Duration) {
         self.store.handler_durations(self.id).observe(duration);
     }
@@ -300,7 +302,7 @@ impl Queue {
     }
 
     /// The handler durations recorded for this queue, if any.
-    pub(crate) fn handler_duration(&self) -> Option<crate::DurationHistogram> {
+    pub(crate) fn handler_duration(&self) -> Option<DurationHistogram> {
         self.store.handler_duration_snapshot(self.id)
     }
 

@@ -1,6 +1,6 @@
 //! The compaction schedule: a thread that runs [`Store::compact_now`] at an interval.
 //!
-//! A store opened with [`CompactionOptions::interval`](crate::CompactionOptions::interval)
+//! A store opened with [`CompactionOptions::interval`](crate::store::CompactionOptions::interval)
 //! set (the default: every minute) runs one for as long as a handle on it lives; a program
 //! that opened its store without one starts it itself ([`Compactor::start`]) and holds the
 //! guard.

@@ -9,9 +9,9 @@
 //! before the ack that completed a wave returns (a worker pool never finds the queue empty
 //! between waves). The second is the job of the driver's thread (`deadletter-guard`),
 //! started when a replay first needs it: it sleeps until the next release is due, reading
-//! the store's clock at most every [`POLL`] (so a [`crate::ManualClock`] moved by a test is
-//! noticed), and wakes at once when a write makes something due. Starting the driver on a
-//! store whose log left a replay running resumes it.
+//! the store's clock at most every [`POLL`] (so a [`crate::clock::ManualClock`] moved by a
+//! test is noticed), and wakes at once when a write makes something due. Starting the
+//! driver on a store whose log left a replay running resumes it.
 //!
 //! A store opened with [`Config::guarded_replay_driver`](crate::Config::guarded_replay_driver)
 //! on (the default) runs one for as long as a handle on it lives; otherwise a program

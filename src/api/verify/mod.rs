@@ -61,7 +61,8 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 ///
 /// ```
 /// use std::io::{Seek, SeekFrom, Write};
-/// use deadletter::{verify, Config, Store};
+/// use deadletter::{Config, Store};
+/// use deadletter::verify::verify;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-verify-{}", std::process::id()));

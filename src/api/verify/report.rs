@@ -16,7 +16,7 @@ use super::segment::{HeaderStatus, SegmentReport, TornTailReport};
 pub struct VerifyReport {
     /// The directory verified.
     pub dir: PathBuf,
-    /// The newest format version this build reads ([`crate::FORMAT_VERSION`]).
+    /// The newest format version this build reads ([`crate::store::FORMAT_VERSION`]).
     pub supported_version: u16,
     /// One report per segment file, in log order.
     pub segments: Vec<SegmentReport>,
@@ -26,7 +26,7 @@ pub struct VerifyReport {
     pub checkpoints: Vec<CheckpointReport>,
     /// Set when the log's records end before the position a valid checkpoint covers (that
     /// position was durable in the log before the checkpoint was written): its tail was
-    /// lost. An open refuses it ([`crate::CorruptionKind::LostTail`]).
+    /// lost. An open refuses it ([`crate::recovery::CorruptionKind::LostTail`]).
     pub lost_tail: Option<LostTailReport>,
     /// Temporary files: leftovers of an interrupted segment creation (an open removes
     /// them), the next segment being prepared, or `checkpoint.tmp`, a checkpoint being

@@ -34,7 +34,7 @@ use super::State;
 use crate::engine::envelope::MessageId;
 use crate::engine::record::{GuardEvent, GuardId, GuardPlan, GuardRelease};
 
-/// Where a guarded replay is (public as `deadletter::GuardedReplayState`: the one type for
+/// Where a guarded replay is (public as `deadletter::replay::GuardedReplayState`: the one type for
 /// the index and the reports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -3,7 +3,8 @@
 //!
 //! The engine's records ([`crate::engine::record`]) and index snapshots
 //! ([`crate::engine::state::Snapshot`]) are plain Rust types, and some of what they carry
-//! is public API ([`crate::FailureInfo`], [`crate::Attempt`], [`crate::DlqMetadata`]).
+//! is public API ([`crate::dlq::FailureInfo`], [`crate::dlq::Attempt`],
+//! [`crate::dlq::DlqMetadata`]).
 //! None of them is ever handed to an encoder. A format version's module (`v1`, the format
 //! of release 0.1.0) has private wire structs that spell out its bytes field by field, and
 //! explicit conversions to and from the engine's types, both declared at once with the
@@ -62,7 +63,7 @@ use crate::error::Result;
 use v1 as current;
 
 /// A record body that does not decode. Its reader reports it as
-/// [`CorruptionKind::BadContent`](crate::CorruptionKind::BadContent) at the record's log
+/// [`CorruptionKind::BadContent`](crate::recovery::CorruptionKind::BadContent) at the record's log
 /// position, which only the reader knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadContent;

@@ -70,8 +70,9 @@ pub struct LogOptions {
     pub format_version: u16,
     /// A log position the log is known to have made durable (the store passes the position
     /// of its newest checkpoint): a log whose records end before it lost its tail
-    /// ([`CorruptionKind::LostTail`](crate::CorruptionKind::LostTail)); under quarantine,
-    /// appends resume at or past it, so positions never go backwards. 0: none known.
+    /// ([`CorruptionKind::LostTail`](crate::recovery::CorruptionKind::LostTail)); under
+    /// quarantine, appends resume at or past it, so positions never go backwards. 0: none
+    /// known.
     pub high_water: u64,
 }
 

@@ -2,7 +2,8 @@
 //! recorded with `list` at the time and compared after, in JSON and in the table; pages;
 //! the filters the past cannot answer and JetStream targets are usage errors.
 
-use deadletter::{Clock, ManualClock, Store};
+use deadletter::clock::{Clock, ManualClock};
+use deadletter::Store;
 use serde_json::Value;
 
 use crate::fixture::{fixture, small_config, MIN};

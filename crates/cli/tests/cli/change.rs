@@ -83,7 +83,10 @@ fn replay_one_filter_all_and_dry_run() {
 
 /// `before` with the time-dependent fields of `now` (what a dry run may not change is the
 /// rest).
-fn same_but_time(before: &deadletter::Metrics, now: &deadletter::Metrics) -> deadletter::Metrics {
+fn same_but_time(
+    before: &deadletter::metrics::Metrics,
+    now: &deadletter::metrics::Metrics,
+) -> deadletter::metrics::Metrics {
     let mut b = before.clone();
     b.at_ms = now.at_ms;
     for (q, n) in b.queues.iter_mut().zip(&now.queues) {
@@ -172,7 +175,10 @@ fn enqueue_from_argument_and_stdin() {
         "--json",
     ]);
     assert_eq!(v["id"], 0);
-    assert_eq!(deadletter::verify(&fresh).unwrap().segments.len(), 1);
+    assert_eq!(
+        deadletter::verify::verify(&fresh).unwrap().segments.len(),
+        1
+    );
     // ... and adds to an existing one.
     let store_dir = dir.path().join("store");
     empty_store(&store_dir);

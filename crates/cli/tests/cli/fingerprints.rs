@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use deadletter::{Failure, FailureReport, Filter, Fingerprint, Store};
+use deadletter::dlq::Fingerprint;
+use deadletter::queue::FailureReport;
+use deadletter::{Failure, Filter, Store};
 
 use crate::fixture::small_config;
 use crate::run::{fails, ids_of, json, ok, serial};

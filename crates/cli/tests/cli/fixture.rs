@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use deadletter::{
-    Clock, Config, DeadLetter, EnqueueOptions, Failure, FailureReport, Filter, ManualClock, Page,
-    QueueOptions, Store, SystemClock,
-};
+use deadletter::clock::{Clock, ManualClock, SystemClock};
+use deadletter::dlq::DeadLetter;
+use deadletter::queue::{EnqueueOptions, FailureReport, QueueOptions};
+use deadletter::{Config, Failure, Filter, Page, Store};
 
 /// Bytes before a segment's first record: the header docs/FORMAT.md documents (the tests
 /// damage segment files at known places, as a user's disk could).

@@ -3,7 +3,8 @@
 //! binary until drained: every message and the DLQ entry leave the store, and the queue
 //! accepts messages again.
 
-use deadletter::{Config, Error, Failure, FailureReport, QueueOptions, Store};
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::{Config, Error, Failure, Store};
 
 use crate::run::{json as ok_json, serial};
 

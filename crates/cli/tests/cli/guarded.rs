@@ -7,7 +7,10 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deadletter::{AuditAction, Config, Failure, FailureReport, Message, Retry, Store, WorkerPool};
+use deadletter::audit::AuditAction;
+use deadletter::pool::Retry;
+use deadletter::queue::FailureReport;
+use deadletter::{Config, Failure, Message, Store, WorkerPool};
 use serde_json::Value;
 
 use crate::fixture::small_config;

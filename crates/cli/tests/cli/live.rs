@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deadletter::{Config, Failure, Message, Retry, Store, WorkerPool};
+use deadletter::pool::Retry;
+use deadletter::{Config, Failure, Message, Store, WorkerPool};
 
 use crate::fixture::{dir_snapshot, fixture};
 use crate::run::{fails, ids_of, json, ok, run, serial, stdout};

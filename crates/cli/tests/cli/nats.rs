@@ -2,7 +2,8 @@
 //! directory), against the machine's NATS server (`DEADLETTER_NATS_URL`, default
 //! `nats://127.0.0.1:4222`), each test in a fresh namespace.
 
-use deadletter::{DeadLetterQueue, Failure, FailureReport, MessageQueue};
+use deadletter::queue::FailureReport;
+use deadletter::{DeadLetterQueue, Failure, MessageQueue};
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 use serde_json::Value;
 

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use deadletter::{Failure, FailureReport, QueueOptions, Store};
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::{Failure, Store};
 
 use crate::fixture::small_config;
 use crate::run::{fails, json, ok, serial};

@@ -3,6 +3,7 @@
 //! store in a newer format version is reported by verify and refused by the commands that
 //! open it.
 
+use deadletter::recovery::RecoveryMode;
 use serde_json::Value;
 
 use crate::fixture::{dir_snapshot, fixture, SEGMENT_HEADER_LEN};
@@ -15,7 +16,7 @@ fn verify_reports_without_changing_anything() {
     let v = json(&["verify", f.path(), "--json"]);
     assert_eq!(v["clean"], true);
     assert_eq!(v["problems"], 0);
-    let lib = deadletter::verify(f.dir.path()).unwrap();
+    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
     assert_eq!(v["records"].as_u64(), Some(lib.records));
     assert!(lib.records > 10);
     let text = ok(&["verify", f.path()]);
@@ -54,7 +55,7 @@ fn verify_reports_without_changing_anything() {
 fn verify_reports_a_torn_tail_as_recoverable() {
     let _serial = serial();
     let f = fixture();
-    let lib = deadletter::verify(f.dir.path()).unwrap();
+    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
     let seg = f.dir.path().join(&lib.segments[0].file);
     let end = lib.segments[0].end as usize + SEGMENT_HEADER_LEN;
     let mut bytes = std::fs::read(&seg).unwrap();
@@ -105,11 +106,14 @@ fn rewrite_header(path: &std::path::Path, magic: &[u8; 8], version: u16) {
 fn a_store_in_a_newer_format_version_is_reported_and_refused() {
     let _serial = serial();
     let f = fixture();
-    let lib = deadletter::verify(f.dir.path()).unwrap();
-    assert_eq!(lib.segments[0].version, Some(deadletter::FORMAT_VERSION));
+    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
+    assert_eq!(
+        lib.segments[0].version,
+        Some(deadletter::store::FORMAT_VERSION)
+    );
     // Rewrite the first segment's version (and the header's checksum) as a newer build
     // would have written it.
-    let newer = deadletter::FORMAT_VERSION + 1;
+    let newer = deadletter::store::FORMAT_VERSION + 1;
     let seg = f.dir.path().join(&lib.segments[0].file);
     rewrite_header(&seg, b"DLTRSEGM", newer);
     let snapshot = dir_snapshot(f.dir.path());
@@ -124,12 +128,12 @@ fn a_store_in_a_newer_format_version_is_reported_and_refused() {
     assert_eq!(v["segments"][0]["version"], newer);
     assert_eq!(v["segments"][0]["header"], "unsupported_version");
     assert_eq!(v["newer_versions"][0]["version"], newer);
-    assert_eq!(v["supported_version"], deadletter::FORMAT_VERSION);
+    assert_eq!(v["supported_version"], deadletter::store::FORMAT_VERSION);
     let o = run(&["verify", f.path()]);
     assert_eq!(o.status.code(), Some(1));
     let wanted = format!(
         "format version {newer}, newer than this deadletter reads (up to {})",
-        deadletter::FORMAT_VERSION
+        deadletter::store::FORMAT_VERSION
     );
     assert!(stdout(&o).contains(&wanted), "{}", stdout(&o));
     assert!(
@@ -141,7 +145,7 @@ fn a_store_in_a_newer_format_version_is_reported_and_refused() {
     // Commands that open the store refuse it, naming both versions.
     let err = fails(&["stats", f.path()], 1, &format!("format version {newer}"));
     assert!(
-        err.contains(&format!("up to {}", deadletter::FORMAT_VERSION)),
+        err.contains(&format!("up to {}", deadletter::store::FORMAT_VERSION)),
         "{err}"
     );
     assert_eq!(dir_snapshot(f.dir.path()), snapshot, "nothing changed");
@@ -151,7 +155,7 @@ fn a_store_in_a_newer_format_version_is_reported_and_refused() {
 fn a_store_of_a_development_build_is_reported_and_refused() {
     let _serial = serial();
     let f = fixture();
-    let lib = deadletter::verify(f.dir.path()).unwrap();
+    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
     // Rewrite the first segment's header as a development build before release 0.1.0
     // wrote it: its magic, its format 6, the header's checksum.
     let seg = f.dir.path().join(&lib.segments[0].file);
@@ -190,7 +194,7 @@ fn a_store_of_a_development_build_is_reported_and_refused() {
 fn entries_named_like_segments_are_reported_against_themselves() {
     let _serial = serial();
     let f = fixture();
-    let lib = deadletter::verify(f.dir.path()).unwrap();
+    let lib = deadletter::verify::verify(f.dir.path()).unwrap();
     let last = lib.segments.last().unwrap();
     let past = last.base + (4 << 20);
     // A directory, then an empty file, after the last segment: verify does not abort, and
@@ -237,7 +241,7 @@ fn acknowledged_store() -> (tempfile::TempDir, Vec<u64>, std::path::PathBuf) {
         .collect();
     drop(q);
     store.close().unwrap();
-    let active = deadletter::verify(dir.path())
+    let active = deadletter::verify::verify(dir.path())
         .unwrap()
         .segments
         .last()
@@ -301,7 +305,7 @@ fn a_cut_active_segment_is_damage_not_a_torn_tail() {
     for case in ["10000", "0", "middle"] {
         let (dir, ids, active) = acknowledged_store();
         let path = dir.path().to_str().unwrap();
-        let before = deadletter::verify(dir.path()).unwrap();
+        let before = deadletter::verify::verify(dir.path()).unwrap();
         // The cut must be found with the tail hint in place (an open reads the active
         // segment only up to it): the hint never hides a cut.
         assert!(
@@ -343,11 +347,15 @@ fn a_cut_active_segment_is_damage_not_a_torn_tail() {
 
         match deadletter::Store::open(dir.path(), crate::fixture::small_config()) {
             Err(deadletter::Error::Corruption { kind, .. }) if cut == 0 => {
-                assert_eq!(kind, deadletter::CorruptionKind::BadHeader, "{case}")
+                assert_eq!(
+                    kind,
+                    deadletter::recovery::CorruptionKind::BadHeader,
+                    "{case}"
+                )
             }
             Err(deadletter::Error::Corruption { kind, .. }) => assert_eq!(
                 kind,
-                deadletter::CorruptionKind::ShortSegment {
+                deadletter::recovery::CorruptionKind::ShortSegment {
                     expected: declared,
                     actual: cut
                 },
@@ -361,8 +369,7 @@ fn a_cut_active_segment_is_damage_not_a_torn_tail() {
             "{case}: a refused open changes nothing"
         );
 
-        let quarantine =
-            crate::fixture::small_config().recovery(deadletter::RecoveryMode::Quarantine);
+        let quarantine = crate::fixture::small_config().recovery(RecoveryMode::Quarantine);
         let store = deadletter::Store::open(dir.path(), quarantine).unwrap();
         assert!(!store.recovery_report().quarantined.is_empty(), "{case}");
         let q = store.queue("orders").unwrap();

@@ -15,10 +15,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deadletter::backend::WorkerQueue;
+use deadletter::dlq::DeadLetterSummary;
+use deadletter::pool::Retry;
+use deadletter::queue::{FailureReport, QueueOptions};
+use deadletter::store::{CompactionOptions, Durability};
 use deadletter::{
-    CompactionOptions, Config, DeadLetterQueue, DeadLetterSummary, Delivery, Durability,
-    Failure as DlFailure, FailureReport, Filter, Page, QueueOptions, ReplayOptions, Retry, Store,
-    WorkerPool, WorkerQueue,
+    Config, DeadLetterQueue, Delivery, Failure as DlFailure, Filter, Page, ReplayOptions, Store,
+    WorkerPool,
 };
 use parking_lot::Mutex;
 

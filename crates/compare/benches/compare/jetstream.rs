@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::PullConsumer, stream::RetentionPolicy, AckKind};
-use deadletter::QueueOptions;
+use deadletter::queue::QueueOptions;
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 use futures_util::StreamExt;
 use parking_lot::Mutex;

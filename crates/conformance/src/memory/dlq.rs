@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadletter::{
-    Analysis, Cursor, DeadLetter, DeadLetterQueue, DlqAlert, DlqStats, EntryStatus, Error, Filter,
-    MessageId, Page, ReplayOptions, ReplayReport, Result,
-};
+use deadletter::dlq::{Analysis, Cursor, DeadLetter, DlqAlert, DlqStats, EntryStatus};
+use deadletter::queue::MessageId;
+use deadletter::replay::ReplayReport;
+use deadletter::{DeadLetterQueue, Error, Filter, Page, ReplayOptions, Result};
 
 use crate::memory::state::{dlq_name, now_ms, Memory};
 

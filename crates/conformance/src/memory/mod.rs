@@ -12,8 +12,10 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use deadletter::{CoreOnly, DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page};
-//! use deadletter::{Retry, WorkerPool};
+//! use deadletter::{DeadLetterQueue, Delivery, Failure, Filter, MessageQueue, Page};
+//! use deadletter::backend::CoreOnly;
+//! use deadletter::WorkerPool;
+//! use deadletter::pool::Retry;
 //! use deadletter_conformance::memory::{Memory, MemoryMessage};
 //!
 //! # fn main() -> deadletter::Result<()> {
@@ -40,8 +42,8 @@
 //! [`DeadLetterQueue`]: deadletter::DeadLetterQueue
 //! [`Delivery`]: deadletter::Delivery
 //! [`WorkerPool`]: deadletter::WorkerPool
-//! [`CoreOnly`]: deadletter::CoreOnly
-//! [`WorkerQueue`]: deadletter::WorkerQueue
+//! [`CoreOnly`]: deadletter::backend::CoreOnly
+//! [`WorkerQueue`]: deadletter::backend::WorkerQueue
 
 mod dlq;
 mod queue;

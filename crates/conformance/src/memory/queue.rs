@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadletter::{
-    Delivery, EnqueueOptions, Error, FailureOutcome, FailureReport, MessageId, MessageQueue,
-    QueueOptions, QueueStats, Result,
+use deadletter::queue::{
+    EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueOptions, QueueStats,
 };
+use deadletter::{Delivery, Error, MessageQueue, Result};
 
 use crate::memory::dlq::MemoryDlq;
 use crate::memory::state::{dlq_name, now_ms, Leased, Memory};

@@ -15,11 +15,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use deadletter::{
-    Attempt, Cursor, DeadLetter, DlqAlert, DlqMetadata, EnqueueOptions, EntryStatus, Error,
-    Failure, FailureInfo, FailureOutcome, FailureReport, Filter, MessageId, OriginalMetadata,
-    QueueOptions, ReplayOptions, Result, EXPIRED_KIND,
+use deadletter::dlq::{
+    Attempt, Cursor, DeadLetter, DlqAlert, DlqMetadata, EntryStatus, FailureInfo, OriginalMetadata,
+    EXPIRED_KIND,
 };
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueOptions};
+use deadletter::{Error, Failure, Filter, ReplayOptions, Result};
 
 /// Failed attempts an entry keeps (the newest; older ones are counted as dropped), as the
 /// embedded store's default.

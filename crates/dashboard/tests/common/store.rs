@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use deadletter::{Config, ManualClock, Store};
+use deadletter::clock::ManualClock;
+use deadletter::{Config, Store};
 
 /// Opens a store in `dir` whose clock starts at `t0` (ms since the epoch) and moves only
 /// when the test advances it.

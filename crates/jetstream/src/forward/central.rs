@@ -17,7 +17,8 @@ use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{self, RetentionPolicy};
 use async_nats::jetstream::ErrorCode;
-use deadletter::{DeadLetter, Error, Filter, Result};
+use deadletter::dlq::DeadLetter;
+use deadletter::{Error, Filter, Result};
 
 use crate::client::backend;
 use crate::names::Names;

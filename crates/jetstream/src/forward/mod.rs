@@ -45,12 +45,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadletter::{
-    Error, Failure, FailureReport, Filter, Message, MessageId, Page, Queue, Result, Store,
-};
+use deadletter::queue::{FailureReport, MessageId};
+use deadletter::{Error, Failure, Filter, Message, Page, Queue, Result, Store};
 
 use async_nats::jetstream::AckKind;
-use deadletter::EnqueueOptions;
+use deadletter::queue::EnqueueOptions;
 use futures_util::StreamExt;
 
 use crate::client::{backend, now_ms};
@@ -89,7 +88,8 @@ enum Stop {
 ///
 /// ```no_run
 /// use std::sync::atomic::AtomicBool;
-/// use deadletter::{Config, QueueOptions, Store};
+/// use deadletter::{Config, Store};
+/// use deadletter::queue::QueueOptions;
 /// use deadletter_jetstream::{ForwardOptions, Forwarder};
 ///
 /// # fn main() -> deadletter::Result<()> {

@@ -15,7 +15,8 @@
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::HeaderMap;
 use bytes::Bytes;
-use deadletter::{DeadLetter, Message, Result};
+use deadletter::dlq::DeadLetter;
+use deadletter::{Message, Result};
 
 use crate::moves::message_headers;
 use crate::names::Names;

@@ -280,7 +280,7 @@ impl Client {
 
     /// Imports exported entries into `queue`'s DLQ (created if missing) or, without one,
     /// each into the DLQ of the queue it failed in; entries the store already holds are
-    /// skipped (the owner imports with a [`crate::Importer`], kept for the connection).
+    /// skipped (the owner imports with a [`crate::dlq::Importer`], kept for the connection).
     pub fn import(&self, queue: Option<&str>, entries: &[DeadLetter]) -> Result<ImportReport> {
         let request = Request::Import {
             queue: queue.map(str::to_string),

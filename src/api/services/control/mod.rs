@@ -23,7 +23,8 @@
 //!
 //! ```
 //! use deadletter::control::Client;
-//! use deadletter::{Config, EnqueueOptions, Store};
+//! use deadletter::{Config, Store};
+//! use deadletter::queue::EnqueueOptions;
 //!
 //! # fn main() -> deadletter::Result<()> {
 //! # let dir = std::env::temp_dir().join(format!("deadletter-doc-control-{}", std::process::id()));
