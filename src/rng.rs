@@ -108,23 +108,3 @@ impl SplitMix64 {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deterministic_and_in_range() {
-        let mut a = SplitMix64::new(42);
-        let mut b = SplitMix64::new(42);
-        for _ in 0..1000 {
-            assert_eq!(a.next_u64(), b.next_u64());
-            assert!(a.below(7) < 7);
-            b.below(7);
-        }
-        assert_eq!(SplitMix64::new(1).below(0), 0);
-        let mut c = SplitMix64::new(3);
-        let hits = (0..10_000).filter(|_| c.chance(0.25)).count();
-        assert!((2000..3000).contains(&hits), "{hits}");
-    }
-}

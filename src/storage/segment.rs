@@ -545,44 +545,4 @@ mod tests {
             }
         }
     }
-
-    #[test]
-    fn names_round_trip() {
-        assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
-        assert_eq!(parse_segment_name("42.seg"), None);
-        assert_eq!(parse_segment_name("notes.txt"), None);
-    }
-
-    #[test]
-    fn clean_scan_counts_records() {
-        let data = build(&[(b"a", 0), (b"bb", 0)]);
-        let r = scan(&data, 0, 100, false);
-        assert_eq!(r.records, 2);
-        assert_eq!(r.end, (17 + 18) as u64);
-        assert_eq!(r.torn_at, None);
-    }
-
-    #[test]
-    fn damage_before_a_proving_record_is_reported() {
-        let mut data = build(&[(b"aaaa", 0), (b"bbbb", 20), (b"cccc", 40)]);
-        data[20] ^= 0xff; // inside the second record
-        let r = scan(&data, 0, 100, false);
-        assert_eq!(r.damaged, vec![(20, 40)]);
-        assert_eq!(r.records, 2);
-    }
-
-    #[test]
-    fn damage_before_unproven_records_is_a_torn_tail() {
-        let mut data = build(&[(b"aaaa", 0), (b"bbbb", 0), (b"cccc", 0)]);
-        data[20] ^= 0xff;
-        let r = scan(&data, 0, 100, false);
-        assert_eq!(r.torn_at, Some(20));
-        assert_eq!(
-            r.torn_records, 1,
-            "the third record goes with the torn second"
-        );
-        assert_eq!(r.torn_bytes, 40);
-        assert_eq!(r.records, 1);
-        assert!(r.damaged.is_empty());
-    }
 }

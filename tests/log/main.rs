@@ -10,11 +10,14 @@
 //! - `group_commit`: concurrent appends share fsyncs;
 //! - `segments`: rolling at the size limit and deleting whole segments;
 //! - `spare_segment`: the background spare is never damaged by a roll (a regression test);
+//! - `format`: the segment header and the record frame, byte by byte;
 //! - `failed_fsync`: a failed fsync poisons the log until it is reopened;
 //! - `tail_hint`: the active segment is never written past its tail hint, and an open reads
 //!   no further;
 //! - `versions`: segments of an older format version are read and sealed, a newer one is
-//!   refused untouched.
+//!   refused untouched;
+//! - `sim_disk`: the simulated disk, the fault injector and the seeded generator these
+//!   tests run on.
 //!
 //! `helpers` builds, damages and reads back the logs these tests use.
 
@@ -26,9 +29,11 @@ mod bad_input;
 mod bit_flips;
 mod damaged_directory;
 mod failed_fsync;
+mod format;
 mod group_commit;
 mod lock;
 mod segments;
+mod sim_disk;
 mod smoke;
 mod spare_segment;
 mod tail_hint;

@@ -23,6 +23,7 @@
 //! - `waiting_age`: the oldest waiting age after a reopen that cut leases;
 //! - `reopen_delivers_once`: a reopen never hands one message out twice;
 //! - `fingerprints`: failure fingerprints, and replay, delete and purge by fingerprint;
+//! - `templates`: message templates and fingerprints, rule by rule;
 //! - `audit_trail`: who changed a DLQ, and a message's whole life after compaction;
 //! - `time_travel`: a DLQ as of a past time.
 //!
@@ -50,6 +51,7 @@ mod replay;
 mod services;
 mod stale_delivery;
 mod store_lock;
+mod templates;
 mod time_travel;
 mod typed_errors;
 mod typed_payloads;
