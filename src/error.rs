@@ -9,7 +9,7 @@
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -362,6 +362,19 @@ impl Error {
     /// True when the error reports stored data failing verification.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
+    }
+}
+
+/// [`Error::io`] on the error of an I/O result: `file.sync().io("fsync", &path)?`. The
+/// path is copied only when there is an error.
+pub(crate) trait IoContext<T> {
+    /// The result, its error wrapped with the operation and the file it was on.
+    fn io(self, op: &'static str, path: impl AsRef<Path>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn io(self, op: &'static str, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| Error::io(op, path.as_ref(), e))
     }
 }
 

@@ -24,7 +24,7 @@ use std::path::Path;
 use crate::engine::failpoint::failpoint;
 use crate::engine::state::{Snapshot, State};
 use crate::engine::wire::{self, CheckpointError, CheckpointFile, FORMAT_VERSION};
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{CorruptionKind, Error, IoContext, Result};
 use crate::storage::log::{Log, RecoveryReport};
 use crate::storage::vfs::Vfs;
 
@@ -68,24 +68,21 @@ pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> 
     let target = dir.join(SLOTS[slot % 2]);
     let file = match fs.open(&temp, false) {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fs
-            .create(&temp)
-            .map_err(|e| Error::io("create", &temp, e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs.create(&temp).io("create", &temp)?
+        }
         Err(e) => return Err(Error::io("open", &temp, e)),
     };
-    file.write_at(bytes, 0)
-        .map_err(|e| Error::io("write", &temp, e))?;
-    if file.len().map_err(|e| Error::io("stat", &temp, e))? != bytes.len() as u64 {
-        file.set_len(bytes.len() as u64)
-            .map_err(|e| Error::io("set_len", &temp, e))?;
+    file.write_at(bytes, 0).io("write", &temp)?;
+    if file.len().io("stat", &temp)? != bytes.len() as u64 {
+        file.set_len(bytes.len() as u64).io("set_len", &temp)?;
     }
-    file.sync().map_err(|e| Error::io("fsync", &temp, e))?;
+    file.sync().io("fsync", &temp)?;
     drop(file);
     failpoint("checkpoint-temp-written");
-    fs.rename(&temp, &target)
-        .map_err(|e| Error::io("rename", &temp, e))?;
+    fs.rename(&temp, &target).io("rename", &temp)?;
     failpoint("checkpoint-renamed");
-    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))
+    fs.sync_dir(dir).io("fsync dir", dir)
 }
 
 /// What a slot holds.
@@ -108,13 +105,13 @@ pub fn read(fs: &dyn Vfs, dir: &Path, slot: usize) -> Result<SlotState> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SlotState::Missing),
         Err(e) => return Err(Error::io("open", &path, e)),
     };
-    let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
+    let len = file.len().io("stat", &path)?;
     let mut bytes = vec![0u8; len as usize];
     let mut at = 0usize;
     while at < bytes.len() {
         let n = file
             .read_at(&mut bytes[at..], at as u64)
-            .map_err(|e| Error::io("read", &path, e))?;
+            .io("read", &path)?;
         if n == 0 {
             break;
         }
@@ -224,10 +221,8 @@ pub(crate) fn load_newest(
                 if strict {
                     return Err(err);
                 }
-                fs.remove(&path)
-                    .map_err(|e| Error::io("remove", &path, e))?;
-                fs.sync_dir(dir)
-                    .map_err(|e| Error::io("fsync dir", dir, e))?;
+                fs.remove(&path).io("remove", &path)?;
+                fs.sync_dir(dir).io("fsync dir", dir)?;
                 damage = Some(err);
             }
             SlotState::Valid(pos, _) if pos < first => {}

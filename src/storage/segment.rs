@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::error::{Error, Result};
+use crate::error::{IoContext, Result};
 use crate::storage::format::{
     self, FrameError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
@@ -89,7 +89,7 @@ impl Segment {
         end: u64,
         quarantined: Vec<(u64, u64)>,
     ) -> Result<Self> {
-        let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
+        let view = file.map().io("mmap", &path)?;
         Ok(Segment {
             base,
             version,
@@ -131,10 +131,7 @@ impl Segment {
                 return Ok(Arc::clone(&v.0));
             }
         }
-        let fresh = self
-            .file
-            .map()
-            .map_err(|e| Error::io("mmap", &self.path, e))?;
+        let fresh = self.file.map().io("mmap", &self.path)?;
         *self.view.write() = (Arc::clone(&fresh), end);
         Ok(fresh)
     }
@@ -162,23 +159,19 @@ pub fn create(
     let final_path = dir.join(segment_name(base));
     let temp_path = dir.join(temp_name(base));
     let result = (|| -> Result<Arc<dyn VfsFile>> {
-        let file = fs
-            .create(&temp_path)
-            .map_err(|e| Error::io("create", &temp_path, e))?;
+        let file = fs.create(&temp_path).io("create", &temp_path)?;
         file.write_at(&format::encode_segment_header(&header), 0)
-            .map_err(|e| Error::io("write", &temp_path, e))?;
+            .io("write", &temp_path)?;
         if preallocate {
             write_zeros(file.as_ref(), SEGMENT_HEADER_LEN as u64, size)
-                .map_err(|e| Error::io("preallocate", &temp_path, e))?;
+                .io("preallocate", &temp_path)?;
         } else {
-            file.set_len(size)
-                .map_err(|e| Error::io("set_len", &temp_path, e))?;
+            file.set_len(size).io("set_len", &temp_path)?;
         }
-        file.sync().map_err(|e| Error::io("fsync", &temp_path, e))?;
+        file.sync().io("fsync", &temp_path)?;
         fs.rename(&temp_path, &final_path)
-            .map_err(|e| Error::io("rename", &temp_path, e))?;
-        fs.sync_dir(dir)
-            .map_err(|e| Error::io("fsync dir", dir, e))?;
+            .io("rename", &temp_path)?;
+        fs.sync_dir(dir).io("fsync dir", dir)?;
         Ok(file)
     })();
     if result.is_err() {
@@ -198,16 +191,14 @@ pub fn prepare_spare(
     preallocate: bool,
 ) -> Result<Arc<dyn VfsFile>> {
     let path = dir.join(SPARE_NAME);
-    let file = fs
-        .create(&path)
-        .map_err(|e| Error::io("create", &path, e))?;
+    let file = fs.create(&path).io("create", &path)?;
     let filled = if preallocate {
         write_zeros(file.as_ref(), 0, size)
     } else {
         file.set_len(size)
     };
-    filled.map_err(|e| Error::io("preallocate", &path, e))?;
-    file.sync().map_err(|e| Error::io("fsync", &path, e))?;
+    filled.io("preallocate", &path)?;
+    file.sync().io("fsync", &path)?;
     Ok(file)
 }
 
@@ -221,11 +212,11 @@ pub fn install_spare(
 ) -> Result<()> {
     let spare = dir.join(SPARE_NAME);
     file.write_at(&format::encode_segment_header(&header), 0)
-        .map_err(|e| Error::io("write", &spare, e))?;
-    file.sync().map_err(|e| Error::io("fsync", &spare, e))?;
+        .io("write", &spare)?;
+    file.sync().io("fsync", &spare)?;
     fs.rename(&spare, &dir.join(segment_name(header.base)))
-        .map_err(|e| Error::io("rename", &spare, e))?;
-    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))
+        .io("rename", &spare)?;
+    fs.sync_dir(dir).io("fsync dir", dir)
 }
 
 /// Writes zeros over `[from, to)` in large chunks so that later writes and `fdatasync` need

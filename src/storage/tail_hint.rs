@@ -43,7 +43,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::storage::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, read_exact_at};
 use crate::storage::vfs::{Vfs, VfsFile};
@@ -211,8 +211,7 @@ impl HintKeeper {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove", &path, e)),
         }
-        fs.sync_dir(dir)
-            .map_err(|e| Error::io("fsync dir", dir, e))?;
+        fs.sync_dir(dir).io("fsync dir", dir)?;
         self.bound = None;
         self.off = true;
         Ok(())

@@ -286,23 +286,3 @@ impl Vfs for RealFs {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A real file's map is live: a write through the file after mapping shows through
-    /// the map (the log relies on it to read new records without mapping again).
-    #[test]
-    #[cfg_attr(miri, ignore)]
-    fn a_real_files_map_shows_later_writes() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let file = RealFs.create(&dir.path().join("f")).expect("create");
-        file.set_len(4096).expect("size");
-        let map = file.map().expect("map");
-        assert!(map.is_live());
-        assert_eq!(map.range(10, 14), Some(&[0u8; 4][..]));
-        file.write_at(b"live", 10).expect("write");
-        assert_eq!(map.range(10, 14), Some(&b"live"[..]));
-    }
-}

@@ -1,13 +1,14 @@
 //! The test machinery itself: the simulated disk (`SimDisk`: capacity, what a power cut
 //! keeps, atomic renames, exclusive locks, maps as snapshots), the fault injector
 //! (`FaultyFs`: the n-th operation, from the n-th on, a full disk, read errors) and the
-//! seeded generator (`SimRng`) the other tests are built on.
+//! seeded generator (`SimRng`) the other tests are built on; and the real file system's
+//! maps (`RealFs`), which are live.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use deadletter::sim::{Fault, FaultyFs, OpKinds, SimDisk, SimRng, Vfs};
+use deadletter::sim::{Fault, FaultyFs, OpKinds, RealFs, SimDisk, SimRng, Vfs};
 
 fn p(s: &str) -> PathBuf {
     PathBuf::from(s)
@@ -170,4 +171,19 @@ fn deterministic_and_in_range() {
     let mut c = SimRng::new(3);
     let hits = (0..10_000).filter(|_| c.chance(0.25)).count();
     assert!((2000..3000).contains(&hits), "{hits}");
+}
+
+/// A real file's map is live: a write through the file after mapping shows through
+/// the map (the log relies on it to read new records without mapping again).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_real_files_map_shows_later_writes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = RealFs.create(&dir.path().join("f")).expect("create");
+    file.set_len(4096).expect("size");
+    let map = file.map().expect("map");
+    assert!(map.is_live());
+    assert_eq!(map.range(10, 14), Some(&[0u8; 4][..]));
+    file.write_at(b"live", 10).expect("write");
+    assert_eq!(map.range(10, 14), Some(&b"live"[..]));
 }

@@ -89,11 +89,7 @@ impl State {
             PutCause::Enqueue => (0, 0, None, None),
             PutCause::Imported(entry) => {
                 self.apply_import(m.id, m.queue, pos, entry, m.enqueued_at);
-                return Effects {
-                    ready: false,
-                    dlq_changed: true,
-                    guard: false,
-                };
+                return Effects::of(false, true);
             }
             PutCause::CorrectedReplay {
                 attempts,
@@ -162,11 +158,7 @@ impl State {
         }
         let fresh = m.visible_at <= m.enqueued_at && previous_place.is_none();
         self.push_ready(m.queue, m.visible_at, m.id, fresh);
-        Effects {
-            ready: true,
-            dlq_changed: previous_place.is_some(),
-            guard: false,
-        }
+        Effects::of(true, previous_place.is_some())
     }
 
     /// An imported entry goes straight into the DLQ of `queue`.
@@ -266,11 +258,7 @@ impl State {
                 self.make_ready(*id, m, *visible_at, Place::Ready);
                 self.queue_mut(m.queue()).counters.retried += 1;
                 self.guard_outcome(*id, Outcome::FailedAgain);
-                Effects {
-                    ready: true,
-                    dlq_changed: false,
-                    guard: false,
-                }
+                Effects::of(true, false)
             }
             Op::Release { id, visible_at } => {
                 self.suspects.remove(id);
@@ -280,19 +268,10 @@ impl State {
                 if m.place() != Place::Leased {
                     return Effects::default();
                 }
-                if self.end_reservation(*id, *visible_at) {
-                    return Effects {
-                        ready: true,
-                        dlq_changed: false,
-                        guard: false,
-                    };
+                if !self.end_reservation(*id, *visible_at) {
+                    self.make_ready(*id, m, *visible_at, Place::Ready);
                 }
-                self.make_ready(*id, m, *visible_at, Place::Ready);
-                Effects {
-                    ready: true,
-                    dlq_changed: false,
-                    guard: false,
-                }
+                Effects::of(true, false)
             }
             Op::DeadLetter {
                 id,
@@ -317,11 +296,7 @@ impl State {
                         self.audit.add_entry(entry, false);
                     }
                 }
-                Effects {
-                    ready: false,
-                    dlq_changed: true,
-                    guard: false,
-                }
+                Effects::of(false, true)
             }
             Op::Replay {
                 id,
@@ -333,11 +308,7 @@ impl State {
             } => {
                 let moved =
                     self.replay_entry(*id, *queue, *at, *visible_at, *attempts, *generation);
-                Effects {
-                    ready: moved,
-                    dlq_changed: moved,
-                    guard: false,
-                }
+                Effects::of(moved, moved)
             }
             Op::Delete { ids, expired, at } => {
                 let mut dlq_changed = false;
@@ -359,11 +330,7 @@ impl State {
                         self.audit.add_entry(entry, false);
                     }
                 }
-                Effects {
-                    ready: false,
-                    dlq_changed,
-                    guard: false,
-                }
+                Effects::of(false, dlq_changed)
             }
             Op::Audit(entry) => {
                 self.audit.add_entry(entry.clone(), true);
@@ -392,20 +359,12 @@ impl State {
                     d.reprocessed_failed += 1;
                 }
                 self.record_step(*id, *at, Event::Marked { success: *success });
-                Effects {
-                    ready: false,
-                    dlq_changed: true,
-                    guard: false,
-                }
+                Effects::of(false, true)
             }
             Op::Guard { guard, at, event } => {
                 self.apply_guard(*guard, *at, event);
                 let release = matches!(event, GuardEvent::Release { .. });
-                Effects {
-                    ready: release,
-                    dlq_changed: release,
-                    guard: false,
-                }
+                Effects::of(release, release)
             }
         }
     }

@@ -296,6 +296,18 @@ pub struct Effects {
     pub guard: bool,
 }
 
+impl Effects {
+    /// Effects of a record that made something ready or changed a DLQ (`guard` is the
+    /// committer's to set).
+    pub fn of(ready: bool, dlq_changed: bool) -> Effects {
+        Effects {
+            ready,
+            dlq_changed,
+            guard: false,
+        }
+    }
+}
+
 /// The whole index.
 #[derive(Debug, Default)]
 pub struct State {

@@ -32,7 +32,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::storage::segment::{self, Segment};
 use crate::storage::tail_hint::HintKeeper;
 use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
@@ -180,16 +180,14 @@ impl Log {
     pub fn lock_dir(fs: &dyn Vfs, dir: impl AsRef<Path>) -> Result<DirLock> {
         let dir = dir.as_ref().to_path_buf();
         let existed = fs.list(&dir).is_ok();
-        fs.create_dir_all(&dir)
-            .map_err(|e| Error::io("create dir", &dir, e))?;
+        fs.create_dir_all(&dir).io("create dir", &dir)?;
         if !existed {
             // Make the new directory's own name durable in its parent.
             let parent = match dir.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
             };
-            fs.sync_dir(&parent)
-                .map_err(|e| Error::io("fsync dir", &parent, e))?;
+            fs.sync_dir(&parent).io("fsync dir", &parent)?;
         }
         let lock_path = dir.join(LOCK_FILE);
         let guard = match fs.lock(&lock_path) {
@@ -310,13 +308,12 @@ impl Log {
             };
             return Ok((log, report));
         }
-        let preparer = spawn_preparer(Arc::downgrade(&inner), prep_rx)
-            .map_err(|e| Error::io("spawn preparer", &inner.dir, e))?;
+        let preparer =
+            spawn_preparer(Arc::downgrade(&inner), prep_rx).io("spawn preparer", &inner.dir)?;
         let flusher = match inner.opts.durability {
-            Durability::Interval(every) => Some(
-                spawn_flusher(Arc::downgrade(&inner), every)
-                    .map_err(|e| Error::io("spawn flusher", &inner.dir, e))?,
-            ),
+            Durability::Interval(every) => {
+                Some(spawn_flusher(Arc::downgrade(&inner), every).io("spawn flusher", &inner.dir)?)
+            }
             _ => None,
         };
         Ok((
@@ -393,10 +390,7 @@ impl Log {
                 inner.segments.write().insert(seg.base, Arc::clone(seg));
                 return Err(Error::io("remove", &seg.path, e));
             }
-            inner
-                .fs
-                .sync_dir(&inner.dir)
-                .map_err(|e| Error::io("fsync dir", &inner.dir, e))?;
+            inner.fs.sync_dir(&inner.dir).io("fsync dir", &inner.dir)?;
         }
         Ok(doomed.len())
     }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{LogOptions, RecoveryMode, CONTROL_SOCKET, LOCK_FILE, MAX_BASE, MAX_SEGMENT_SIZE};
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{CorruptionKind, Error, IoContext, Result};
 use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::storage::segment::{self, Segment};
 use crate::storage::tail_hint;
@@ -128,9 +128,9 @@ fn read_entry(
         }
         Err(e) => return Err(Error::io("open", &path, e)),
     };
-    let len = file.len().map_err(|e| Error::io("stat", &path, e))?;
+    let len = file.len().io("stat", &path)?;
     let mut head = vec![0u8; (len as usize).min(HEADER_READ)];
-    segment::read_exact_at(file.as_ref(), &mut head, 0).map_err(|e| Error::io("read", &path, e))?;
+    segment::read_exact_at(file.as_ref(), &mut head, 0).io("read", &path)?;
     Ok(
         match format::decode_segment_header(&head, opts.format_version) {
             // Positions stay below 2^63, so position arithmetic can never overflow.
@@ -171,7 +171,7 @@ pub(super) fn recover(
     read_only: bool,
 ) -> Result<Recovered> {
     let mut report = RecoveryReport::default();
-    let names = fs.list(dir).map_err(|e| Error::io("list", dir, e))?;
+    let names = fs.list(dir).io("list", dir)?;
     let mut bases = Vec::new();
     let mut temp_files = Vec::new();
     for name in names {
@@ -278,17 +278,16 @@ pub(super) fn recover(
             _ => data_len,
         };
         let clean = segment::scan_clean(file.as_ref(), base, zero_from, opts.max_record_size)
-            .map_err(|e| Error::io("read", &path, e))?;
+            .io("read", &path)?;
         let scan = match clean {
             Some(scan) => scan,
             None if read_only => {
                 let mut data = vec![0u8; data_len as usize];
-                segment::read_exact_at(file.as_ref(), &mut data, header_len)
-                    .map_err(|e| Error::io("read", &path, e))?;
+                segment::read_exact_at(file.as_ref(), &mut data, header_len).io("read", &path)?;
                 segment::scan(&data, base, opts.max_record_size, sealed)
             }
             None => {
-                let view = file.map().map_err(|e| Error::io("mmap", &path, e))?;
+                let view = file.map().io("mmap", &path)?;
                 let data = view.range(SEGMENT_HEADER_LEN, view.len()).unwrap_or(&[]);
                 segment::scan(data, base, opts.max_record_size, sealed)
             }
@@ -377,7 +376,7 @@ pub(super) fn recover(
             // rest of the same torn tail).
             let at = header_len + torn;
             segment::write_zeros(file.as_ref(), at, at + scan.torn_bytes)
-                .map_err(|e| Error::io("zero torn tail", &path, e))?;
+                .io("zero torn tail", &path)?;
             report.torn_tail = Some(TornTail {
                 path: path.clone(),
                 offset: at,
@@ -387,16 +386,16 @@ pub(super) fn recover(
             end = torn;
         }
         let size = declared.max(len);
-        let current = file.len().map_err(|e| Error::io("stat", &path, e))?;
+        let current = file.len().io("stat", &path)?;
         if current < size {
             let grown = if opts.preallocate {
                 segment::write_zeros(file.as_ref(), current, size)
             } else {
                 file.set_len(size)
             };
-            grown.map_err(|e| Error::io("preallocate", &path, e))?;
+            grown.io("preallocate", &path)?;
         }
-        file.sync().map_err(|e| Error::io("fsync", &path, e))?;
+        file.sync().io("fsync", &path)?;
         if version < opts.format_version && end == 0 {
             // An empty active segment of an older version: replaced below by one of the
             // log's version under the same name.
@@ -448,16 +447,14 @@ pub(super) fn recover(
             continue;
         }
         let path = dir.join(&name);
-        fs.remove(&path)
-            .map_err(|e| Error::io("remove", &path, e))?;
+        fs.remove(&path).io("remove", &path)?;
         report.removed_temp_files.push(name);
     }
     // Make the directory durable as it is now. A name an earlier process created or renamed
     // (a segment, a checkpoint slot) whose directory sync failed, or that died before it, is
     // in the listing but could still vanish at a power cut: nothing may be appended to it or
     // relied on until it is durable.
-    fs.sync_dir(dir)
-        .map_err(|e| Error::io("fsync dir", dir, e))?;
+    fs.sync_dir(dir).io("fsync dir", dir)?;
     if lost_tail {
         let path = segments
             .values()
