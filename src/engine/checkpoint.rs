@@ -32,11 +32,6 @@ use crate::storage::vfs::Vfs;
 pub const SLOTS: [&str; 2] = ["checkpoint-0", "checkpoint-1"];
 pub(crate) const TEMP: &str = "checkpoint.tmp";
 
-/// Encodes a checkpoint of `snapshot` covering the log up to `position`.
-pub fn encode(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
-    wire::encode_checkpoint(position, snapshot)
-}
-
 /// Decodes a checkpoint file's bytes. Damage is [`CorruptionKind::BadCheckpoint`] at the
 /// offset where it shows; a newer format version, or a development build's, is
 /// [`Error::UnsupportedFormat`].
@@ -45,22 +40,18 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<CheckpointFile> {
         CheckpointError::Damaged(offset) => {
             Error::corrupt_file(CorruptionKind::BadCheckpoint, path, offset)
         }
-        CheckpointError::Newer(found) => Error::UnsupportedFormat {
-            path: path.to_path_buf(),
-            found,
-            supported: FORMAT_VERSION,
-            pre_release: false,
-        },
-        CheckpointError::PreRelease(found) => Error::UnsupportedFormat {
-            path: path.to_path_buf(),
-            found,
-            supported: FORMAT_VERSION,
-            pre_release: true,
-        },
+        CheckpointError::Newer(found) | CheckpointError::PreRelease(found) => {
+            Error::UnsupportedFormat {
+                path: path.to_path_buf(),
+                found,
+                supported: FORMAT_VERSION,
+                pre_release: matches!(e, CheckpointError::PreRelease(_)),
+            }
+        }
     })
 }
 
-/// Writes `bytes` (from [`encode`]) into slot `slot` atomically. The temporary file is
+/// Writes `bytes` (from [`wire::encode_checkpoint`]) into slot `slot` atomically. The temporary file is
 /// the reserve when there is one ([`super::reserve`]): the checkpoint is written over its
 /// zeros, needing no new space while it fits, and the file is cut to the checkpoint's length.
 pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> {
@@ -142,33 +133,6 @@ pub(crate) fn high_water(slots: &[SlotState; 2]) -> u64 {
         .unwrap_or(0)
 }
 
-/// [`load_newest`] for a read-only snapshot: nothing is removed, and a checkpoint past the
-/// log's end is an error (the owner wrote it after the snapshot's segments were read, or
-/// the log lost records: the caller tries again, and reports it if it stays).
-pub(crate) fn load_newest_read_only(
-    fs: &dyn Vfs,
-    dir: &Path,
-    read: [SlotState; 2],
-    log: &Log,
-    report: &RecoveryReport,
-    strict: bool,
-) -> Result<(State, u64, CheckpointSlots)> {
-    let end = log.end_position();
-    for (name, state) in SLOTS.iter().zip(&read) {
-        if let SlotState::Valid(pos, _) = state {
-            if *pos > end {
-                return Err(Error::corrupt_file(
-                    CorruptionKind::BadCheckpoint,
-                    dir.join(name),
-                    16,
-                ));
-            }
-        }
-    }
-    // No slot is past the end, so `load_newest` removes nothing.
-    load_newest(fs, dir, read, log, report, strict)
-}
-
 /// Which checkpoint slots hold which positions, and which one is written next.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CheckpointSlots {
@@ -190,6 +154,10 @@ pub(crate) struct CheckpointSlots {
 /// high-water mark); under quarantine it lists the lost range, and the file is removed
 /// here, since it describes records the log no longer has. One before the log's start is
 /// ignored (the next checkpoint overwrites it).
+///
+/// For a `read_only` snapshot nothing is removed, and a checkpoint past the log's end is an
+/// error (the owner wrote it after the snapshot's segments were read, or the log lost
+/// records: the caller tries again, and reports it if it stays).
 pub(crate) fn load_newest(
     fs: &dyn Vfs,
     dir: &Path,
@@ -197,7 +165,17 @@ pub(crate) fn load_newest(
     log: &Log,
     report: &RecoveryReport,
     strict: bool,
+    read_only: bool,
 ) -> Result<(State, u64, CheckpointSlots)> {
+    for (name, state) in SLOTS.iter().zip(&read) {
+        if let SlotState::Valid(pos, _) = state {
+            if read_only && *pos > log.end_position() {
+                let path = dir.join(name);
+                return Err(Error::corrupt_file(CorruptionKind::BadCheckpoint, path, 16));
+            }
+        }
+    }
+    // Past here a read-only snapshot has no slot past the log's end: nothing is removed.
     let mut slots = CheckpointSlots::default();
     let mut candidates = Vec::new();
     let mut damage = None;

@@ -178,6 +178,7 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
                 &engine.log,
                 &engine.report,
                 engine.strict,
+                false,
             )?;
             // The ids the live index skipped at open, so checkpoints keep skipping them.
             state.skip_lost_ids(&engine.report);
@@ -468,7 +469,7 @@ fn write_checkpoint(
             len: 0,
         });
     }
-    let bytes = checkpoint::encode(position, snapshot)?;
+    let bytes = wire::encode_checkpoint(position, snapshot)?;
     let slot = slots.next;
     // Until the new file is complete the slot holds nothing usable for reclaim.
     slots.positions[slot] = None;

@@ -69,18 +69,6 @@ pub(crate) struct EngineOptions {
     pub audit: state::AuditLimits,
 }
 
-impl EngineOptions {
-    /// Sets up an index loaded from disk (the live one and compaction's) with this
-    /// engine's settings; fingerprints only for the live one.
-    fn configure(&self, state: &mut State, live: bool) {
-        if live {
-            state.fingerprints.enable(self.fingerprint_frames);
-        }
-        state.audit.set_limits(self.audit);
-        state.audit_frames = self.fingerprint_frames;
-    }
-}
-
 /// True for the errors a read-only open meets when the owner compacts under it: a segment
 /// gone, a checkpoint the log no longer reaches (or that reaches past it).
 fn may_be_a_race(e: &crate::error::Error) -> bool {
@@ -125,56 +113,58 @@ impl Engine {
     /// changes anything, so that a store written in a newer format version, whether its
     /// segments or its checkpoints say so, is refused untouched.
     pub(crate) fn open(dir: &Path, options: EngineOptions) -> Result<Engine> {
-        let strict = options.log.recovery == RecoveryMode::Strict;
         let fs = Arc::clone(&options.fs);
         options.log.validate()?;
         let lock = Log::lock_dir(fs.as_ref(), dir)?;
-        let slots = checkpoint::read_slots(fs.as_ref(), dir)?;
-        // A checkpoint's position was durable in the log before the checkpoint was written:
-        // a log that ends before it lost its tail.
-        let mut log_options = options.log.clone();
-        log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
-        let (log, report) = Log::open_locked(Arc::clone(&fs), lock, log_options)?;
-        let (mut state, from, slots) =
-            checkpoint::load_newest(fs.as_ref(), dir, slots, &log, &report, strict)?;
-        options.configure(&mut state, true);
-        Engine::replay(&log, from, &mut state)?;
-        state.release_all_leases();
-        state.skip_lost_ids(&report);
-        let engine = Engine::assemble(
-            dir,
-            &options,
-            log,
-            report,
-            state,
-            slots,
-            options.wait_for_sync,
-        )?;
+        let engine = Engine::recover(dir, &options, false, |o| {
+            Log::open_locked(Arc::clone(&fs), lock, o)
+        })?;
         // The checkpoint reserve, if the disk has room for it (a store on a full disk opens
         // without it; compaction makes it once it has freed space).
         reserve::keep(fs.as_ref(), dir, reserve::size_at_open(fs.as_ref(), dir))?;
         Ok(engine)
     }
 
-    /// The engine over a recovered `log` and `state`, with the restored DLQ entries given
-    /// their fingerprints (a snapshot's as the owner's).
-    fn assemble(
+    /// The engine over the log `open_log` opens (the slots are read first: a checkpoint
+    /// never covers records the log does not hold yet), the newest usable checkpoint and
+    /// the log's records after it; the restored DLQ entries are given their fingerprints.
+    /// Leases are released, or, in a read-only snapshot, kept as the log has them.
+    fn recover(
         dir: &Path,
         options: &EngineOptions,
-        log: Log,
-        report: RecoveryReport,
-        state: State,
-        slots: CheckpointSlots,
-        wait_for_sync: bool,
+        read_only: bool,
+        open_log: impl FnOnce(LogOptions) -> Result<(Log, RecoveryReport)>,
     ) -> Result<Engine> {
+        let strict = options.log.recovery == RecoveryMode::Strict;
+        let fs = options.fs.as_ref();
+        let slots = checkpoint::read_slots(fs, dir)?;
+        // A checkpoint's position was durable in the log before the checkpoint was written:
+        // a log that ends before it lost its tail. For a snapshot that is also what a
+        // checkpoint written after the slots were read looks like, which the caller tries
+        // again.
+        let mut log_options = options.log.clone();
+        log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
+        let (log, report) = open_log(log_options)?;
+        let (mut state, from, slots) =
+            checkpoint::load_newest(fs, dir, slots, &log, &report, strict, read_only)?;
+        state.fingerprints.enable(options.fingerprint_frames);
+        state.audit.set_limits(options.audit);
+        state.audit_frames = options.fingerprint_frames;
+        Engine::replay(&log, from, &mut state)?;
+        if read_only {
+            state.rebuild_ready_lists();
+        } else {
+            state.release_all_leases();
+        }
+        state.skip_lost_ids(&report);
         let engine = Engine {
             log,
             state: Mutex::new(state),
             ready: Condvar::new(),
             dir: dir.to_path_buf(),
             fs: Arc::clone(&options.fs),
-            wait_for_sync,
-            strict: options.log.recovery == RecoveryMode::Strict,
+            wait_for_sync: options.wait_for_sync && !read_only,
+            strict,
             relocate_below: options.relocate_below,
             batch: options.batch,
             idempotency_window_ms: options.idempotency_window_ms,
@@ -240,23 +230,9 @@ impl Engine {
     }
 
     fn try_open_read_only(dir: &Path, options: &EngineOptions) -> Result<Engine> {
-        let strict = options.log.recovery == RecoveryMode::Strict;
-        let fs = Arc::clone(&options.fs);
-        // The slots first: a checkpoint never covers records the log does not hold yet.
-        let slots = checkpoint::read_slots(fs.as_ref(), dir)?;
-        // As at a normal open, a log ending before a checkpoint's position lost its tail; for
-        // a snapshot that is also what a checkpoint written after the slots were read looks
-        // like, which the caller tries again.
-        let mut log_options = options.log.clone();
-        log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
-        let (log, report) = Log::open_read_only(Arc::clone(&fs), dir, log_options)?;
-        let (mut state, from, slots) =
-            checkpoint::load_newest_read_only(fs.as_ref(), dir, slots, &log, &report, strict)?;
-        options.configure(&mut state, true);
-        Engine::replay(&log, from, &mut state)?;
-        state.rebuild_ready_lists();
-        state.skip_lost_ids(&report);
-        Engine::assemble(dir, options, log, report, state, slots, false)
+        Engine::recover(dir, options, true, |o| {
+            Log::open_read_only(Arc::clone(&options.fs), dir, o)
+        })
     }
 
     /// True for a snapshot opened by [`Engine::open_read_only`].
