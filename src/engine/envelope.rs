@@ -79,6 +79,18 @@ pub struct DlqMetadata {
     pub expires_at_ms: Option<u64>,
 }
 
+/// Chained setters, each documented: `name(arg: type) => value;` sets field `name` to
+/// `value` and returns the value it was called on.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $t:ty) => $value:expr;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, $arg: $t) -> Self {
+            self.$name = $value;
+            self
+        }
+    )*};
+}
+
 impl Attempt {
     /// Attempt `number` (1 for the first delivery), failed at `at_ms` with this error; no
     /// details, duration or worker (set them with the setters of the same names).
@@ -99,22 +111,13 @@ impl Attempt {
         }
     }
 
-    /// Sets the error's details.
-    pub fn details(mut self, details: impl Into<String>) -> Self {
-        self.details = Some(details.into());
-        self
-    }
-
-    /// Sets how long the handler ran, in milliseconds.
-    pub fn duration_ms(mut self, ms: u64) -> Self {
-        self.duration_ms = ms;
-        self
-    }
-
-    /// Sets the worker that handled it.
-    pub fn worker(mut self, worker: impl Into<String>) -> Self {
-        self.worker = Some(worker.into());
-        self
+    setters! {
+        /// Sets the error's details.
+        details(details: impl Into<String>) => Some(details.into());
+        /// Sets how long the handler ran, in milliseconds.
+        duration_ms(ms: u64) => ms;
+        /// Sets the worker that handled it.
+        worker(worker: impl Into<String>) => Some(worker.into());
     }
 }
 
@@ -139,34 +142,17 @@ impl FailureInfo {
         }
     }
 
-    /// Sets the final error's details.
-    pub fn details(mut self, details: impl Into<String>) -> Self {
-        self.details = Some(details.into());
-        self
-    }
-
-    /// Sets the final error's stack trace.
-    pub fn stack_trace(mut self, trace: impl Into<String>) -> Self {
-        self.stack_trace = Some(trace.into());
-        self
-    }
-
-    /// Sets the failed attempts kept, oldest first.
-    pub fn attempts(mut self, attempts: Vec<Attempt>) -> Self {
-        self.attempts = attempts;
-        self
-    }
-
-    /// Sets how many older attempts were dropped.
-    pub fn attempts_dropped(mut self, dropped: u32) -> Self {
-        self.attempts_dropped = dropped;
-        self
-    }
-
-    /// Sets the processing context of the final failure.
-    pub fn context(mut self, context: BTreeMap<String, String>) -> Self {
-        self.context = context;
-        self
+    setters! {
+        /// Sets the final error's details.
+        details(details: impl Into<String>) => Some(details.into());
+        /// Sets the final error's stack trace.
+        stack_trace(trace: impl Into<String>) => Some(trace.into());
+        /// Sets the failed attempts kept, oldest first.
+        attempts(attempts: Vec<Attempt>) => attempts;
+        /// Sets how many older attempts were dropped.
+        attempts_dropped(dropped: u32) => dropped;
+        /// Sets the processing context of the final failure.
+        context(context: BTreeMap<String, String>) => context;
     }
 }
 
@@ -185,33 +171,16 @@ impl DlqMetadata {
         }
     }
 
-    /// Sets the worker that reported the final failure.
-    pub fn worker(mut self, worker: impl Into<String>) -> Self {
-        self.worker = Some(worker.into());
-        self
-    }
-
-    /// Sets the environment name.
-    pub fn environment(mut self, environment: impl Into<String>) -> Self {
-        self.environment = Some(environment.into());
-        self
-    }
-
-    /// Sets the code version.
-    pub fn code_version(mut self, version: impl Into<String>) -> Self {
-        self.code_version = Some(version.into());
-        self
-    }
-
-    /// Sets the tags.
-    pub fn tags(mut self, tags: BTreeMap<String, String>) -> Self {
-        self.tags = tags;
-        self
-    }
-
-    /// Sets when retention removes it.
-    pub fn expires_at_ms(mut self, at_ms: u64) -> Self {
-        self.expires_at_ms = Some(at_ms);
-        self
+    setters! {
+        /// Sets the worker that reported the final failure.
+        worker(worker: impl Into<String>) => Some(worker.into());
+        /// Sets the environment name.
+        environment(environment: impl Into<String>) => Some(environment.into());
+        /// Sets the code version.
+        code_version(version: impl Into<String>) => Some(version.into());
+        /// Sets the tags.
+        tags(tags: BTreeMap<String, String>) => tags;
+        /// Sets when retention removes it.
+        expires_at_ms(at_ms: u64) => Some(at_ms);
     }
 }

@@ -41,19 +41,11 @@ impl Engine {
             return Ok(History::default());
         };
         let rec = self.read_record(pos)?;
-        let (failure, first_received_at) = match wire::decode(rec.version(), &rec) {
-            Ok(Decoded::Op(Op::Retry { history, .. })) => return Ok(history),
-            Ok(Decoded::Op(Op::DeadLetter {
-                failure,
-                first_received_at,
-                ..
-            })) => (failure, first_received_at),
-            Ok(Decoded::Put(put)) => match put.meta.cause {
-                PutCause::Imported(entry) => (entry.failure, entry.first_received_at),
-                _ => return Err(self.bad_content(pos)),
-            },
-            _ => return Err(self.bad_content(pos)),
-        };
+        let decoded = wire::decode(rec.version(), &rec).map_err(|_| bad_content(pos))?;
+        if let Decoded::Op(Op::Retry { history, .. }) = decoded {
+            return Ok(history);
+        }
+        let (failure, first_received_at) = envelope(decoded).ok_or_else(|| bad_content(pos))?;
         Ok(History {
             first_received_at,
             attempts: failure.attempts,
@@ -61,19 +53,13 @@ impl Engine {
         })
     }
 
-    /// The error for a record at `pos` that does not hold what its reader expected.
     /// The failure in the envelope at `pos`: a dead-letter record, or an imported entry's
     /// payload record.
     pub(crate) fn read_failure(&self, pos: u64) -> Result<FailureInfo> {
         let rec = self.read_record(pos)?;
-        match wire::decode(rec.version(), &rec) {
-            Ok(Decoded::Op(Op::DeadLetter { failure, .. })) => Ok(failure),
-            Ok(Decoded::Put(put)) => match put.meta.cause {
-                PutCause::Imported(entry) => Ok(entry.failure),
-                _ => Err(self.bad_content(pos)),
-            },
-            _ => Err(self.bad_content(pos)),
-        }
+        let decoded = wire::decode(rec.version(), &rec).ok();
+        let envelope = decoded.and_then(envelope).ok_or_else(|| bad_content(pos))?;
+        Ok(envelope.0)
     }
 
     /// When the message whose payload record is at `pos` was first enqueued.
@@ -85,8 +71,26 @@ impl Engine {
         }
     }
 
+    /// The error for a record at `pos` that does not hold what its reader expected.
     pub(crate) fn bad_content(&self, pos: u64) -> Error {
         bad_content(pos)
+    }
+}
+
+/// The failure and first delivery time an envelope holds: a dead-letter record, or an
+/// imported entry's payload record (`None` for any other record).
+fn envelope(decoded: Decoded<'_>) -> Option<(FailureInfo, Option<u64>)> {
+    match decoded {
+        Decoded::Op(Op::DeadLetter {
+            failure,
+            first_received_at,
+            ..
+        }) => Some((failure, first_received_at)),
+        Decoded::Put(put) => match put.meta.cause {
+            PutCause::Imported(entry) => Some((entry.failure, entry.first_received_at)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

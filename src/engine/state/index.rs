@@ -189,11 +189,7 @@ impl MsgIndex {
     /// An estimate of the heap memory held, in bytes.
     #[cfg(any(test, feature = "sim"))]
     pub fn heap_bytes(&self) -> u64 {
-        let buckets = match self.sparse.capacity() {
-            0 => 0,
-            c => (c * 8 / 7).next_power_of_two(),
-        };
-        let sparse = buckets * (std::mem::size_of::<(MessageId, Msg)>() + 1);
+        let sparse = super::table_bytes(&self.sparse);
         let window = self.pages.capacity() * std::mem::size_of::<Option<Page>>();
         let pages = self.open_pages * PAGE * std::mem::size_of::<Option<Msg>>();
         (sparse + window + pages) as u64
@@ -224,6 +220,11 @@ impl MsgIndex {
         if self.pages[i].take().is_some() {
             self.open_pages -= 1;
         }
+        self.drop_freed_front();
+    }
+
+    /// Moves the window's start past its freed pages.
+    fn drop_freed_front(&mut self) {
         while let Some(None) = self.pages.front() {
             self.pages.pop_front();
             self.first_page += 1;
@@ -258,10 +259,7 @@ impl MsgIndex {
                 self.retire_page(p);
             }
         }
-        while let Some(None) = self.pages.front() {
-            self.pages.pop_front();
-            self.first_page += 1;
-        }
+        self.drop_freed_front();
     }
 
     /// Creates page `p`, above every page used so far.

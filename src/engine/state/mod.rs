@@ -354,6 +354,17 @@ pub struct State {
     pub guards: Guards,
 }
 
+/// The heap bytes of a hash map at its capacity: hashbrown keeps capacity * 8 / 7 buckets
+/// (a power of two), each an entry plus one control byte.
+#[cfg(any(test, feature = "sim"))]
+fn table_bytes<K, V, S>(m: &HashMap<K, V, S>) -> usize {
+    let buckets = match m.capacity() {
+        0 => 0,
+        c => (c * 8 / 7).next_power_of_two(),
+    };
+    buckets * (std::mem::size_of::<(K, V)>() + 1)
+}
+
 impl State {
     /// After an open that skipped lost ranges of the log (quarantine), moves the next id
     /// past any id those ranges may have handed out, so no id is ever given twice. Ids are
@@ -377,27 +388,19 @@ impl State {
     /// idempotency keys are not counted). Payloads and envelopes are in the log, not here.
     #[cfg(feature = "sim")]
     pub fn index_bytes(&self) -> u64 {
-        fn table<K, V, S>(m: &HashMap<K, V, S>) -> usize {
-            // hashbrown keeps capacity * 8 / 7 buckets (a power of two), each an entry plus
-            // one control byte.
-            let buckets = match m.capacity() {
-                0 => 0,
-                c => (c * 8 / 7).next_power_of_two(),
-            };
-            buckets * (std::mem::size_of::<(K, V)>() + 1)
-        }
         fn ordered<T>(s: &BTreeSet<T>) -> usize {
             // B-tree nodes are between half and completely full, plus per-node overhead.
             s.len() * std::mem::size_of::<T>() * 3 / 2
         }
-        let mut bytes = self.msgs.heap_bytes() as usize + table(&self.extras) + table(&self.dead);
+        let mut bytes =
+            self.msgs.heap_bytes() as usize + table_bytes(&self.extras) + table_bytes(&self.dead);
         bytes += ordered(&self.ttl);
         for q in &self.queues {
             bytes += q.fresh.heap_bytes();
             bytes += q.delayed.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
             bytes += q.leases.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
             bytes += q.dlq_order.heap_bytes();
-            bytes += table(&q.dlq.by_kind) + table(&q.dlq.by_worker);
+            bytes += table_bytes(&q.dlq.by_kind) + table_bytes(&q.dlq.by_worker);
         }
         bytes as u64
     }

@@ -300,30 +300,22 @@ impl Log {
             read_only,
             _lock: lock,
         });
-        if read_only {
-            let log = Log {
-                inner,
-                flusher: Mutex::new(None),
-                preparer: Mutex::new(None),
-            };
-            return Ok((log, report));
-        }
-        let preparer =
-            spawn_preparer(Arc::downgrade(&inner), prep_rx).io("spawn preparer", &inner.dir)?;
-        let flusher = match inner.opts.durability {
-            Durability::Interval(every) => {
-                Some(spawn_flusher(Arc::downgrade(&inner), every).io("spawn flusher", &inner.dir)?)
+        // A read-only snapshot starts no background thread.
+        let (mut preparer, mut flusher) = (None, None);
+        if !read_only {
+            let weak = Arc::downgrade(&inner);
+            preparer = Some(spawn_preparer(weak, prep_rx).io("spawn preparer", &inner.dir)?);
+            if let Durability::Interval(every) = inner.opts.durability {
+                let weak = Arc::downgrade(&inner);
+                flusher = Some(spawn_flusher(weak, every).io("spawn flusher", &inner.dir)?);
             }
-            _ => None,
+        }
+        let log = Log {
+            inner,
+            flusher: Mutex::new(flusher),
+            preparer: Mutex::new(preparer),
         };
-        Ok((
-            Log {
-                inner,
-                flusher: Mutex::new(flusher),
-                preparer: Mutex::new(Some(preparer)),
-            },
-            report,
-        ))
+        Ok((log, report))
     }
 
     /// True for a snapshot opened by [`Log::open_read_only`].
