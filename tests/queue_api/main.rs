@@ -25,6 +25,7 @@
 //! - `fingerprints`: failure fingerprints, and replay, delete and purge by fingerprint;
 //! - `templates`: message templates and fingerprints, rule by rule;
 //! - `audit_trail`: who changed a DLQ, and a message's whole life after compaction;
+//! - `id_sets`: the audit trail's sets of ids, as runs;
 //! - `time_travel`: a DLQ as of a past time.
 //!
 //! `helpers` holds the configuration and the steps they share.
@@ -42,6 +43,7 @@ mod dlq_browse;
 mod dlq_import;
 mod fingerprints;
 mod history;
+mod id_sets;
 mod idempotency;
 mod lease_in_order;
 mod live_store;

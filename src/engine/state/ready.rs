@@ -77,10 +77,7 @@ impl State {
             self.extras.entry(id).or_default().lease_cut_by_restart = true;
             self.suspects.insert(id);
         }
-        for q in &mut self.queues {
-            q.leases.clear();
-        }
-        self.rebuild_ready_lists();
+        self.reset_replay_lists();
     }
 
     /// Empties the lists that replaying records fills and only live operations drain (the
@@ -167,43 +164,22 @@ impl State {
     /// (the caller leases or dead-letters it).
     pub fn pop_visible(&mut self, q: QueueId, now: u64) -> Option<MessageId> {
         let qs = self.queues.get_mut(q as usize)?;
-        let fresh = loop {
-            let Some((at, id)) = qs.fresh.front() else {
-                break None;
-            };
-            match self.msgs.get(&id) {
-                Some(m) if m.place().is_ready() && m.queue() == q && m.visible_at == at => {
-                    break Some((at, id));
-                }
-                _ => {
-                    qs.fresh.pop_front();
-                }
-            }
+        let msgs = &self.msgs;
+        let valid = |(at, id): (u64, MessageId)| {
+            msgs.get(&id)
+                .is_some_and(|m| m.place().is_ready() && m.queue() == q && m.visible_at == at)
         };
-        let delayed = loop {
-            let Some(&Reverse((at, id))) = qs.delayed.peek() else {
-                break None;
-            };
-            match self.msgs.get(&id) {
-                Some(m) if m.place().is_ready() && m.queue() == q && m.visible_at == at => {
-                    break Some((at, id));
-                }
-                _ => {
-                    qs.delayed.pop();
-                }
-            }
-        };
-        let ((at, id), from_fresh) = match (fresh, delayed) {
-            (None, None) => return None,
-            (Some(f), None) => (f, true),
-            (None, Some(d)) => (d, false),
-            (Some(f), Some(d)) => {
-                if f <= d {
-                    (f, true)
-                } else {
-                    (d, false)
-                }
-            }
+        // Stale entries at the head of either list go.
+        while qs.fresh.front().is_some_and(|e| !valid(e)) {
+            qs.fresh.pop_front();
+        }
+        while qs.delayed.peek().is_some_and(|r| !valid(r.0)) {
+            qs.delayed.pop();
+        }
+        let ((at, id), from_fresh) = match (qs.fresh.front(), qs.delayed.peek().map(|r| r.0)) {
+            (Some(f), d) if d.is_none_or(|d| f <= d) => (f, true),
+            (_, Some(d)) => (d, false),
+            _ => return None,
         };
         if at > now {
             return None;
