@@ -252,4 +252,32 @@ macro_rules! wire_enum {
     };
 }
 
-pub(super) use {wire_enum, wire_struct};
+/// Declares a wire newtype (serde-transparent: the bytes of its inner value) for an engine
+/// type whose shape differs from what is written, with the two conversions: `of` takes the
+/// engine's value to the inner one, `into` the inner one back (`None`: it breaks an
+/// invariant of the engine's type).
+macro_rules! wire_newtype {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident($inner:ty): $engine:ty { of: $of:expr, into: $into:expr $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(serde::Serialize, serde::Deserialize)]
+        #[serde(transparent)]
+        pub(super) struct $name($inner);
+
+        impl $crate::engine::wire::convert::Wire<'_> for $name {
+            type Engine = $engine;
+            fn of(e: &$engine) -> Self {
+                let of: fn(&$engine) -> $inner = $of;
+                $name(of(e))
+            }
+            fn into_engine(self) -> Option<$engine> {
+                let into: fn($inner) -> Option<$engine> = $into;
+                into(self.0)
+            }
+        }
+    };
+}
+
+pub(super) use {wire_enum, wire_newtype, wire_struct};

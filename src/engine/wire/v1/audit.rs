@@ -6,11 +6,9 @@
 //! Strings are borrowed from the input when decoding (see [`crate::engine::wire::borrow`]);
 //! an id set whose runs break its invariants does not decode.
 
-use serde::{Deserialize, Serialize};
-
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state as engine;
-use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Text, Wire};
+use crate::engine::wire::convert::{wire_enum, wire_newtype, wire_struct, Queue, Text};
 
 wire_enum! {
     /// What an audit entry records. Variant indexes: 0 to 6.
@@ -36,19 +34,12 @@ wire_struct! {
     }
 }
 
-/// An id set as its sorted runs, `(first id, count)`: runs sorted, counts above 0, runs
-/// apart (a set that breaks this does not decode).
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-pub(super) struct Runs(Vec<(u64, u64)>);
-
-impl Wire<'_> for Runs {
-    type Engine = engine::IdSet;
-    fn of(e: &engine::IdSet) -> Self {
-        Runs(e.runs().to_vec())
-    }
-    fn into_engine(self) -> Option<engine::IdSet> {
-        engine::IdSet::from_runs(self.0)
+wire_newtype! {
+    /// An id set as its sorted runs, `(first id, count)`: runs sorted, counts above 0, runs
+    /// apart (a set that breaks this does not decode).
+    struct Runs(Vec<(u64, u64)>): engine::IdSet {
+        of: |e| e.runs().to_vec(),
+        into: engine::IdSet::from_runs,
     }
 }
 
@@ -79,18 +70,11 @@ wire_struct! {
     }
 }
 
-/// A failure fingerprint, its 64 bits.
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-pub(super) struct FingerprintBits(u64);
-
-impl Wire<'_> for FingerprintBits {
-    type Engine = Fingerprint;
-    fn of(e: &Fingerprint) -> Self {
-        FingerprintBits(e.0)
-    }
-    fn into_engine(self) -> Option<Fingerprint> {
-        Some(Fingerprint(self.0))
+wire_newtype! {
+    /// A failure fingerprint, its 64 bits.
+    struct FingerprintBits(u64): Fingerprint {
+        of: |e| e.0,
+        into: |bits| Some(Fingerprint(bits)),
     }
 }
 

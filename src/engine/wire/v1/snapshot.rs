@@ -23,7 +23,7 @@ use super::config;
 use super::records::Plan;
 use crate::engine::state::{self as engine, FailureHistory, IdMap};
 use crate::engine::wire::checkpoint::CheckpointError;
-use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Text, Wire};
+use crate::engine::wire::convert::{wire_enum, wire_newtype, wire_struct, Queue, Text, Wire};
 use crate::error::{Error, Result};
 
 wire_struct! {
@@ -86,34 +86,20 @@ wire_struct! {
     }
 }
 
-/// Entries by interned string (id, count), in the order the index's map holds them.
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-struct Pairs(Vec<(u32, u64)>);
-
-impl Wire<'_> for Pairs {
-    type Engine = IdMap<u32, u64>;
-    fn of(e: &IdMap<u32, u64>) -> Self {
-        Pairs(e.iter().map(|(&k, &n)| (k, n)).collect())
-    }
-    fn into_engine(self) -> Option<IdMap<u32, u64>> {
-        Some(self.0.into_iter().collect())
+wire_newtype! {
+    /// Entries by interned string (id, count), in the order the index's map holds them.
+    struct Pairs(Vec<(u32, u64)>): IdMap<u32, u64> {
+        of: |e| e.iter().map(|(&k, &n)| (k, n)).collect(),
+        into: |pairs| Some(pairs.into_iter().collect()),
     }
 }
 
-/// A DLQ's failure history: (hour since the epoch, interned error kind, dead-letterings),
-/// oldest hour first.
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-struct Counts(Vec<(u64, u32, u64)>);
-
-impl Wire<'_> for Counts {
-    type Engine = FailureHistory;
-    fn of(e: &FailureHistory) -> Self {
-        Counts(e.counts().collect())
-    }
-    fn into_engine(self) -> Option<FailureHistory> {
-        Some(FailureHistory::from_counts(self.0))
+wire_newtype! {
+    /// A DLQ's failure history: (hour since the epoch, interned error kind,
+    /// dead-letterings), oldest hour first.
+    struct Counts(Vec<(u64, u32, u64)>): FailureHistory {
+        of: |e| e.counts().collect(),
+        into: |counts| Some(FailureHistory::from_counts(counts)),
     }
 }
 
@@ -279,18 +265,11 @@ wire_struct! {
     }
 }
 
-/// Released messages with no outcome yet, ascending.
-#[derive(Serialize, Deserialize)]
-#[serde(transparent)]
-struct Ascending(Vec<u64>);
-
-impl Wire<'_> for Ascending {
-    type Engine = BTreeSet<u64>;
-    fn of(e: &BTreeSet<u64>) -> Self {
-        Ascending(e.iter().copied().collect())
-    }
-    fn into_engine(self) -> Option<BTreeSet<u64>> {
-        Some(self.0.into_iter().collect())
+wire_newtype! {
+    /// Released messages with no outcome yet, ascending.
+    struct Ascending(Vec<u64>): BTreeSet<u64> {
+        of: |e| e.iter().copied().collect(),
+        into: |ids| Some(ids.into_iter().collect()),
     }
 }
 
