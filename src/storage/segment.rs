@@ -42,16 +42,17 @@ pub fn temp_name(base: u64) -> String {
 
 /// Parses a temporary segment name back into its base position.
 pub fn parse_temp_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(TEMP_SUFFIX)?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    parse_name(name, TEMP_SUFFIX)
 }
 
 /// Parses a segment file name back into its base position.
 pub fn parse_segment_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    parse_name(name, SEGMENT_SUFFIX)
+}
+
+/// The base of `{base:020}{suffix}`.
+fn parse_name(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -234,7 +235,7 @@ pub fn write_zeros(file: &dyn VfsFile, from: u64, to: u64) -> std::io::Result<()
 }
 
 /// What a recovery scan of one segment's data found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScanResult {
     /// Valid records counted (outside quarantined ranges).
     pub records: u64,
@@ -263,14 +264,7 @@ pub struct ScanResult {
 ///   failing frame followed by a valid frame in a sealed segment, is damage to committed data:
 ///   the range up to the next valid frame is reported in `damaged` and scanning resumes there.
 pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult {
-    let mut result = ScanResult {
-        records: 0,
-        end: 0,
-        torn_at: None,
-        torn_bytes: 0,
-        torn_records: 0,
-        damaged: Vec::new(),
-    };
+    let mut result = ScanResult::default();
     let mut d = 0usize;
     while d < data.len() {
         match format::decode_frame(&data[d..], base.wrapping_add(d as u64), max_body) {
@@ -396,10 +390,7 @@ pub fn scan_clean(
     Ok(Some(ScanResult {
         records,
         end,
-        torn_at: None,
-        torn_bytes: 0,
-        torn_records: 0,
-        damaged: Vec::new(),
+        ..ScanResult::default()
     }))
 }
 

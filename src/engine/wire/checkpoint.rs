@@ -59,6 +59,12 @@ fn crc(bytes: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// Writes the CRC of a checkpoint file into it.
+fn seal(bytes: &mut [u8]) {
+    let c = crc(bytes);
+    bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+}
+
 /// Encodes a checkpoint of `snapshot`, covering the log up to `position`, in the current
 /// format version.
 pub(crate) fn encode_checkpoint(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
@@ -70,8 +76,7 @@ pub(crate) fn encode_checkpoint(position: u64, snapshot: Snapshot) -> Result<Vec
     // 10..12: flags, zero.
     out[16..24].copy_from_slice(&position.to_le_bytes());
     out[24..32].copy_from_slice(&body_len.to_le_bytes());
-    let c = crc(&out);
-    out[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+    seal(&mut out);
     Ok(out)
 }
 
@@ -161,16 +166,14 @@ mod tests {
     fn an_intact_newer_checkpoint_is_newer() {
         let mut bytes = sample();
         bytes[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
-        let c = crc(&bytes);
-        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+        seal(&mut bytes);
         assert_eq!(
             decode_checkpoint(&bytes),
             Err(CheckpointError::Newer(FORMAT_VERSION + 1))
         );
         // Version 0 is no version.
         bytes[8..10].copy_from_slice(&0u16.to_le_bytes());
-        let c = crc(&bytes);
-        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+        seal(&mut bytes);
         assert_eq!(decode_checkpoint(&bytes), Err(CheckpointError::Damaged(8)));
     }
 
@@ -182,8 +185,7 @@ mod tests {
             let mut bytes = sample();
             bytes[0..8].copy_from_slice(&PRE_RELEASE_MAGIC);
             bytes[8..10].copy_from_slice(&version.to_le_bytes());
-            let c = crc(&bytes);
-            bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
+            seal(&mut bytes);
             assert_eq!(
                 decode_checkpoint(&bytes),
                 Err(CheckpointError::PreRelease(version))
