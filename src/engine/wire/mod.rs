@@ -158,9 +158,9 @@ pub(crate) fn dead_letter_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::record::{GuardEvent, GuardPlan, PutCause};
+    use crate::engine::record::{GuardEvent, GuardPlan};
     use crate::engine::state::MAX_QUEUES;
-    use std::collections::BTreeMap;
+    use v1::tests::{every_put_meta, guard_steps};
 
     #[test]
     fn unknown_versions_do_not_decode() {
@@ -181,23 +181,20 @@ mod tests {
     /// relocated copy; the last one it can hold does.
     #[test]
     fn queue_ids_past_the_index_limit_do_not_decode() {
-        let put = |queue: u32| {
+        fn op(op: Op) -> Vec<u8> {
+            encode_op(&op).unwrap()
+        }
+        let put = |queue| {
             let meta = PutMeta {
-                id: 9,
                 queue,
-                enqueued_at: 5,
-                visible_at: 6,
-                expires_at: None,
-                attributes: BTreeMap::new(),
-                idempotency_key: None,
-                cause: PutCause::Enqueue,
+                ..every_put_meta().remove(0)
             };
             let mut out = Vec::new();
             encode_put(&mut out, &meta, b"payload").unwrap();
             out
         };
-        let replay = |queue: u32| {
-            encode_op(&Op::Replay {
+        let replay = |queue| {
+            op(Op::Replay {
                 id: 9,
                 queue,
                 at: 1,
@@ -205,36 +202,25 @@ mod tests {
                 attempts: 0,
                 generation: 1,
             })
-            .unwrap()
         };
-        let declare = |queue: u32| {
-            encode_op(&Op::DeclareQueue {
-                queue,
-                name: "q".to_string(),
-            })
-            .unwrap()
+        let declare = |queue| {
+            let name = "q".to_string();
+            op(Op::DeclareQueue { queue, name })
         };
-        let guard_target = |queue: u32| {
-            let plan = GuardPlan {
-                dlq: 0,
-                target: Some(queue),
-                reset_attempts: false,
-                force: false,
-                canary: 1,
-                growth_permille: 2000,
-                max_failure_permille: 100,
-                rate_per_sec: None,
-                selection: "all".into(),
-                actor: "a".into(),
-                ids: vec![1],
-            };
-            let event = GuardEvent::Start(Box::new(plan));
-            encode_op(&Op::Guard {
-                guard: 1,
-                at: 1,
-                event,
-            })
-            .unwrap()
+        let guard_target = |queue| match guard_steps().remove(0) {
+            Op::Guard {
+                guard,
+                at,
+                event: GuardEvent::Start(plan),
+            } => {
+                let plan = GuardPlan {
+                    target: Some(queue),
+                    ..*plan
+                };
+                let event = GuardEvent::Start(Box::new(plan));
+                op(Op::Guard { guard, at, event })
+            }
+            _ => unreachable!("a guarded replay's first step is its start"),
         };
         for body in [put, replay, declare, guard_target] {
             let last = body(MAX_QUEUES - 1);

@@ -399,14 +399,19 @@ impl AuditLog {
         let Some(lineage) = self.lineage.remove(&id) else {
             return;
         };
-        let seq = self.first_seq + self.tombstones.len() as u64;
-        self.tombstones.push_back(Tombstone {
+        self.push_tombstone(Tombstone {
             id,
             removed_at: at,
             lineage,
         });
-        self.by_id.insert(id, seq);
         self.evict(at);
+    }
+
+    /// Adds the newest tombstone.
+    fn push_tombstone(&mut self, t: Tombstone) {
+        let seq = self.first_seq + self.tombstones.len() as u64;
+        self.by_id.insert(t.id, seq);
+        self.tombstones.push_back(t);
     }
 
     /// Adds an entry to the trail. An operator's entry (from an `Op::Audit` record, which
@@ -424,15 +429,13 @@ impl AuditLog {
     }
 
     fn name_actor(&mut self, id: MessageId, entry: &AuditEntry) {
-        let steps = match self.lineage.get_mut(&id) {
-            Some(l) => &mut l.steps,
-            None => match self.by_id.get(&id) {
-                Some(&seq) => match self.tombstones.get_mut((seq - self.first_seq) as usize) {
-                    Some(t) => &mut t.lineage.steps,
-                    None => return,
-                },
-                None => return,
-            },
+        let lineage = self.lineage.get_mut(&id).or_else(|| {
+            let seq = *self.by_id.get(&id)?;
+            let t = self.tombstones.get_mut((seq - self.first_seq) as usize)?;
+            Some(&mut t.lineage)
+        });
+        let Some(steps) = lineage.map(|l| &mut l.steps) else {
+            return;
         };
         let Some(step) = steps.iter_mut().rev().find(|s| {
             s.actor.is_none()
@@ -501,9 +504,7 @@ impl AuditLog {
             ..AuditLog::default()
         };
         for t in snap.tombstones {
-            let seq = log.first_seq + log.tombstones.len() as u64;
-            log.by_id.insert(t.id, seq);
-            log.tombstones.push_back(t);
+            log.push_tombstone(t);
         }
         log
     }

@@ -179,7 +179,7 @@ pub(super) fn put_payload(body: &[u8]) -> Result<Range<usize>, BadContent> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
@@ -299,7 +299,7 @@ mod tests {
     }
 
     /// A guarded replay's steps, one of each event.
-    fn guard_steps() -> Vec<Op> {
+    pub(in crate::engine::wire) fn guard_steps() -> Vec<Op> {
         let plan = GuardPlan {
             dlq: 1,
             target: Some(3),
@@ -338,7 +338,7 @@ mod tests {
         .collect()
     }
 
-    fn every_put_meta() -> Vec<PutMeta> {
+    pub(in crate::engine::wire) fn every_put_meta() -> Vec<PutMeta> {
         let meta = |cause| PutMeta {
             id: 7,
             queue: 1,
