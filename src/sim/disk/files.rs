@@ -194,13 +194,7 @@ impl Vfs for SimDisk {
         }
         let ino = st.new_inode(Inode::default());
         st.names.insert(path.to_path_buf(), ino);
-        st.push_op(
-            dir,
-            DirOp::Link {
-                name: path.to_path_buf(),
-                ino,
-            },
-        );
+        st.push_link(path, ino);
         let inode = Arc::clone(&st.inodes[&ino]);
         Ok(self.handle(path, inode, false))
     }
@@ -219,10 +213,9 @@ impl Vfs for SimDisk {
         }
         let ino = st.names.remove(from).ok_or_else(|| not_found(from))?;
         st.names.insert(to.to_path_buf(), ino);
-        let (fd, td) = (parent_of(from), parent_of(to));
-        if fd == td {
+        if parent_of(from) == parent_of(to) {
             st.push_op(
-                fd,
+                parent_of(from),
                 DirOp::Rename {
                     from: from.to_path_buf(),
                     to: to.to_path_buf(),
@@ -230,20 +223,8 @@ impl Vfs for SimDisk {
                 },
             );
         } else {
-            st.push_op(
-                fd,
-                DirOp::Unlink {
-                    name: from.to_path_buf(),
-                    ino,
-                },
-            );
-            st.push_op(
-                td,
-                DirOp::Link {
-                    name: to.to_path_buf(),
-                    ino,
-                },
-            );
+            st.push_unlink(from, ino);
+            st.push_link(to, ino);
         }
         Ok(())
     }
@@ -251,13 +232,7 @@ impl Vfs for SimDisk {
     fn remove(&self, path: &Path) -> io::Result<()> {
         let mut st = self.shared.state.lock();
         let ino = st.names.remove(path).ok_or_else(|| not_found(path))?;
-        st.push_op(
-            parent_of(path),
-            DirOp::Unlink {
-                name: path.to_path_buf(),
-                ino,
-            },
-        );
+        st.push_unlink(path, ino);
         Ok(())
     }
 

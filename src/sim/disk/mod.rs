@@ -49,12 +49,25 @@ enum Pending {
     SetLen(u64),
 }
 
-#[derive(Debug, Default)]
+/// A file's images. Cloned, both share the volatile bytes until either writes (every
+/// change goes through `Arc::make_mut`).
+#[derive(Debug, Clone, Default)]
 struct Inode {
     /// What reads see. An `Arc` so that a mapped snapshot costs nothing until the next write.
     data: Arc<Vec<u8>>,
     durable: Vec<u8>,
     pending: Vec<Pending>,
+}
+
+impl Inode {
+    /// A file whose bytes are all durable.
+    fn settled(bytes: Vec<u8>) -> Inode {
+        Inode {
+            data: Arc::new(bytes.clone()),
+            durable: bytes,
+            pending: Vec::new(),
+        }
+    }
 }
 
 /// A directory change not yet made durable by `sync_dir`.
@@ -190,6 +203,18 @@ impl State {
 
     fn push_op(&mut self, dir: PathBuf, op: DirOp) {
         self.pending.entry(dir).or_default().push(op);
+    }
+
+    /// Queues the link of `name` to `ino` in its directory.
+    fn push_link(&mut self, name: &Path, ino: Ino) {
+        let name = name.to_path_buf();
+        self.push_op(parent_of(&name), DirOp::Link { name, ino });
+    }
+
+    /// Queues the unlink of `name` (from `ino`) in its directory.
+    fn push_unlink(&mut self, name: &Path, ino: Ino) {
+        let name = name.to_path_buf();
+        self.push_op(parent_of(&name), DirOp::Unlink { name, ino });
     }
 
     fn new_inode(&mut self, inode: Inode) -> Ino {
@@ -400,14 +425,8 @@ impl SimDisk {
         }
         st.inodes.clear();
         for (ino, img) in images {
-            st.inodes.insert(
-                ino,
-                Arc::new(Mutex::new(Inode {
-                    data: Arc::new(img.clone()),
-                    durable: img,
-                    pending: Vec::new(),
-                })),
-            );
+            st.inodes
+                .insert(ino, Arc::new(Mutex::new(Inode::settled(img))));
         }
         st.names = names.clone();
         st.durable_names = names;
@@ -430,15 +449,8 @@ impl SimDisk {
             c.pending = st.pending.clone();
             c.next_ino = st.next_ino;
             for (&ino, inode) in &st.inodes {
-                let i = inode.lock();
-                c.inodes.insert(
-                    ino,
-                    Arc::new(Mutex::new(Inode {
-                        data: Arc::new(i.data.as_ref().clone()),
-                        durable: i.durable.clone(),
-                        pending: i.pending.clone(),
-                    })),
-                );
+                let copy = inode.lock().clone();
+                c.inodes.insert(ino, Arc::new(Mutex::new(copy)));
             }
         }
         let capacity = self.shared.capacity.load(Ordering::SeqCst);
@@ -487,11 +499,7 @@ impl SimDisk {
             st.dirs.insert(d.clone());
             st.durable_dirs.insert(d);
         }
-        let ino = st.new_inode(Inode {
-            data: Arc::new(bytes.to_vec()),
-            durable: bytes.to_vec(),
-            pending: Vec::new(),
-        });
+        let ino = st.new_inode(Inode::settled(bytes.to_vec()));
         st.names.insert(path.to_path_buf(), ino);
         st.durable_names.insert(path.to_path_buf(), ino);
     }
