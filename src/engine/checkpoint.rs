@@ -51,9 +51,10 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<CheckpointFile> {
     })
 }
 
-/// Writes `bytes` (from [`wire::encode_checkpoint`]) into slot `slot` atomically. The temporary file is
-/// the reserve when there is one ([`super::reserve`]): the checkpoint is written over its
-/// zeros, needing no new space while it fits, and the file is cut to the checkpoint's length.
+/// Writes `bytes` (from [`wire::encode_checkpoint`]) into slot `slot` atomically. The
+/// temporary file is the reserve when there is one ([`super::reserve`]): the checkpoint is
+/// written over its zeros, needing no new space while it fits, and the file is cut to the
+/// checkpoint's length.
 pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> {
     let temp = dir.join(TEMP);
     let target = dir.join(SLOTS[slot % 2]);

@@ -27,8 +27,9 @@ pub(crate) enum Settle {
     Durable,
     /// It returns once it is handed to the operating system (written, not fsynced): it
     /// survives the process dying, not a power cut, until a later fsync covers it (any
-    /// durable write after it, or [`Engine::sync_to`] its position: the log is made
-    /// durable as a prefix). The worker pool's start records and failure reports.
+    /// durable write after it, or [`Log::sync_to`](crate::storage::log::Log::sync_to) its
+    /// position: the log is made durable as a prefix). The worker pool's start records and
+    /// failure reports.
     Written,
 }
 
@@ -46,9 +47,9 @@ impl Engine {
     }
 
     /// Like [`Engine::commit_with`], settled as `mode` says. Also returns the log position
-    /// to pass to [`Engine::sync_to`] to make the write durable: 0 when nothing is left
-    /// to wait for (nothing was written, the write was settled durably, or the engine does
-    /// not wait for durability).
+    /// to pass to [`Log::sync_to`](crate::storage::log::Log::sync_to) to make the write
+    /// durable: 0 when nothing is left to wait for (nothing was written, the write was
+    /// settled durably, or the engine does not wait for durability).
     pub(crate) fn commit_as<'a, T>(
         &self,
         mode: Settle,
@@ -70,12 +71,6 @@ impl Engine {
         drop(st);
         self.settle(mode, effects, react)?;
         Ok((out, pending))
-    }
-
-    /// Returns once everything below log position `pos` is durable (at once if an fsync
-    /// covered it already): for writes settled as [`Settle::Written`].
-    pub(crate) fn sync_to(&self, pos: u64) -> Result<()> {
-        self.log.sync_to(pos)
     }
 
     /// Appends `batch` and applies it to the index; the caller holds the state lock and

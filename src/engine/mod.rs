@@ -235,11 +235,6 @@ impl Engine {
         })
     }
 
-    /// True for a snapshot opened by [`Engine::open_read_only`].
-    pub(crate) fn is_read_only(&self) -> bool {
-        self.log.is_read_only()
-    }
-
     /// The store directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
@@ -250,7 +245,8 @@ impl Engine {
         &self.report
     }
 
-    /// The log (for the storage statistics the store reports).
+    /// The log: for the storage statistics the store reports, and for syncing and closing
+    /// it (a read-only snapshot's log is read-only).
     pub(crate) fn log(&self) -> &Log {
         &self.log
     }
@@ -275,16 +271,6 @@ impl Engine {
     /// Wakes every thread in [`Engine::wait_ready`].
     pub(crate) fn wake(&self) {
         self.ready.notify_all();
-    }
-
-    /// Writes and fsyncs everything.
-    pub(crate) fn sync(&self) -> Result<()> {
-        self.log.sync()
-    }
-
-    /// Syncs everything and stops the log's threads.
-    pub(crate) fn close(&self) -> Result<()> {
-        self.log.close()
     }
 
     /// Drops the engine as a crash would: nothing buffered is written, nothing synced.

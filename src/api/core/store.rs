@@ -214,7 +214,7 @@ impl Store {
 
     /// True for a snapshot opened by [`Store::open_read_only`].
     pub fn is_read_only(&self) -> bool {
-        self.inner.engine.is_read_only()
+        self.inner.engine.log().is_read_only()
     }
 
     /// [`Error::ReadOnly`] on a snapshot: for the calls that change a store.
@@ -382,14 +382,14 @@ impl Store {
 
     /// Writes and fsyncs everything.
     pub fn sync(&self) -> Result<()> {
-        self.inner.engine.sync()
+        self.inner.engine.log().sync()
     }
 
     /// Syncs everything and drops this handle. The directory stays locked until the last
     /// handle on the store (every `Store`, `Queue` and `Dlq` clone, and the guard of a
     /// service started on it) is dropped; dropping the last one syncs too, ignoring errors.
     pub fn close(self) -> Result<()> {
-        self.inner.engine.close()
+        self.inner.engine.log().close()
     }
 
     /// Drops the store as a crash would: nothing buffered is written, nothing synced (see
@@ -520,7 +520,7 @@ impl Store {
     /// Returns once everything below log position `pos` is durable: for writes settled as
     /// [`Settle::Written`].
     pub(crate) fn sync_to(&self, pos: u64) -> Result<()> {
-        self.inner.engine.sync_to(pos)
+        self.inner.engine.log().sync_to(pos)
     }
 
     /// What follows a write made with [`Engine::write_locked`] once the lock is released.
