@@ -561,17 +561,15 @@ impl State {
             // The envelope holds the whole history now.
             e.history_pos = None;
         }
-        self.dead.insert(
-            id,
-            DeadInfo {
-                envelope_pos: pos,
-                dead_at,
-                kind,
-                worker,
-                status: DeadStatus::Pending,
-                expires_at: dlq.expires_at_ms,
-            },
-        );
+        let info = DeadInfo {
+            envelope_pos: pos,
+            dead_at,
+            kind,
+            worker,
+            status: DeadStatus::Pending,
+            expires_at: dlq.expires_at_ms,
+        };
+        self.dead.insert(id, info);
         // Through `insert`: the index keeps DLQ entries apart from the dense pages.
         self.msgs.insert(
             id,
@@ -593,16 +591,8 @@ impl State {
         if failure.error_kind == EXPIRED_KIND {
             qs.counters.expired += 1;
         }
-        qs.dlq_order.insert(
-            (dead_at, id),
-            EntrySummary {
-                kind,
-                worker,
-                attempts: m.attempts,
-                fingerprint: NO_FINGERPRINT,
-                pending: true,
-            },
-        );
+        let summary = EntrySummary::of(&info, m.attempts, NO_FINGERPRINT);
+        qs.dlq_order.insert((dead_at, id), summary);
         qs.history.record(dead_at, kind);
         qs.dlq.pending += 1;
         self.add_fingerprint(m.queue(), id, dead_at, failure);

@@ -25,7 +25,7 @@ use std::collections::btree_map;
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
 
-use super::{DeadStatus, State};
+use super::{DeadInfo, DeadStatus, State};
 use crate::engine::envelope::MessageId;
 
 /// The fingerprint index of an entry that has none (fingerprints are not kept, or not
@@ -48,6 +48,20 @@ pub struct EntrySummary {
 }
 
 const _: () = assert!(std::mem::size_of::<EntrySummary>() == 20);
+
+impl EntrySummary {
+    /// The summary of DLQ entry `d`, delivered `attempts` times, with its fingerprint's
+    /// dense index.
+    pub fn of(d: &DeadInfo, attempts: u32, fingerprint: u32) -> EntrySummary {
+        EntrySummary {
+            kind: d.kind,
+            worker: d.worker,
+            attempts,
+            fingerprint,
+            pending: d.status == DeadStatus::Pending,
+        }
+    }
+}
 
 /// A DLQ's entries by `(dead_at, id)`, each with its [`EntrySummary`].
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -122,13 +136,7 @@ impl State {
                     return Some(id);
                 };
                 let fingerprint = self.fingerprints.dense_of(id).unwrap_or(NO_FINGERPRINT);
-                let expected = EntrySummary {
-                    kind: d.kind,
-                    worker: d.worker,
-                    attempts: m.attempts,
-                    fingerprint,
-                    pending: d.status == DeadStatus::Pending,
-                };
+                let expected = EntrySummary::of(d, m.attempts, fingerprint);
                 if m.queue() as usize != q || d.dead_at != at || *s != expected {
                     return Some(id);
                 }

@@ -8,30 +8,23 @@ impl State {
     /// Every log record the index points to, with what points to it: the records
     /// compaction must keep (or relocate) for the index to stay readable.
     pub fn live_refs(&self) -> Vec<LiveRef> {
+        let r = |pos, id, kind| LiveRef { pos, id, kind };
         let mut refs = Vec::with_capacity(self.msgs.len() + self.dead.len());
-        for (id, m) in self.msgs.iter() {
-            refs.push(LiveRef {
-                pos: m.payload_pos,
-                id,
-                kind: RefKind::Payload,
-            });
-        }
-        for (&id, d) in &self.dead {
-            refs.push(LiveRef {
-                pos: d.envelope_pos,
-                id,
-                kind: RefKind::Envelope,
-            });
-        }
-        for (&id, e) in &self.extras {
-            if let Some(pos) = e.history_pos {
-                refs.push(LiveRef {
-                    pos,
-                    id,
-                    kind: RefKind::History,
-                });
-            }
-        }
+        refs.extend(
+            self.msgs
+                .iter()
+                .map(|(id, m)| r(m.payload_pos, id, RefKind::Payload)),
+        );
+        refs.extend(
+            self.dead
+                .iter()
+                .map(|(&id, d)| r(d.envelope_pos, id, RefKind::Envelope)),
+        );
+        let histories = self
+            .extras
+            .iter()
+            .filter_map(|(&id, e)| Some((e.history_pos?, id)));
+        refs.extend(histories.map(|(pos, id)| r(pos, id, RefKind::History)));
         refs
     }
 

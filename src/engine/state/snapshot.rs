@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    AuditLog, AuditSnapshot, DeadInfo, DeadStatus, DlqCounters, EntrySummary, Extra,
-    FailureHistory, Guard, Guards, Interner, Msg, Place, QueueCounters, State, NO_FINGERPRINT,
+    AuditLog, AuditSnapshot, DeadInfo, DlqCounters, EntrySummary, Extra, FailureHistory, Guard,
+    Guards, Interner, Msg, Place, QueueCounters, State, NO_FINGERPRINT,
 };
 use crate::engine::envelope::MessageId;
 use crate::engine::record::GuardId;
@@ -151,13 +151,7 @@ impl State {
         for (id, d) in snap.dead {
             if let Some(m) = st.msgs.get(&id).copied() {
                 // Fingerprints are not in a snapshot: the engine adds them at open.
-                let summary = EntrySummary {
-                    kind: d.kind,
-                    worker: d.worker,
-                    attempts: m.attempts,
-                    fingerprint: NO_FINGERPRINT,
-                    pending: d.status == DeadStatus::Pending,
-                };
+                let summary = EntrySummary::of(&d, m.attempts, NO_FINGERPRINT);
                 st.queue_mut(m.queue())
                     .dlq_order
                     .insert((d.dead_at, id), summary);
