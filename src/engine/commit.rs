@@ -64,7 +64,7 @@ impl Engine {
         let effects = self.write_locked(&mut st, batch)?;
         // The end of the log now: at least this write's end.
         let pending = if mode == Settle::Written && self.wait_for_sync {
-            self.log.appended_end()
+            self.log.end_position()
         } else {
             0
         };

@@ -41,9 +41,7 @@ impl MappedFile {
         let map = unsafe { memmap2::Mmap::map(file)? };
         Ok(MappedFile { map })
     }
-}
 
-impl MappedFile {
     /// The map's length in bytes.
     pub(crate) fn len(&self) -> usize {
         self.map.len()

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 impl Log {
     /// Writes and fsyncs everything appended so far.
     pub fn sync(&self) -> Result<()> {
-        self.inner.sync_to(self.appended_end())
+        self.inner.sync_to(self.end_position())
     }
 
     /// Returns once everything below log position `target` is durable: at once if an
@@ -22,11 +22,6 @@ impl Log {
     /// appended so far).
     pub fn sync_to(&self, target: u64) -> Result<()> {
         self.inner.sync_to(target)
-    }
-
-    /// The log position just past the last record appended.
-    pub fn appended_end(&self) -> u64 {
-        self.inner.writer.lock().appended_end()
     }
 }
 
