@@ -508,11 +508,7 @@ impl State {
         self.msgs.remove(&id);
         let extra = self.remove_extra(id);
         let qs = self.queue_mut(m.queue());
-        if m.place() == Place::Leased {
-            qs.counters.in_flight -= 1;
-        } else {
-            qs.counters.ready -= 1;
-        }
+        uncount(qs, m.place());
         qs.counters.acked += 1;
         if let Some(from) = extra.and_then(|e| e.from_dlq) {
             self.queue_mut(from).dlq.reprocessed_ok += 1;
@@ -582,11 +578,7 @@ impl State {
             self.queue_mut(from).dlq.reprocessed_failed += 1;
         }
         let qs = self.queue_mut(m.queue());
-        if m.place() == Place::Leased {
-            qs.counters.in_flight -= 1;
-        } else {
-            qs.counters.ready -= 1;
-        }
+        uncount(qs, m.place());
         qs.counters.dead_lettered += 1;
         if failure.error_kind == EXPIRED_KIND {
             qs.counters.expired += 1;
@@ -732,11 +724,7 @@ impl State {
             }
             Place::Ready | Place::ReadyAfterLostLease | Place::Leased => {
                 let qs = self.queue_mut(m.queue());
-                if m.place() == Place::Leased {
-                    qs.counters.in_flight -= 1;
-                } else {
-                    qs.counters.ready -= 1;
-                }
+                uncount(qs, m.place());
                 if expired {
                     qs.counters.expired += 1;
                 } else {
@@ -757,6 +745,15 @@ enum Leave {
     Replayed,
     Deleted,
     Expired,
+}
+
+/// A message leaves its queue's counts of `place` (leased, or ready).
+fn uncount(qs: &mut QueueState, place: Place) {
+    if place == Place::Leased {
+        qs.counters.in_flight -= 1;
+    } else {
+        qs.counters.ready -= 1;
+    }
 }
 
 fn decrement(map: &mut IdMap<u32, u64>, key: u32) {

@@ -514,12 +514,16 @@ impl AuditLog {
 mod tests {
     use super::*;
 
-    fn marked(at: u64) -> Step {
+    fn step(at: u64, event: Event) -> Step {
         Step {
             at,
             actor: None,
-            event: Event::Marked { success: true },
+            event,
         }
+    }
+
+    fn marked(at: u64) -> Step {
+        step(at, Event::Marked { success: true })
     }
 
     fn dead(at: u64) -> Step {
@@ -534,24 +538,17 @@ mod tests {
             worker: None,
             dead_at: at,
         };
-        Step {
-            at,
-            actor: None,
-            event: Event::DeadLettered(Box::new(failed)),
-        }
+        step(at, Event::DeadLettered(Box::new(failed)))
     }
 
     fn replayed(at: u64) -> Step {
-        Step {
-            at,
-            actor: None,
-            event: Event::Replayed {
-                from: 0,
-                to: 0,
-                generation: 1,
-                corrected: false,
-            },
-        }
+        let event = Event::Replayed {
+            from: 0,
+            to: 0,
+            generation: 1,
+            corrected: false,
+        };
+        step(at, event)
     }
 
     /// A message marked over and over in its DLQ keeps the step that put it there and its

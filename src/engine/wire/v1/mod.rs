@@ -537,16 +537,11 @@ pub(super) mod tests {
         assert_eq!(decode(&declare), Err(BadContent));
         let ack = [&[TAG_OP, 3, 1][..], &huge].concat();
         assert_eq!(decode(&ack), Err(BadContent));
+        let put = |meta: &[u8]| [&[TAG_PUT][..], &(meta.len() as u32).to_le_bytes(), meta].concat();
         let meta = [&[1, 0, 1, 1, 0][..], &[1], &huge].concat();
-        let mut put = vec![TAG_PUT];
-        put.extend((meta.len() as u32).to_le_bytes());
-        put.extend(&meta);
-        assert_eq!(decode(&put), Err(BadContent));
+        assert_eq!(decode(&put(&meta)), Err(BadContent));
         let corrected = [&[1, 0, 1, 1, 0, 0, 0, 1][..], &huge].concat();
-        let mut put = vec![TAG_PUT];
-        put.extend((corrected.len() as u32).to_le_bytes());
-        put.extend(&corrected);
-        assert_eq!(decode(&put), Err(BadContent));
+        assert_eq!(decode(&put(&corrected)), Err(BadContent));
         assert_eq!(put_payload(&[TAG_OP, 1]), Err(BadContent));
         assert_eq!(put_payload(&[TAG_PUT, 9, 0, 0, 0]), Err(BadContent));
     }
