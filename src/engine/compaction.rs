@@ -69,7 +69,7 @@ use super::commit::Batch;
 use super::failpoint::failpoint;
 use super::record::{self, Decoded};
 use super::reserve::{self, Reserve};
-use super::state::{LiveRef, State};
+use super::state::State;
 use super::wire;
 use super::Engine;
 use crate::error::{Error, Result};
@@ -219,20 +219,6 @@ pub(crate) fn note_hold(report: &mut CompactionReport, started: Instant) {
 /// Relocation fsyncs the log after this many bytes of copies.
 const SYNC_EVERY: u64 = 1 << 20;
 
-/// The frame size of the record at `pos`.
-fn frame_size(engine: &Engine, pos: u64) -> Result<u64> {
-    Ok((FRAME_HEADER_LEN + engine.log.read(pos)?.len()) as u64)
-}
-
-/// Every record the index refers to, by position. A record may be referred to more than
-/// once (an imported DLQ entry's payload record is also its envelope, and the history of a
-/// message replayed from it): it is counted, and copied, once.
-fn live_refs(state: &State) -> Vec<LiveRef> {
-    let mut refs = state.live_refs();
-    refs.sort_unstable_by_key(|r| r.pos);
-    refs
-}
-
 /// How many sealed segments, from the oldest, to relocate: the longest prefix whose live
 /// fraction is under `threshold` (0 when none is). `live_bytes(i)` is the live byte count of
 /// segment `i`; it is asked for segments in order and only while a longer prefix could still
@@ -280,7 +266,7 @@ fn relocate(
     if sealed.is_empty() || threshold <= 0.0 {
         return Ok(());
     }
-    let refs = live_refs(&sh.state);
+    let refs = sh.state.live_refs();
     let in_segment = |i: usize| {
         let (base, end) = (sealed[i].base, sealed[i].end);
         let from = refs.partition_point(|r| r.pos < base);
@@ -293,7 +279,7 @@ fn relocate(
         let mut last = None;
         for r in &refs[in_segment(i)] {
             if last != Some(r.pos) {
-                live += frame_size(engine, r.pos)?;
+                live += (FRAME_HEADER_LEN + engine.log.read(r.pos)?.len()) as u64;
                 last = Some(r.pos);
             }
         }

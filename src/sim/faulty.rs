@@ -149,7 +149,6 @@ struct Control {
     injected: AtomicU64,
     ops: AtomicU64,
     rng: Mutex<SimRng>,
-    last: Mutex<Option<String>>,
 }
 
 /// A fault-injecting wrapper around another [`Vfs`]. Clones share the same plan.
@@ -186,7 +185,6 @@ impl FaultyFs {
                 injected: AtomicU64::new(0),
                 ops: AtomicU64::new(0),
                 rng: Mutex::new(SimRng::new(seed)),
-                last: Mutex::new(None),
             }),
         }
     }
@@ -257,13 +255,8 @@ impl FaultyFs {
         self.ctl.ops.load(Ordering::SeqCst)
     }
 
-    /// A description of the last injected fault.
-    pub fn last_fault(&self) -> Option<String> {
-        self.ctl.last.lock().clone()
-    }
-
     /// Decides whether an operation of kind `k` fails; returns the fault.
-    fn check(&self, k: OpKinds, what: &Path) -> Option<Fault> {
+    fn check(&self, k: OpKinds) -> Option<Fault> {
         self.ctl.ops.fetch_add(1, Ordering::SeqCst);
         let mut guard = self.ctl.plan.lock();
         let (plan, seen) = guard.as_mut()?;
@@ -282,23 +275,23 @@ impl FaultyFs {
         }
         let fault = plan.fault;
         drop(guard);
-        self.note(k, what, &format!("{fault:?}"));
+        self.note();
         Some(fault)
     }
 
-    fn note(&self, k: OpKinds, what: &Path, fault: &str) {
+    /// Counts an injected fault.
+    fn note(&self) {
         self.ctl.injected.fetch_add(1, Ordering::SeqCst);
-        *self.ctl.last.lock() = Some(format!("{fault} on {} of {}", k.name(), what.display()));
     }
 
     /// A read (`k` is READ or MAP) fails at random while read errors are on.
-    fn read_error(&self, k: OpKinds, what: &Path) -> io::Result<()> {
+    fn read_error(&self, k: OpKinds) -> io::Result<()> {
         let ppm = self.ctl.read_error_ppm.load(Ordering::SeqCst);
         if ppm == 0 || self.ctl.rng.lock().below(1_000_000) >= ppm {
             return Ok(());
         }
         self.ctl.read_errors.fetch_add(1, Ordering::SeqCst);
-        self.note(k, what, "read error");
+        self.note();
         Err(err(EIO, k.name()))
     }
 
@@ -309,24 +302,23 @@ impl FaultyFs {
         }
     }
 
-    fn full(&self, k: OpKinds, what: &Path) -> io::Result<()> {
+    fn full(&self, k: OpKinds) -> io::Result<()> {
         if self.is_disk_full() {
-            self.note(k, what, "disk full");
+            self.note();
             return Err(err(ENOSPC, k.name()));
         }
         Ok(())
     }
 
-    fn wrap(&self, file: Arc<dyn VfsFile>, path: &Path) -> Arc<dyn VfsFile> {
+    fn wrap(&self, file: Arc<dyn VfsFile>) -> Arc<dyn VfsFile> {
         Arc::new(FaultyFile {
             fs: self.clone(),
             inner: file,
-            path: path.to_path_buf(),
         })
     }
 
-    fn simple(&self, k: OpKinds, what: &Path) -> io::Result<()> {
-        match self.check(k, what) {
+    fn simple(&self, k: OpKinds) -> io::Result<()> {
+        match self.check(k) {
             Some(f) => Err(Self::error_for(f, k)),
             None => Ok(()),
         }
@@ -336,18 +328,17 @@ impl FaultyFs {
 struct FaultyFile {
     fs: FaultyFs,
     inner: Arc<dyn VfsFile>,
-    path: std::path::PathBuf,
 }
 
 impl VfsFile for FaultyFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.fs.simple(OpKinds::READ, &self.path)?;
-        self.fs.read_error(OpKinds::READ, &self.path)?;
+        self.fs.simple(OpKinds::READ)?;
+        self.fs.read_error(OpKinds::READ)?;
         self.inner.read_at(buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if let Some(fault) = self.fs.check(OpKinds::WRITE, &self.path) {
+        if let Some(fault) = self.fs.check(OpKinds::WRITE) {
             if fault == Fault::ShortWrite && !buf.is_empty() {
                 let n = self.fs.ctl.rng.lock().index(buf.len());
                 self.inner.write_at(&buf[..n], offset)?;
@@ -363,7 +354,7 @@ impl VfsFile for FaultyFile {
                 if fits > 0 {
                     self.inner.write_at(&buf[..fits.min(buf.len())], offset)?;
                 }
-                self.fs.note(OpKinds::WRITE, &self.path, "disk full");
+                self.fs.note();
                 return Err(err(ENOSPC, "write"));
             }
         }
@@ -371,72 +362,72 @@ impl VfsFile for FaultyFile {
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.fs.simple(OpKinds::SYNC, &self.path)?;
+        self.fs.simple(OpKinds::SYNC)?;
         self.inner.sync()
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.fs.simple(OpKinds::SET_LEN, &self.path)?;
+        self.fs.simple(OpKinds::SET_LEN)?;
         if len > self.inner.len()? {
-            self.fs.full(OpKinds::SET_LEN, &self.path)?;
+            self.fs.full(OpKinds::SET_LEN)?;
         }
         self.inner.set_len(len)
     }
 
     fn len(&self) -> io::Result<u64> {
-        self.fs.simple(OpKinds::MAP, &self.path)?;
-        self.fs.read_error(OpKinds::MAP, &self.path)?;
+        self.fs.simple(OpKinds::MAP)?;
+        self.fs.read_error(OpKinds::MAP)?;
         self.inner.len()
     }
 
     fn map(&self) -> io::Result<Arc<dyn MappedView>> {
-        self.fs.simple(OpKinds::MAP, &self.path)?;
-        self.fs.read_error(OpKinds::MAP, &self.path)?;
+        self.fs.simple(OpKinds::MAP)?;
+        self.fs.read_error(OpKinds::MAP)?;
         self.inner.map()
     }
 }
 
 impl Vfs for FaultyFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.simple(OpKinds::LIST, dir)?;
+        self.simple(OpKinds::LIST)?;
         self.inner.create_dir_all(dir)
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn VfsFile>> {
-        self.simple(OpKinds::CREATE, path)?;
-        self.full(OpKinds::CREATE, path)?;
+        self.simple(OpKinds::CREATE)?;
+        self.full(OpKinds::CREATE)?;
         let f = self.inner.create(path)?;
-        Ok(self.wrap(f, path))
+        Ok(self.wrap(f))
     }
 
     fn open(&self, path: &Path, read_only: bool) -> io::Result<Arc<dyn VfsFile>> {
-        self.simple(OpKinds::OPEN, path)?;
+        self.simple(OpKinds::OPEN)?;
         let f = self.inner.open(path, read_only)?;
-        Ok(self.wrap(f, path))
+        Ok(self.wrap(f))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.simple(OpKinds::RENAME, from)?;
+        self.simple(OpKinds::RENAME)?;
         self.inner.rename(from, to)
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        self.simple(OpKinds::REMOVE, path)?;
+        self.simple(OpKinds::REMOVE)?;
         self.inner.remove(path)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.simple(OpKinds::LIST, dir)?;
+        self.simple(OpKinds::LIST)?;
         self.inner.list(dir)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.simple(OpKinds::SYNC_DIR, dir)?;
+        self.simple(OpKinds::SYNC_DIR)?;
         self.inner.sync_dir(dir)
     }
 
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
-        self.simple(OpKinds::LOCK, path)?;
+        self.simple(OpKinds::LOCK)?;
         self.inner.lock(path)
     }
 

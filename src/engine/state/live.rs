@@ -5,8 +5,11 @@ use super::State;
 use crate::engine::envelope::MessageId;
 
 impl State {
-    /// Every log record the index points to, with what points to it: the records
-    /// compaction must keep (or relocate) for the index to stay readable.
+    /// Every log record the index points to, with what points to it, by position: the
+    /// records compaction must keep (or relocate) for the index to stay readable. A record
+    /// may be referred to more than once (an imported DLQ entry's payload record is also
+    /// its envelope, and the history of a message replayed from it): compaction counts,
+    /// and copies, it once.
     pub fn live_refs(&self) -> Vec<LiveRef> {
         let r = |pos, id, kind| LiveRef { pos, id, kind };
         let mut refs = Vec::with_capacity(self.msgs.len() + self.dead.len());
@@ -25,6 +28,7 @@ impl State {
             .iter()
             .filter_map(|(&id, e)| Some((e.history_pos?, id)));
         refs.extend(histories.map(|(pos, id)| r(pos, id, RefKind::History)));
+        refs.sort_unstable_by_key(|r| r.pos);
         refs
     }
 

@@ -44,7 +44,6 @@ pub use guards::{Guard, GuardedReplayState, Guards};
 pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdHashSet, IdMap, Interner};
-pub use live::LiveRef;
 pub use past::PastEntry;
 pub use snapshot::{QueueSnapshot, Snapshot};
 
@@ -407,10 +406,11 @@ impl State {
 
     /// Forgets idempotency keys recorded before `cutoff`.
     pub fn expire_idempotency(&mut self, cutoff: u64) {
-        while let Some((at, _)) = self.idempotency_order.front() {
-            if *at >= cutoff {
-                break;
-            }
+        while self
+            .idempotency_order
+            .front()
+            .is_some_and(|(at, _)| *at < cutoff)
+        {
             let Some((at, key)) = self.idempotency_order.pop_front() else {
                 break;
             };

@@ -31,10 +31,9 @@ impl State {
     pub fn set_replay_only(&mut self) {
         self.replay_only = true;
         for q in &mut self.queues {
-            q.fresh = Fresh::default();
-            q.delayed = BinaryHeap::new();
             q.leases = BinaryHeap::new();
         }
+        self.rebuild_ready_lists();
     }
 
     /// Adds the ready-list entry of `id`, ready at `at` in queue `q`: to `fresh` when
