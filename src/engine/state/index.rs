@@ -309,20 +309,14 @@ mod tests {
     fn agrees_with_a_hash_map() {
         let mut index = MsgIndex::default();
         let mut model: HashMap<MessageId, Msg> = HashMap::new();
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::rng::SplitMix64::new(0x9E37_79B9_7F4A_7C15);
         let mut next_id: u64 = 0;
         for step in 0..400_000u64 {
-            let r = rand();
+            let r = rng.next_u64();
             match r % 16 {
                 // Enqueue a run of new ids (sometimes after a jump).
                 0..=5 => {
-                    if r % 997 == 0 {
+                    if r.is_multiple_of(997) {
                         next_id += PAGE as u64 * (r % 200);
                     }
                     for _ in 0..(r >> 8) % 8 {
@@ -333,7 +327,7 @@ mod tests {
                 }
                 // Remove: mostly the oldest-ish, sometimes anywhere.
                 6..=10 => {
-                    let id = if r % 4 == 0 {
+                    let id = if r.is_multiple_of(4) {
                         (r >> 8) % (next_id + 1)
                     } else {
                         next_id.saturating_sub((r >> 8) % 3000)

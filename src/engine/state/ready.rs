@@ -328,12 +328,10 @@ mod tests {
     fn fresh_runs_agree_with_a_list_of_entries() {
         let mut fresh = Fresh::default();
         let mut model: VecDeque<(u64, MessageId)> = VecDeque::new();
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rng = crate::rng::SplitMix64::new(0x2545_F491_4F6C_DD1D);
         let (mut at, mut id) = (1u64, 0u64);
         for _ in 0..100_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             match x % 8 {
                 // Enqueues: the same millisecond, a later one, or ids skipped (other queues).
                 0..=4 => {

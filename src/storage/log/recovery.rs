@@ -311,7 +311,7 @@ pub(super) fn recover(
             Some(&next) => Some(next.saturating_sub(base)),
             None => short.map(|d| d - header_len),
         };
-        if let Some(expected) = sealed_end {
+        let capacity = if let Some(expected) = sealed_end {
             last_is_short = is_last;
             if end != expected {
                 // A file shorter than its header declares: it was cut. Records running past
@@ -344,73 +344,60 @@ pub(super) fn recover(
                 });
                 end = expected;
             }
-            let capacity = len.saturating_sub(header_len).max(end);
-            let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
-            segments.insert(base, Arc::new(seg));
-            continue;
-        }
-        // The last segment: cut a torn tail, make sure it has room, sync what it holds. Not
-        // before checking that its records reach the durable high-water mark.
-        let kept = scan.torn_at.unwrap_or(end);
-        if strict && base + kept < opts.high_water {
-            let kind = CorruptionKind::LostTail {
-                expected: opts.high_water,
-                actual: base + kept,
-            };
-            return Err(corrupt(kind, &path, header_len + kept));
-        }
-        if read_only {
-            // A snapshot ends where the valid records end: a torn tail may be a record the
-            // owner is writing right now.
-            if let Some(torn) = scan.torn_at {
-                end = torn;
+            len.saturating_sub(header_len).max(end)
+        } else {
+            // The last segment: cut a torn tail, make sure it has room, sync what it holds. Not
+            // before checking that its records reach the durable high-water mark.
+            let kept = scan.torn_at.unwrap_or(end);
+            if strict && base + kept < opts.high_water {
+                let kind = CorruptionKind::LostTail {
+                    expected: opts.high_water,
+                    actual: base + kept,
+                };
+                return Err(corrupt(kind, &path, header_len + kept));
             }
-            let capacity = len.saturating_sub(header_len).max(end);
-            let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
-            segments.insert(base, Arc::new(seg));
-            continue;
-        }
-        if let Some(torn) = scan.torn_at {
-            // Zeroed in place, never truncated: a segment is never shorter than its declared
-            // size, even if this open is interrupted here (the next one finds zeros, or the
-            // rest of the same torn tail).
-            let at = header_len + torn;
-            segment::write_zeros(file.as_ref(), at, at + scan.torn_bytes)
-                .io("zero torn tail", &path)?;
-            report.torn_tail = Some(TornTail {
-                path: path.clone(),
-                offset: at,
-                dropped_bytes: scan.torn_bytes,
-                dropped_records: scan.torn_records,
-            });
-            end = torn;
-        }
-        let size = declared.max(len);
-        let current = file.len().io("stat", &path)?;
-        if current < size {
-            let grown = if opts.preallocate {
-                segment::write_zeros(file.as_ref(), current, size)
+            if read_only {
+                // A snapshot ends where the valid records end: a torn tail may be a record the
+                // owner is writing right now.
+                end = scan.torn_at.unwrap_or(end);
+                len.saturating_sub(header_len).max(end)
             } else {
-                file.set_len(size)
-            };
-            grown.io("preallocate", &path)?;
-        }
-        file.sync().io("fsync", &path)?;
-        if version < opts.format_version && end == 0 {
-            // An empty active segment of an older version: replaced below by one of the
-            // log's version under the same name.
-            next_free = next_free.max(base);
-            continue;
-        }
-        let seg = Segment::new(
-            base,
-            version,
-            path,
-            file,
-            size - header_len,
-            end,
-            quarantined,
-        )?;
+                if let Some(torn) = scan.torn_at {
+                    // Zeroed in place, never truncated: a segment is never shorter than its
+                    // declared size, even if this open is interrupted here (the next one finds
+                    // zeros, or the rest of the same torn tail).
+                    let at = header_len + torn;
+                    segment::write_zeros(file.as_ref(), at, at + scan.torn_bytes)
+                        .io("zero torn tail", &path)?;
+                    report.torn_tail = Some(TornTail {
+                        path: path.clone(),
+                        offset: at,
+                        dropped_bytes: scan.torn_bytes,
+                        dropped_records: scan.torn_records,
+                    });
+                    end = torn;
+                }
+                let size = declared.max(len);
+                let current = file.len().io("stat", &path)?;
+                if current < size {
+                    let grown = if opts.preallocate {
+                        segment::write_zeros(file.as_ref(), current, size)
+                    } else {
+                        file.set_len(size)
+                    };
+                    grown.io("preallocate", &path)?;
+                }
+                file.sync().io("fsync", &path)?;
+                if version < opts.format_version && end == 0 {
+                    // An empty active segment of an older version: replaced below by one of the
+                    // log's version under the same name.
+                    next_free = next_free.max(base);
+                    continue;
+                }
+                size - header_len
+            }
+        };
+        let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
         segments.insert(base, Arc::new(seg));
     }
     report.segments = segments.len();
