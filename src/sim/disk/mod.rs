@@ -400,16 +400,8 @@ impl SimDisk {
         }
         // Entries whose directory did not survive are gone with it.
         let alive = |p: &Path, dirs: &BTreeSet<PathBuf>| {
-            let mut cur = parent_of(p);
-            loop {
-                if is_root(&cur) {
-                    return true;
-                }
-                if !dirs.contains(&cur) {
-                    return false;
-                }
-                cur = parent_of(&cur);
-            }
+            let mut parents = p.ancestors().skip(1).take_while(|d| !is_root(d));
+            parents.all(|d| dirs.contains(d))
         };
         let dirs_snapshot = dirs.clone();
         dirs.retain(|d| alive(d, &dirs_snapshot));
@@ -489,15 +481,9 @@ impl SimDisk {
     /// directories durably too: for building a disk image (fuzzing, foreign files).
     pub fn write_durable(&self, path: &Path, bytes: &[u8]) {
         let mut st = self.shared.state.lock();
-        let mut chain = Vec::new();
-        let mut cur = parent_of(path);
-        while !is_root(&cur) {
-            chain.push(cur.clone());
-            cur = parent_of(&cur);
-        }
-        for d in chain {
-            st.dirs.insert(d.clone());
-            st.durable_dirs.insert(d);
+        for d in path.ancestors().skip(1).take_while(|d| !is_root(d)) {
+            st.dirs.insert(d.to_path_buf());
+            st.durable_dirs.insert(d.to_path_buf());
         }
         let ino = st.new_inode(Inode::settled(bytes.to_vec()));
         st.names.insert(path.to_path_buf(), ino);
