@@ -147,20 +147,4 @@ mod tests {
         assert!(record.iter().all(|&b| b == 7));
         assert_eq!(buf[LEN - 1], ((LEN - 1) % 251) as u8 + 1);
     }
-
-    /// The file map itself: not under Miri, which cannot map files.
-    #[test]
-    #[cfg_attr(miri, ignore)]
-    fn a_mapped_file_reads_back_ranges_of_what_was_written() {
-        use std::io::Write;
-        let mut file = tempfile::tempfile().expect("a temporary file");
-        let bytes: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
-        file.write_all(&bytes).expect("write");
-        let map = MappedFile::map(&file).expect("map");
-        assert_eq!(map.len(), bytes.len());
-        assert_eq!(map.range(100, 200), Some(&bytes[100..200]));
-        assert_eq!(map.range(0, 8192), Some(&bytes[..]));
-        assert_eq!(map.range(8000, 8193), None);
-        assert_eq!(map.range(9, 8), None);
-    }
 }

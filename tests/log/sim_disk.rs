@@ -187,3 +187,20 @@ fn a_real_files_map_shows_later_writes() {
     file.write_at(b"live", 10).expect("write");
     assert_eq!(map.range(10, 14), Some(&b"live"[..]));
 }
+
+/// A real file's map reads back ranges of what was written, and no range past it (not
+/// under Miri, which cannot map files).
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_mapped_file_reads_back_ranges_of_what_was_written() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = RealFs.create(&dir.path().join("f")).expect("create");
+    let bytes: Vec<u8> = (0..8192u32).map(|i| (i % 253) as u8).collect();
+    file.write_at(&bytes, 0).expect("write");
+    let map = file.map().expect("map");
+    assert_eq!(map.len(), bytes.len());
+    assert_eq!(map.range(100, 200), Some(&bytes[100..200]));
+    assert_eq!(map.range(0, 8192), Some(&bytes[..]));
+    assert_eq!(map.range(8000, 8193), None);
+    assert_eq!(map.range(9, 8), None);
+}
