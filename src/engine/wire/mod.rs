@@ -93,11 +93,9 @@ pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
 /// use [`decode`], which sees through relocation.
 #[inline]
 pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => {
-            Ok(Decoded::Relocated(Box::new(decode_plain(version, inner)?)))
-        }
-        _ => decode_plain(version, body),
+    match relocated(body) {
+        (true, inner) => Ok(Decoded::Relocated(Box::new(decode_plain(version, inner)?))),
+        (false, body) => decode_plain(version, body),
     }
 }
 
@@ -105,15 +103,21 @@ pub(crate) fn decode_for_apply(version: u16, body: &[u8]) -> Result<Decoded<'_>,
 /// original).
 #[inline]
 pub(crate) fn decode(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
-    match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => decode_plain(version, inner),
-        _ => decode_plain(version, body),
-    }
+    decode_plain(version, relocated(body).1)
 }
 
 /// The tag byte of a relocated copy, the same in every version: the original record's body
 /// follows it (a copy of a copy is a copy of the original, so one tag at most).
 const TAG_RELOCATED: u8 = 3;
+
+/// Whether `body` is a relocated copy, and the original's body (`body` itself if not).
+#[inline]
+fn relocated(body: &[u8]) -> (bool, &[u8]) {
+    match body.split_first() {
+        Some((&TAG_RELOCATED, inner)) => (true, inner),
+        _ => (false, body),
+    }
+}
 
 /// Decodes a payload or op body written in format `version` (not a relocated copy: each
 /// version rejects the tag inside one).
@@ -145,12 +149,8 @@ pub(crate) fn dead_letter_error(
     version: u16,
     body: &[u8],
 ) -> Result<Option<(u64, &str)>, BadContent> {
-    let body = match body.split_first() {
-        Some((&TAG_RELOCATED, inner)) => inner,
-        _ => body,
-    };
     match version {
-        1 => v1::dead_letter_error(body),
+        1 => v1::dead_letter_error(relocated(body).1),
         _ => Err(BadContent),
     }
 }

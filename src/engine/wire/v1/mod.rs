@@ -145,22 +145,16 @@ fn split_put(body: &[u8]) -> Result<(&[u8], &[u8]), BadContent> {
 }
 
 /// The id and final error message of a dead-letter record body (not a relocated copy),
-/// read from its first fields only; `None` for any other record.
+/// read from its first fields only (after its variant index), whatever follows them;
+/// `None` for any other record.
 #[inline]
 pub(super) fn dead_letter_error(body: &[u8]) -> Result<Option<(u64, &str)>, BadContent> {
-    match body {
-        [TAG_OP, DEAD_LETTER, rest @ ..] => dead_letter_head(rest).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// The id and final error message at the start of a dead-letter record's fields (after its
-/// variant index), whatever follows them.
-#[inline]
-fn dead_letter_head(fields: &[u8]) -> Result<(u64, &str), BadContent> {
+    let [TAG_OP, DEAD_LETTER, fields @ ..] = body else {
+        return Ok(None);
+    };
     let (head, _): (records::DeadLetterHead<'_>, usize) =
         bincode::serde::borrow_decode_from_slice(fields, config()).map_err(|_| BadContent)?;
-    Ok((head.id, head.error_message))
+    Ok(Some((head.id, head.error_message)))
 }
 
 /// Where the payload of a Put body (or of a relocated copy of one) lies, without decoding
