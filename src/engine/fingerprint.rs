@@ -185,25 +185,17 @@ pub fn message_template(message: &str) -> String {
 
 /// The placeholder of the token that starts at `i`, and where it ends.
 fn token_at(b: &[u8], i: usize) -> Option<(usize, &'static str)> {
-    if let Some(end) = quoted(b, i) {
-        return Some((end, "<str>"));
-    }
-    if let Some(end) = url(b, i) {
-        return Some((end, "<url>"));
-    }
-    if let Some(end) = uuid(b, i) {
-        return Some((end, "<uuid>"));
-    }
-    if let Some(end) = timestamp(b, i) {
-        return Some((end, "<ts>"));
-    }
-    if let Some(end) = email(b, i) {
-        return Some((end, "<email>"));
-    }
-    if !is_word(b[i]) {
-        return None;
-    }
-    word(b, i)
+    /// The matchers before [`word`], in the order of the module documentation's table.
+    type Matcher = fn(&[u8], usize) -> Option<usize>;
+    const MATCHERS: [(Matcher, &str); 5] = [
+        (quoted, "<str>"),
+        (url, "<url>"),
+        (uuid, "<uuid>"),
+        (timestamp, "<ts>"),
+        (email, "<email>"),
+    ];
+    let found = MATCHERS.iter().find_map(|(m, p)| Some((m(b, i)?, *p)));
+    found.or_else(|| is_word(b[i]).then(|| word(b, i)).flatten())
 }
 
 fn is_word(c: u8) -> bool {
