@@ -55,22 +55,20 @@ impl State {
                 // A DLQ entry's envelope, or the history of a message replayed from the DLQ
                 // with its attempts kept; never both at once (a DLQ entry has no
                 // `history_pos`).
-                if let Some(d) = self.dead.get_mut(id) {
-                    d.envelope_pos = pos;
-                } else if let Some(e) = self.extras.get_mut(id) {
-                    if e.history_pos.is_some() {
-                        e.history_pos = Some(pos);
-                    }
+                match self.dead.get_mut(id) {
+                    Some(d) => d.envelope_pos = pos,
+                    None => self.move_history(*id, pos),
                 }
             }
-            Decoded::Op(Op::Retry { id, .. }) => {
-                if let Some(e) = self.extras.get_mut(id) {
-                    if e.history_pos.is_some() {
-                        e.history_pos = Some(pos);
-                    }
-                }
-            }
+            Decoded::Op(Op::Retry { id, .. }) => self.move_history(*id, pos),
             _ => {}
+        }
+    }
+
+    /// The history of `id`, if it has one, is now the relocated copy at `pos`.
+    fn move_history(&mut self, id: MessageId, pos: u64) {
+        if let Some(e) = self.extras.get_mut(&id).filter(|e| e.history_pos.is_some()) {
+            e.history_pos = Some(pos);
         }
     }
 
