@@ -190,15 +190,7 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
         }
     };
     if sh.position < target {
-        for item in engine.log.iter_from(sh.position)? {
-            let (pos, rec) = item?;
-            if pos >= target {
-                break;
-            }
-            let decoded =
-                wire::decode_for_apply(rec.version(), &rec).map_err(|_| engine.bad_content(pos))?;
-            sh.state.apply(&decoded, pos);
-        }
+        Engine::replay(&engine.log, sh.position, target, &mut sh.state)?;
         sh.position = target;
         // Replaying fills lists only live operations drain, and keeps idempotency keys a
         // live enqueue would have expired.

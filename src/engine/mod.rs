@@ -150,7 +150,7 @@ impl Engine {
         state.fingerprints.enable(options.fingerprint_frames);
         state.audit.set_limits(options.audit);
         state.audit_frames = options.fingerprint_frames;
-        Engine::replay(&log, from, &mut state)?;
+        Engine::replay(&log, from, u64::MAX, &mut state)?;
         if read_only {
             state.rebuild_ready_lists();
         } else {
@@ -178,10 +178,13 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Applies every record of `log` from position `from` on to `state`.
-    fn replay(log: &Log, from: u64, state: &mut State) -> Result<()> {
+    /// Applies every record of `log` from position `from` up to `until` to `state`.
+    fn replay(log: &Log, from: u64, until: u64, state: &mut State) -> Result<()> {
         for item in log.iter_from(from)? {
             let (pos, rec) = item?;
+            if pos >= until {
+                break;
+            }
             let decoded =
                 wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
             state.apply(&decoded, pos);

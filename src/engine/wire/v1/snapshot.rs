@@ -19,12 +19,12 @@ use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::audit::AuditPart;
-use super::config;
 use super::records::Plan;
+use super::{codec_error, config};
 use crate::engine::state::{self as engine, FailureHistory, IdMap};
 use crate::engine::wire::checkpoint::CheckpointError;
 use crate::engine::wire::convert::{wire_enum, wire_newtype, wire_struct, Queue, Text, Wire};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 wire_struct! {
     /// The whole body.
@@ -293,11 +293,9 @@ pub(in crate::engine::wire) fn encode(
     // Sized first, then written: a growing buffer would hold up to twice the bytes (at a
     // million pending messages, compaction's peak of memory is this checkpoint).
     let mut size = bincode::enc::write::SizeWriter::default();
-    bincode::serde::encode_into_writer(&body, &mut size, config())
-        .map_err(|e| Error::Codec(e.to_string()))?;
+    bincode::serde::encode_into_writer(&body, &mut size, config()).map_err(codec_error)?;
     out.reserve_exact(size.bytes_written);
-    bincode::serde::encode_into_std_write(&body, out, config())
-        .map_err(|e| Error::Codec(e.to_string()))?;
+    bincode::serde::encode_into_std_write(&body, out, config()).map_err(codec_error)?;
     Ok(())
 }
 
