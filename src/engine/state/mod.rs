@@ -53,14 +53,14 @@ pub const EXPIRED_KIND: &str = "expired";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
     /// Waiting in its queue.
-    Ready,
+    Ready = 0,
     /// Waiting in its queue after a delivery ended without an outcome (lease expired or the
     /// process died).
-    ReadyAfterLostLease,
+    ReadyAfterLostLease = 1,
     /// Delivered; `visible_at` holds the lease deadline.
-    Leased,
+    Leased = 2,
     /// In its queue's DLQ.
-    Dead,
+    Dead = 3,
 }
 
 impl Place {
@@ -118,12 +118,7 @@ impl Msg {
 
     /// Where it is.
     pub fn place(&self) -> Place {
-        match self.queue_place.get() & 3 {
-            0 => Place::Ready,
-            1 => Place::ReadyAfterLostLease,
-            2 => Place::Leased,
-            _ => Place::Dead,
-        }
+        PLACES[(self.queue_place.get() & 3) as usize]
     }
 
     /// Moves it to `place` in the same queue.
@@ -138,6 +133,14 @@ impl Msg {
     }
 }
 
+/// Every place, by the two bits [`Msg`] packs it in (its discriminant).
+const PLACES: [Place; 4] = [
+    Place::Ready,
+    Place::ReadyAfterLostLease,
+    Place::Leased,
+    Place::Dead,
+];
+
 /// `(queue + 1) << 2 | place`: at least 4, so never zero. A queue id at or above
 /// [`MAX_QUEUES`] (which nothing builds) would be taken modulo it; debug builds stop there.
 fn pack(queue: QueueId, place: Place) -> NonZeroU32 {
@@ -145,13 +148,7 @@ fn pack(queue: QueueId, place: Place) -> NonZeroU32 {
         queue < MAX_QUEUES,
         "queue id {queue} over the index's limit"
     );
-    let code = match place {
-        Place::Ready => 0,
-        Place::ReadyAfterLostLease => 1,
-        Place::Leased => 2,
-        Place::Dead => 3,
-    };
-    let packed = ((queue % MAX_QUEUES + 1) << 2) | code;
+    let packed = ((queue % MAX_QUEUES + 1) << 2) | place as u32;
     NonZeroU32::new(packed).unwrap_or(NonZeroU32::MAX)
 }
 
@@ -429,21 +426,15 @@ mod tests {
     fn a_msg_packs_queue_and_place_into_24_bytes() {
         assert_eq!(std::mem::size_of::<Msg>(), 24);
         assert_eq!(std::mem::size_of::<Option<Msg>>(), 24);
-        let places = [
-            Place::Ready,
-            Place::ReadyAfterLostLease,
-            Place::Leased,
-            Place::Dead,
-        ];
         for queue in [0, 1, 2, 1000, MAX_QUEUES - 2, MAX_QUEUES - 1] {
-            for place in places {
+            for place in PLACES {
                 let m = Msg::new(u64::MAX, u64::MAX - 1, queue, u32::MAX, place);
                 assert_eq!((m.queue(), m.place()), (queue, place));
                 assert_eq!(
                     (m.payload_pos, m.visible_at, m.attempts),
                     (u64::MAX, u64::MAX - 1, u32::MAX)
                 );
-                for other in places {
+                for other in PLACES {
                     let moved = m.with_place(other);
                     assert_eq!((moved.queue(), moved.place()), (queue, other));
                     assert_eq!(moved.with_place(place), m);
