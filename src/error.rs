@@ -338,14 +338,6 @@ impl Error {
         }
     }
 
-    /// Corruption of the record at log position `pos`.
-    pub(crate) fn corrupt_record(kind: CorruptionKind, pos: u64) -> Self {
-        Error::Corruption {
-            kind,
-            location: CorruptionLocation::LogPosition(pos),
-        }
-    }
-
     /// A backend's failure of operation `op` (see [`Error::Backend`]).
     pub fn backend(
         backend: &'static str,

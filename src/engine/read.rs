@@ -9,13 +9,17 @@ use super::envelope::FailureInfo;
 use super::record::{Decoded, History, Op, PutCause};
 use super::wire;
 use super::Engine;
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{CorruptionKind, CorruptionLocation, Error, Result};
 use crate::storage::log::{Reader, Record};
 
 /// The error for a record at `pos` whose checksum passed but whose content does not decode
 /// (or is not the record its reader expected).
 pub(crate) fn bad_content(pos: u64) -> Error {
-    Error::corrupt_record(CorruptionKind::BadContent, pos)
+    let location = CorruptionLocation::LogPosition(pos);
+    Error::Corruption {
+        kind: CorruptionKind::BadContent,
+        location,
+    }
 }
 
 impl Engine {

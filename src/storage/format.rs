@@ -153,9 +153,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 /// The little-endian u64 at `at` (the caller checked the length).
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+    u64::from_le_bytes(std::array::from_fn(|i| b[at + i]))
 }
 
 /// Total bytes a frame with a body of `body_len` bytes occupies.
