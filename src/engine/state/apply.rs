@@ -546,12 +546,12 @@ impl State {
             .map(|w| self.strings.intern(w))
             .unwrap_or(0);
         let dead_at = dlq.dead_lettered_at_ms;
-        let from_dlq = self.extras.get(&id).and_then(|e| e.from_dlq);
-        if let Some(exp) = self.extras.get(&id).and_then(|e| e.expires_at) {
-            self.ttl.remove(&(exp, id));
-        }
+        let mut from_dlq = None;
         if let Some(e) = self.extras.get_mut(&id) {
-            e.expires_at = None;
+            from_dlq = e.from_dlq;
+            if let Some(exp) = e.expires_at.take() {
+                self.ttl.remove(&(exp, id));
+            }
             // The envelope holds the whole history now.
             e.history_pos = None;
         }
