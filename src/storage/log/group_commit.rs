@@ -113,16 +113,7 @@ impl GroupCommit {
 
     /// Records that everything below `to` is durable (never moves the position back).
     pub(super) fn advance(&self, to: u64) {
-        let mut now = self.synced.load(Ordering::Acquire);
-        while now < to {
-            match self
-                .synced
-                .compare_exchange_weak(now, to, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return,
-                Err(seen) => now = seen,
-            }
-        }
+        self.synced.fetch_max(to, Ordering::AcqRel);
     }
 
     /// Returns once everything below `target` is durable: leads a sync (`sync_once`, which
