@@ -709,27 +709,22 @@ impl State {
             (false, true) => (Removal::Ttl, Some(STORE_ACTOR)),
         };
         self.audit.remove(id, at, how, actor);
-        match m.place() {
-            Place::Dead => {
-                self.leave_dlq(
-                    id,
-                    if expired {
-                        Leave::Expired
-                    } else {
-                        Leave::Deleted
-                    },
-                );
+        if was_dead {
+            let why = if expired {
+                Leave::Expired
+            } else {
+                Leave::Deleted
+            };
+            self.leave_dlq(id, why);
+        } else {
+            let qs = self.queue_mut(m.queue());
+            uncount(qs, m.place());
+            if expired {
+                qs.counters.expired += 1;
+            } else {
+                qs.counters.deleted += 1;
             }
-            Place::Ready | Place::ReadyAfterLostLease | Place::Leased => {
-                let qs = self.queue_mut(m.queue());
-                uncount(qs, m.place());
-                if expired {
-                    qs.counters.expired += 1;
-                } else {
-                    qs.counters.deleted += 1;
-                }
-                self.guard_outcome(id, Outcome::Removed);
-            }
+            self.guard_outcome(id, Outcome::Removed);
         }
         self.msgs.remove(&id);
         self.remove_extra(id);
