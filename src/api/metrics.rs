@@ -167,10 +167,9 @@ impl Metrics {
         }
     }
 
-    /// The same, with the bytes the store takes on disk.
-    pub fn with_disk_bytes(mut self, bytes: Option<u64>) -> Metrics {
-        self.disk_bytes = bytes;
-        self
+    setters! {
+        /// The same, with the bytes the store takes on disk.
+        with_disk_bytes(bytes: Option<u64>) => disk_bytes = bytes;
     }
 }
 

@@ -107,22 +107,16 @@ impl Retry {
         Self::with(Backoff::Fixed(delay))
     }
 
-    /// Sets the number of deliveries before the DLQ.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n.max(1);
-        self
-    }
-
-    /// Sets the longest delay.
-    pub fn cap(mut self, cap: Duration) -> Self {
-        self.cap = cap;
-        self
-    }
-
-    /// Turns jitter off (exact delays).
-    pub fn no_jitter(mut self) -> Self {
-        self.jitter = Jitter::None;
-        self
+    setters! {
+        /// Sets the number of deliveries before the DLQ.
+        max_attempts(n: u32) => max_attempts = n.max(1);
+        /// Sets the longest delay.
+        cap(cap: Duration) => cap = cap;
+        /// Turns jitter off (exact delays).
+        no_jitter() => jitter = Jitter::None;
+        /// Seeds the jitter, so that delays can be reproduced: a worker pool gives each of
+        /// its workers a generator derived from `seed` and the worker's index.
+        jitter_seed(seed: u64) => jitter_seed = Some(seed);
     }
 
     /// The delay before the attempt after failed attempt number `attempt` (1 for the first),
@@ -138,13 +132,6 @@ impl Retry {
             }
         };
         d.min(self.cap)
-    }
-
-    /// Seeds the jitter, so that delays can be reproduced: a worker pool gives each of
-    /// its workers a generator derived from `seed` and the worker's index.
-    pub fn jitter_seed(mut self, seed: u64) -> Self {
-        self.jitter_seed = Some(seed);
-        self
     }
 
     /// The delay after failed attempt `attempt`, with jitter drawn from this thread's

@@ -304,35 +304,18 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         }
     }
 
-    /// How failures converted from errors with `?` are classified (see [`Classifier`]):
-    /// by default every such failure is transient except a payload that does not decode.
-    pub fn classify(mut self, classifier: Classifier) -> Self {
-        self.classifier = classifier;
-        self
-    }
-
-    /// Number of worker threads.
-    pub fn workers(mut self, n: usize) -> Self {
-        self.workers = n.max(1);
-        self
-    }
-
-    /// The retry policy (its `max_attempts` becomes the queue's).
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Lease length; handlers running longer get it extended by the heartbeat.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease.max(Duration::from_millis(10));
-        self
-    }
-
-    /// Prefix of worker names (recorded with failures): `{name}-{index}`.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
+    setters! {
+        /// How failures converted from errors with `?` are classified (see [`Classifier`]):
+        /// by default every such failure is transient except a payload that does not decode.
+        classify(classifier: Classifier) => classifier = classifier;
+        /// Number of worker threads.
+        workers(n: usize) => workers = n.max(1);
+        /// The retry policy (its `max_attempts` becomes the queue's).
+        retry(retry: Retry) => retry = retry;
+        /// Lease length; handlers running longer get it extended by the heartbeat.
+        lease(lease: Duration) => lease = lease.max(Duration::from_millis(10));
+        /// Prefix of worker names (recorded with failures): `{name}-{index}`.
+        name(name: impl Into<String>) => name = name.into();
     }
 
     /// Starts the workers with `handler`.

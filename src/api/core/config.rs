@@ -71,34 +71,17 @@ impl Default for QueueOptions {
 }
 
 impl QueueOptions {
-    /// Sets the deliveries before a message goes to the DLQ (at least 1).
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n;
-        self
-    }
-
-    /// Sets how long a lease lasts before the message is visible again.
-    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
-        self.visibility_timeout = timeout;
-        self
-    }
-
-    /// Gives messages enqueued without a time to live this one.
-    pub fn default_ttl(mut self, ttl: Duration) -> Self {
-        self.default_ttl = Some(ttl);
-        self
-    }
-
-    /// Limits the messages pending in the queue (see [`QueueOptions::max_pending`]).
-    pub fn max_pending(mut self, limit: u64) -> Self {
-        self.max_pending = Some(limit);
-        self
-    }
-
-    /// Sends expired messages to the DLQ (true, the default) or drops them (false).
-    pub fn expired_to_dlq(mut self, to_dlq: bool) -> Self {
-        self.expired_to_dlq = to_dlq;
-        self
+    setters! {
+        /// Sets the deliveries before a message goes to the DLQ (at least 1).
+        max_attempts(n: u32) => max_attempts = n;
+        /// Sets how long a lease lasts before the message is visible again.
+        visibility_timeout(timeout: Duration) => visibility_timeout = timeout;
+        /// Gives messages enqueued without a time to live this one.
+        default_ttl(ttl: Duration) => default_ttl = Some(ttl);
+        /// Limits the messages pending in the queue (see [`QueueOptions::max_pending`]).
+        max_pending(limit: u64) => max_pending = Some(limit);
+        /// Sends expired messages to the DLQ (true, the default) or drops them (false).
+        expired_to_dlq(to_dlq: bool) => expired_to_dlq = to_dlq;
     }
 }
 
@@ -268,128 +251,51 @@ impl Config {
         config
     }
 
-    /// Serves the control socket while the store is open (see [`Config::control_socket`]).
-    pub fn control_socket(mut self, on: bool) -> Self {
-        self.control_socket = on;
-        self
-    }
-
-    /// Drives (or not) guarded replays while the store is open (see
-    /// [`Config::guarded_replay_driver`]).
-    pub fn guarded_replay_driver(mut self, on: bool) -> Self {
-        self.guarded_replay_driver = on;
-        self
-    }
-
-    /// Sets when writes become durable.
-    pub fn durability(mut self, d: Durability) -> Self {
-        self.durability = d;
-        self
-    }
-
-    /// Sets the size of a log segment file.
-    pub fn segment_size(mut self, bytes: u64) -> Self {
-        self.segment_size = bytes;
-        self
-    }
-
-    /// Sets the largest payload accepted.
-    pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.max_message_size = bytes;
-        self
-    }
-
-    /// Sets the DLQ naming pattern (`{queue_name}` and `{environment}` are replaced).
-    pub fn dlq_name_pattern(mut self, pattern: impl Into<String>) -> Self {
-        self.dlq_name_pattern = pattern.into();
-        self
-    }
-
-    /// Sets how many first lines of a failure's stack trace (or details) its fingerprint
-    /// includes ([`crate::dlq::Fingerprint`]).
-    pub fn fingerprint_frames(mut self, frames: usize) -> Self {
-        self.fingerprint_frames = frames;
-        self
-    }
-
-    /// Sets how much of DLQs' past is kept ([`Config::audit`]).
-    pub fn audit_limits(mut self, limits: AuditLimits) -> Self {
-        self.audit = limits;
-        self
-    }
-
-    /// Sets the environment name recorded with failures.
-    pub fn environment(mut self, name: impl Into<String>) -> Self {
-        self.environment = Some(name.into());
-        self
-    }
-
-    /// Sets the code version recorded with failures.
-    pub fn code_version(mut self, version: impl Into<String>) -> Self {
-        self.code_version = Some(version.into());
-        self
-    }
-
-    /// Sets how long DLQ entries are kept (`None`: until deleted).
-    pub fn retention(mut self, retention: Option<Duration>) -> Self {
-        self.retention = retention;
-        self
-    }
-
-    /// Sets how long an idempotency key makes a repeated enqueue a no-op.
-    pub fn idempotency_window(mut self, window: Duration) -> Self {
-        self.idempotency_window = window;
-        self
-    }
-
-    /// Sets how many failed attempts are kept per message.
-    pub fn max_history(mut self, attempts: usize) -> Self {
-        self.max_history = attempts;
-        self
-    }
-
-    /// Keeps (or not) the stack traces of failures.
-    pub fn include_stack_traces(mut self, include: bool) -> Self {
-        self.include_stack_traces = include;
-        self
-    }
-
-    /// Sets the options of queues opened with [`crate::Store::queue`].
-    pub fn queue_defaults(mut self, options: QueueOptions) -> Self {
-        self.queue_defaults = options;
-        self
-    }
-
-    /// Sets what to do with damaged committed data at open.
-    pub fn recovery(mut self, mode: RecoveryMode) -> Self {
-        self.recovery = mode;
-        self
-    }
-
-    /// Preallocates (or not) segment files with zeros.
-    pub fn preallocate(mut self, preallocate: bool) -> Self {
-        self.preallocate = preallocate;
-        self
-    }
-
-    /// Sets the clock.
-    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
-        self.clock = Arc::new(clock);
-        self
-    }
-
-    /// Sets the compaction options.
-    pub fn compaction(mut self, options: CompactionOptions) -> Self {
-        self.compaction = options;
-        self
-    }
-
-    /// Runs the store on another file system: the simulated disk or the fault injector of
-    /// [`crate::sim`]. With the `sim` feature only.
-    #[cfg(feature = "sim")]
-    pub fn vfs(mut self, fs: Arc<dyn Vfs>) -> Self {
-        self.fs = Some(fs);
-        self
+    setters! {
+        /// Serves the control socket while the store is open (see [`Config::control_socket`]).
+        control_socket(on: bool) => control_socket = on;
+        /// Drives (or not) guarded replays while the store is open (see
+        /// [`Config::guarded_replay_driver`]).
+        guarded_replay_driver(on: bool) => guarded_replay_driver = on;
+        /// Sets when writes become durable.
+        durability(d: Durability) => durability = d;
+        /// Sets the size of a log segment file.
+        segment_size(bytes: u64) => segment_size = bytes;
+        /// Sets the largest payload accepted.
+        max_message_size(bytes: usize) => max_message_size = bytes;
+        /// Sets the DLQ naming pattern (`{queue_name}` and `{environment}` are replaced).
+        dlq_name_pattern(pattern: impl Into<String>) => dlq_name_pattern = pattern.into();
+        /// Sets how many first lines of a failure's stack trace (or details) its fingerprint
+        /// includes ([`crate::dlq::Fingerprint`]).
+        fingerprint_frames(frames: usize) => fingerprint_frames = frames;
+        /// Sets how much of DLQs' past is kept ([`Config::audit`]).
+        audit_limits(limits: AuditLimits) => audit = limits;
+        /// Sets the environment name recorded with failures.
+        environment(name: impl Into<String>) => environment = Some(name.into());
+        /// Sets the code version recorded with failures.
+        code_version(version: impl Into<String>) => code_version = Some(version.into());
+        /// Sets how long DLQ entries are kept (`None`: until deleted).
+        retention(retention: Option<Duration>) => retention = retention;
+        /// Sets how long an idempotency key makes a repeated enqueue a no-op.
+        idempotency_window(window: Duration) => idempotency_window = window;
+        /// Sets how many failed attempts are kept per message.
+        max_history(attempts: usize) => max_history = attempts;
+        /// Keeps (or not) the stack traces of failures.
+        include_stack_traces(include: bool) => include_stack_traces = include;
+        /// Sets the options of queues opened with [`crate::Store::queue`].
+        queue_defaults(options: QueueOptions) => queue_defaults = options;
+        /// Sets what to do with damaged committed data at open.
+        recovery(mode: RecoveryMode) => recovery = mode;
+        /// Preallocates (or not) segment files with zeros.
+        preallocate(preallocate: bool) => preallocate = preallocate;
+        /// Sets the clock.
+        clock(clock: impl Clock + 'static) => clock = Arc::new(clock);
+        /// Sets the compaction options.
+        compaction(options: CompactionOptions) => compaction = options;
+        /// Runs the store on another file system: the simulated disk or the fault injector of
+        /// [`crate::sim`]. With the `sim` feature only.
+        #[cfg(feature = "sim")]
+        vfs(fs: Arc<dyn Vfs>) => fs = Some(fs);
     }
 
     /// The file system to open the store on: the one set with `vfs`, or `real`.
@@ -485,29 +391,16 @@ impl Default for CompactionOptions {
 }
 
 impl CompactionOptions {
-    /// Sets how often the background thread runs (`None`: no thread; only
-    /// [`crate::Store::compact_now`]).
-    pub fn interval(mut self, every: Option<Duration>) -> Self {
-        self.interval = every;
-        self
-    }
-
-    /// Sets the live fraction under which the oldest sealed segments are relocated (0
-    /// disables relocation).
-    pub fn relocate_below(mut self, fraction: f64) -> Self {
-        self.relocate_below = fraction;
-        self
-    }
-
-    /// Sets the furthest the expiry clock follows a forward jump of the wall clock per run.
-    pub fn max_forward_jump(mut self, jump: Duration) -> Self {
-        self.max_forward_jump = jump;
-        self
-    }
-
-    /// Sets the records per write batch.
-    pub fn batch(mut self, records: usize) -> Self {
-        self.batch = records;
-        self
+    setters! {
+        /// Sets how often the background thread runs (`None`: no thread; only
+        /// [`crate::Store::compact_now`]).
+        interval(every: Option<Duration>) => interval = every;
+        /// Sets the live fraction under which the oldest sealed segments are relocated (0
+        /// disables relocation).
+        relocate_below(fraction: f64) => relocate_below = fraction;
+        /// Sets the furthest the expiry clock follows a forward jump of the wall clock per run.
+        max_forward_jump(jump: Duration) => max_forward_jump = jump;
+        /// Sets the records per write batch.
+        batch(records: usize) => batch = records;
     }
 }

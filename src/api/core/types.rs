@@ -320,22 +320,13 @@ impl OriginalMetadata {
         }
     }
 
-    /// Sets when it was first delivered.
-    pub fn first_received_at_ms(mut self, at_ms: u64) -> Self {
-        self.first_received_at_ms = Some(at_ms);
-        self
-    }
-
-    /// Sets the deliveries counted.
-    pub fn delivery_count(mut self, count: u32) -> Self {
-        self.delivery_count = count;
-        self
-    }
-
-    /// Sets the caller's attributes.
-    pub fn attributes(mut self, attributes: BTreeMap<String, String>) -> Self {
-        self.attributes = attributes;
-        self
+    setters! {
+        /// Sets when it was first delivered.
+        first_received_at_ms(at_ms: u64) => first_received_at_ms = Some(at_ms);
+        /// Sets the deliveries counted.
+        delivery_count(count: u32) => delivery_count = count;
+        /// Sets the caller's attributes.
+        attributes(attributes: BTreeMap<String, String>) => attributes = attributes;
     }
 }
 
@@ -363,34 +354,17 @@ impl DeadLetter {
         }
     }
 
-    /// Sets the id it had in the store it was first dead-lettered in.
-    pub fn original_id(mut self, id: MessageId) -> Self {
-        self.original_id = Some(id);
-        self
-    }
-
-    /// Sets the payload a corrected replay replaced.
-    pub fn replaced_payload(mut self, payload: Vec<u8>) -> Self {
-        self.replaced_payload = Some(payload);
-        self
-    }
-
-    /// Sets how many times it was replayed before this failure.
-    pub fn generation(mut self, generation: u32) -> Self {
-        self.generation = generation;
-        self
-    }
-
-    /// Sets its status.
-    pub fn status(mut self, status: EntryStatus) -> Self {
-        self.status = status;
-        self
-    }
-
-    /// Sets the DLQ's name.
-    pub fn dlq_name(mut self, name: impl Into<String>) -> Self {
-        self.dlq_name = name.into();
-        self
+    setters! {
+        /// Sets the id it had in the store it was first dead-lettered in.
+        original_id(id: MessageId) => original_id = Some(id);
+        /// Sets the payload a corrected replay replaced.
+        replaced_payload(payload: Vec<u8>) => replaced_payload = Some(payload);
+        /// Sets how many times it was replayed before this failure.
+        generation(generation: u32) => generation = generation;
+        /// Sets its status.
+        status(status: EntryStatus) => status = status;
+        /// Sets the DLQ's name.
+        dlq_name(name: impl Into<String>) => dlq_name = name.into();
     }
 
     /// The message id.

@@ -139,27 +139,27 @@ impl Filter {
             ..Self::default()
         }
     }
-    /// Also requires a substring of the error message.
-    pub fn message_contains(mut self, s: impl Into<String>) -> Self {
-        self.message_contains = Some(s.into());
-        self
-    }
-    /// Also requires dead-lettering in `[since, until)`.
-    pub fn between(mut self, since_ms: Option<u64>, until_ms: Option<u64>) -> Self {
-        self.since_ms = since_ms;
-        self.until_ms = until_ms;
-        self
-    }
-    /// Also requires a number of deliveries in `[min, max]`.
-    pub fn attempts(mut self, min: Option<u32>, max: Option<u32>) -> Self {
-        self.min_attempts = min;
-        self.max_attempts = max;
-        self
-    }
-    /// Also requires the final failure to be reported by `worker`.
-    pub fn worker(mut self, worker: impl Into<String>) -> Self {
-        self.worker = Some(worker.into());
-        self
+    setters! {
+        /// Also requires a substring of the error message.
+        message_contains(s: impl Into<String>) => message_contains = Some(s.into());
+        /// Also requires dead-lettering in `[since, until)`.
+        between(since_ms: Option<u64>, until_ms: Option<u64>)
+            => since_ms = since_ms, until_ms = until_ms;
+        /// Also requires a number of deliveries in `[min, max]`.
+        attempts(min: Option<u32>, max: Option<u32>) => min_attempts = min, max_attempts = max;
+        /// Also requires the final failure to be reported by `worker`.
+        worker(worker: impl Into<String>) => worker = Some(worker.into());
+        /// Only pending entries.
+        pending_only() => pending = Some(true);
+        /// Also requires the payload to contain `text` (its UTF-8 bytes).
+        payload_contains(text: impl Into<String>) => payload_contains = Some(text.into());
+        /// Also requires `check` to accept the entry: a search the filter has no field for,
+        /// such as a regular expression (the library has no regex engine; the command-line
+        /// tool and the dashboard bring one). Checked last, on the whole envelope.
+        matching(check: impl Fn(&DeadLetter) -> bool + Send + Sync + 'static)
+            => predicate = Some(EntryPredicate::new(check));
+        /// Also requires a failure fingerprint ([`Fingerprint`]).
+        fingerprint(fingerprint: Fingerprint) => fingerprint = Some(fingerprint);
     }
     /// Also requires a tag.
     pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
@@ -169,28 +169,6 @@ impl Filter {
     /// Also requires an attribute.
     pub fn attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.attributes.insert(key.into(), value.into());
-        self
-    }
-    /// Only pending entries.
-    pub fn pending_only(mut self) -> Self {
-        self.pending = Some(true);
-        self
-    }
-    /// Also requires the payload to contain `text` (its UTF-8 bytes).
-    pub fn payload_contains(mut self, text: impl Into<String>) -> Self {
-        self.payload_contains = Some(text.into());
-        self
-    }
-    /// Also requires `check` to accept the entry: a search the filter has no field for,
-    /// such as a regular expression (the library has no regex engine; the command-line
-    /// tool and the dashboard bring one). Checked last, on the whole envelope.
-    pub fn matching(mut self, check: impl Fn(&DeadLetter) -> bool + Send + Sync + 'static) -> Self {
-        self.predicate = Some(EntryPredicate::new(check));
-        self
-    }
-    /// Also requires a failure fingerprint ([`Fingerprint`]).
-    pub fn fingerprint(mut self, fingerprint: Fingerprint) -> Self {
-        self.fingerprint = Some(fingerprint);
         self
     }
 

@@ -89,30 +89,17 @@ impl ReplayOptions {
             ..Self::default()
         }
     }
-    /// Resets the attempt count.
-    pub fn reset_attempts(mut self) -> Self {
-        self.reset_attempts = true;
-        self
-    }
-    /// Replays entries already reprocessed too.
-    pub fn force(mut self) -> Self {
-        self.force = true;
-        self
-    }
-    /// At most `n` entries.
-    pub fn limit(mut self, n: usize) -> Self {
-        self.limit = Some(n);
-        self
-    }
-    /// Only report.
-    pub fn dry_run(mut self) -> Self {
-        self.dry_run = true;
-        self
-    }
-    /// Visible only after `delay`.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = delay;
-        self
+    setters! {
+        /// Resets the attempt count.
+        reset_attempts() => reset_attempts = true;
+        /// Replays entries already reprocessed too.
+        force() => force = true;
+        /// At most `n` entries.
+        limit(n: usize) => limit = Some(n);
+        /// Only report.
+        dry_run() => dry_run = true;
+        /// Visible only after `delay`.
+        delay(delay: Duration) => delay = delay;
     }
 }
 

@@ -109,30 +109,17 @@ impl GuardedReplayOptions {
             selection: String::new(),
         }
     }
-    /// The first wave's size.
-    pub fn canary(mut self, n: u32) -> Self {
-        self.canary = n;
-        self
-    }
-    /// Each wave's size over the one before.
-    pub fn growth(mut self, factor: f64) -> Self {
-        self.growth = factor;
-        self
-    }
-    /// The failed-again share of a wave above which the replay stops.
-    pub fn max_failure_ratio(mut self, ratio: f64) -> Self {
-        self.max_failure_ratio = ratio;
-        self
-    }
-    /// At most `per_sec` releases per second.
-    pub fn rate(mut self, per_sec: u32) -> Self {
-        self.rate_per_sec = Some(per_sec);
-        self
-    }
-    /// Describes the selection for reports.
-    pub fn selection(mut self, text: impl Into<String>) -> Self {
-        self.selection = text.into();
-        self
+    setters! {
+        /// The first wave's size.
+        canary(n: u32) => canary = n;
+        /// Each wave's size over the one before.
+        growth(factor: f64) => growth = factor;
+        /// The failed-again share of a wave above which the replay stops.
+        max_failure_ratio(ratio: f64) => max_failure_ratio = ratio;
+        /// At most `per_sec` releases per second.
+        rate(per_sec: u32) => rate_per_sec = Some(per_sec);
+        /// Describes the selection for reports.
+        selection(text: impl Into<String>) => selection = text.into();
     }
 
     /// The plan's numbers, checked: a canary of at least 1, a growth from 1 to 1000, a

@@ -76,20 +76,13 @@ impl EnqueueOptions {
         self.attributes.insert(key.into(), value.into());
         self
     }
-    /// Sets a time to live.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-    /// Sets a delay.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = Some(delay);
-        self
-    }
-    /// Sets an idempotency key.
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
+    setters! {
+        /// Sets a time to live.
+        ttl(ttl: Duration) => ttl = Some(ttl);
+        /// Sets a delay.
+        delay(delay: Duration) => delay = Some(delay);
+        /// Sets an idempotency key.
+        idempotency_key(key: impl Into<String>) => idempotency_key = Some(key.into());
     }
 }
 

@@ -53,15 +53,11 @@ impl<'a> FailureReport<'a> {
             tags: BTreeMap::new(),
         }
     }
-    /// Sets the duration.
-    pub fn duration(mut self, d: Duration) -> Self {
-        self.duration = d;
-        self
-    }
-    /// Sets the worker.
-    pub fn worker(mut self, w: &'a str) -> Self {
-        self.worker = Some(w);
-        self
+    setters! {
+        /// Sets the duration.
+        duration(d: Duration) => duration = d;
+        /// Sets the worker.
+        worker(w: &'a str) => worker = Some(w);
     }
     /// Adds a tag to the DLQ entry, if the message is dead-lettered.
     pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {

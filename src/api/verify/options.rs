@@ -14,10 +14,9 @@ pub struct VerifyOptions {
 }
 
 impl VerifyOptions {
-    /// Sets the largest record body accepted (a store's `max_message_size` plus 64 KiB).
-    pub fn max_record_size(mut self, bytes: usize) -> Self {
-        self.max_record_size = bytes;
-        self
+    setters! {
+        /// Sets the largest record body accepted (a store's `max_message_size` plus 64 KiB).
+        max_record_size(bytes: usize) => max_record_size = bytes;
     }
 }
 
