@@ -280,65 +280,28 @@ impl<Q: MessageQueue> MessageQueue for CoreOnly<Q> {
     type Message = Q::Message;
     type Dlq = Q::Dlq;
 
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn dlq(&self) -> Q::Dlq {
-        self.0.dlq()
+    forward! { .0:
+        fn name(&self) -> &str;
+        fn dlq(&self) -> Q::Dlq;
+        fn now_ms(&self) -> u64;
+        fn enqueue_with(&self, payload: impl AsRef<[u8]>, options: &EnqueueOptions)
+            -> Result<MessageId>;
+        fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>>;
+        fn enqueue(&self, payload: impl AsRef<[u8]>) -> Result<MessageId>;
+        fn enqueue_typed<T: serde::Serialize>(&self, value: &T) -> Result<MessageId>;
+        fn lease(&self, max: usize) -> Result<Vec<Q::Message>>;
+        fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Q::Message>>;
+        fn ack_all(&self, msgs: &[Q::Message]) -> Result<()>;
+        fn ack(&self, msg: &Q::Message) -> Result<()>;
+        fn ack_and_lease(&self, done: &Q::Message, max: usize) -> Result<Vec<Q::Message>>;
+        fn extend(&self, msg: &Q::Message, visibility: Duration) -> Result<()>;
+        fn retry(&self, msg: &Q::Message, report: &FailureReport<'_>, retry_at_ms: u64)
+            -> Result<FailureOutcome>;
+        fn dead_letter(&self, msg: &Q::Message, report: &FailureReport<'_>) -> Result<()>;
+        fn stats(&self) -> Result<QueueStats>;
     }
     fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self> {
         self.0.with_policy(max_attempts, lease).map(CoreOnly)
-    }
-    fn now_ms(&self) -> u64 {
-        self.0.now_ms()
-    }
-    fn enqueue_with(
-        &self,
-        payload: impl AsRef<[u8]>,
-        options: &EnqueueOptions,
-    ) -> Result<MessageId> {
-        self.0.enqueue_with(payload, options)
-    }
-    fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>> {
-        self.0.enqueue_batch(payloads)
-    }
-    fn enqueue(&self, payload: impl AsRef<[u8]>) -> Result<MessageId> {
-        self.0.enqueue(payload)
-    }
-    fn enqueue_typed<T: serde::Serialize>(&self, value: &T) -> Result<MessageId> {
-        self.0.enqueue_typed(value)
-    }
-    fn lease(&self, max: usize) -> Result<Vec<Q::Message>> {
-        self.0.lease(max)
-    }
-    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Q::Message>> {
-        self.0.lease_wait(max, timeout)
-    }
-    fn ack_all(&self, msgs: &[Q::Message]) -> Result<()> {
-        self.0.ack_all(msgs)
-    }
-    fn ack(&self, msg: &Q::Message) -> Result<()> {
-        self.0.ack(msg)
-    }
-    fn ack_and_lease(&self, done: &Q::Message, max: usize) -> Result<Vec<Q::Message>> {
-        self.0.ack_and_lease(done, max)
-    }
-    fn extend(&self, msg: &Q::Message, visibility: Duration) -> Result<()> {
-        self.0.extend(msg, visibility)
-    }
-    fn retry(
-        &self,
-        msg: &Q::Message,
-        report: &FailureReport<'_>,
-        retry_at_ms: u64,
-    ) -> Result<FailureOutcome> {
-        self.0.retry(msg, report, retry_at_ms)
-    }
-    fn dead_letter(&self, msg: &Q::Message, report: &FailureReport<'_>) -> Result<()> {
-        self.0.dead_letter(msg, report)
-    }
-    fn stats(&self) -> Result<QueueStats> {
-        self.0.stats()
     }
 }
 

@@ -21,29 +21,13 @@ use crate::engine::Settle;
 use crate::error::Result;
 
 impl Delivery for Message {
-    #[inline]
-    fn id(&self) -> MessageId {
-        Message::id(self)
-    }
-    #[inline]
-    fn queue(&self) -> &str {
-        Message::queue(self)
-    }
-    #[inline]
-    fn attempt(&self) -> u32 {
-        Message::attempt(self)
-    }
-    #[inline]
-    fn payload(&self) -> &[u8] {
-        Message::payload(self)
-    }
-    #[inline]
-    fn enqueued_at_ms(&self) -> u64 {
-        Message::enqueued_at_ms(self)
-    }
-    #[inline]
-    fn attributes(&self) -> &BTreeMap<String, String> {
-        Message::attributes(self)
+    forward! { Message:
+        fn id(&self) -> MessageId;
+        fn queue(&self) -> &str;
+        fn attempt(&self) -> u32;
+        fn payload(&self) -> &[u8];
+        fn enqueued_at_ms(&self) -> u64;
+        fn attributes(&self) -> &BTreeMap<String, String>;
     }
 }
 
@@ -51,11 +35,20 @@ impl MessageQueue for Queue {
     type Message = Message;
     type Dlq = Dlq;
 
-    fn name(&self) -> &str {
-        Queue::name(self)
-    }
-    fn dlq(&self) -> Dlq {
-        Queue::dlq(self)
+    forward! { Queue:
+        fn name(&self) -> &str;
+        fn dlq(&self) -> Dlq;
+        fn enqueue_with(&self, payload: impl AsRef<[u8]>, options: &EnqueueOptions)
+            -> Result<MessageId>;
+        fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>>;
+        fn lease(&self, max: usize) -> Result<Vec<Message>>;
+        fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>>;
+        fn ack_all(&self, msgs: &[Message]) -> Result<()>;
+        fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>>;
+        fn extend(&self, msg: &Message, visibility: Duration) -> Result<()>;
+        fn retry(&self, msg: &Message, report: &FailureReport<'_>, retry_at_ms: u64)
+            -> Result<FailureOutcome>;
+        fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()>;
     }
     fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self> {
         let options = self
@@ -68,79 +61,24 @@ impl MessageQueue for Queue {
     fn now_ms(&self) -> u64 {
         self.store().now()
     }
-    #[inline]
-    fn enqueue_with(
-        &self,
-        payload: impl AsRef<[u8]>,
-        options: &EnqueueOptions,
-    ) -> Result<MessageId> {
-        Queue::enqueue_with(self, payload, options)
-    }
-    #[inline]
-    fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>> {
-        Queue::enqueue_batch(self, payloads)
-    }
-    #[inline]
-    fn lease(&self, max: usize) -> Result<Vec<Message>> {
-        Queue::lease(self, max)
-    }
-    #[inline]
-    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
-        Queue::lease_wait(self, max, timeout)
-    }
-    #[inline]
-    fn ack_all(&self, msgs: &[Message]) -> Result<()> {
-        Queue::ack_all(self, msgs)
-    }
-    #[inline]
-    fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
-        Queue::ack_and_lease(self, done, max)
-    }
-    #[inline]
-    fn extend(&self, msg: &Message, visibility: Duration) -> Result<()> {
-        Queue::extend(self, msg, visibility)
-    }
-    #[inline]
-    fn retry(
-        &self,
-        msg: &Message,
-        report: &FailureReport<'_>,
-        retry_at_ms: u64,
-    ) -> Result<FailureOutcome> {
-        Queue::retry(self, msg, report, retry_at_ms)
-    }
-    #[inline]
-    fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
-        Queue::dead_letter(self, msg, report)
-    }
     fn stats(&self) -> Result<QueueStats> {
         Ok(Queue::stats(self))
     }
 }
 
 impl WorkerQueue for Queue {
-    fn worker_handle(&self) -> Self {
-        Queue::worker_handle(self)
-    }
-    #[inline]
-    fn reserve_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
-        Queue::reserve_wait(self, max, timeout)
-    }
-    #[inline]
-    fn ack_and_reserve(&self, done: &[Message], max: usize) -> Result<(Vec<Message>, u64)> {
-        Queue::ack_and_reserve(self, done, max)
+    forward! { Queue:
+        fn worker_handle(&self) -> Self;
+        fn reserve_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>>;
+        fn ack_and_reserve(&self, done: &[Message], max: usize) -> Result<(Vec<Message>, u64)>;
+        fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)>;
+        fn release_unstarted(&self, msgs: &[Message]) -> Result<()>;
+        fn observe_handler(&self, duration: Duration);
+        fn observe_handlers(&self, durations: &[Duration]);
     }
     #[inline]
     fn wants_starts(&self) -> bool {
         self.store().engine().waits_for_sync()
-    }
-    #[inline]
-    fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {
-        Queue::start(self, next, done)
-    }
-    #[inline]
-    fn release_unstarted(&self, msgs: &[Message]) -> Result<()> {
-        Queue::release_unstarted(self, msgs)
     }
     fn retry_deferred(
         &self,
@@ -165,93 +103,40 @@ impl WorkerQueue for Queue {
     fn wake_consumers(&self) {
         self.store().wake_consumers()
     }
-    fn observe_handler(&self, duration: Duration) {
-        Queue::observe_handler(self, duration)
-    }
-    fn observe_handlers(&self, durations: &[Duration]) {
-        Queue::observe_handlers(self, durations)
-    }
 }
 
 impl DeadLetterQueue for Dlq {
-    fn name(&self) -> String {
-        Dlq::name(self)
-    }
-    fn queue_name(&self) -> &str {
-        Dlq::queue_name(self)
+    forward! { Dlq:
+        fn name(&self) -> String;
+        fn queue_name(&self) -> &str;
+        fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>>;
+        fn list_summaries(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetterSummary>>;
+        fn purge_matching(&self, filter: &Filter, older_than: Duration, include_pending: bool)
+            -> Result<u64>;
+        fn get(&self, id: MessageId) -> Result<DeadLetter>;
+        fn summary(&self, id: MessageId) -> Result<DeadLetterSummary>;
+        fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>>;
+        fn analyze(&self, filter: &Filter) -> Result<Analysis>;
+        fn failure_timeline(&self, until_ms: u64, hours: u32) -> Result<FailureTimeline>;
+        fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport>;
+        fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport>;
+        fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()>;
+        fn replay_corrected(&self, id: MessageId, payload: impl AsRef<[u8]>,
+            options: &ReplayOptions) -> Result<()>;
+        fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()>;
+        fn delete(&self, id: MessageId) -> Result<()>;
+        fn delete_matching(&self, filter: &Filter) -> Result<u64>;
+        fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64>;
+        fn on_threshold(&self, threshold: u64,
+            callback: impl Fn(&DlqAlert) + Send + Sync + 'static) -> Result<()>;
     }
     fn len(&self) -> Result<u64> {
         Ok(Dlq::len(self))
     }
-    fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
-        Dlq::list(self, filter, page)
-    }
-    fn list_summaries(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetterSummary>> {
-        Dlq::list_summaries(self, filter, page)
-    }
     fn fingerprints(&self) -> Result<Vec<FingerprintStats>> {
         Ok(Dlq::fingerprints(self))
     }
-    fn purge_matching(
-        &self,
-        filter: &Filter,
-        older_than: Duration,
-        include_pending: bool,
-    ) -> Result<u64> {
-        Dlq::purge_matching(self, filter, older_than, include_pending)
-    }
-    fn get(&self, id: MessageId) -> Result<DeadLetter> {
-        Dlq::get(self, id)
-    }
-    fn summary(&self, id: MessageId) -> Result<DeadLetterSummary> {
-        Dlq::summary(self, id)
-    }
-    fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
-        Dlq::ids(self, filter, limit)
-    }
     fn stats(&self) -> Result<DlqStats> {
         Ok(Dlq::stats(self))
-    }
-    fn analyze(&self, filter: &Filter) -> Result<Analysis> {
-        Dlq::analyze(self, filter)
-    }
-    fn failure_timeline(&self, until_ms: u64, hours: u32) -> Result<FailureTimeline> {
-        Dlq::failure_timeline(self, until_ms, hours)
-    }
-    fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
-        Dlq::replay(self, filter, options)
-    }
-    fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
-        Dlq::replay_ids(self, ids, options)
-    }
-    fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()> {
-        Dlq::replay_one(self, id, options)
-    }
-    fn replay_corrected(
-        &self,
-        id: MessageId,
-        payload: impl AsRef<[u8]>,
-        options: &ReplayOptions,
-    ) -> Result<()> {
-        Dlq::replay_corrected(self, id, payload, options)
-    }
-    fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()> {
-        Dlq::mark_reprocessed(self, id, success)
-    }
-    fn delete(&self, id: MessageId) -> Result<()> {
-        Dlq::delete(self, id)
-    }
-    fn delete_matching(&self, filter: &Filter) -> Result<u64> {
-        Dlq::delete_matching(self, filter)
-    }
-    fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
-        Dlq::purge(self, older_than, include_pending)
-    }
-    fn on_threshold(
-        &self,
-        threshold: u64,
-        callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
-    ) -> Result<()> {
-        Dlq::on_threshold(self, threshold, callback)
     }
 }

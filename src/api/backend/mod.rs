@@ -27,6 +27,33 @@
 //! [`Message`]: crate::Message
 //! [`Dlq`]: crate::Dlq
 
+/// Trait methods that only forward: `Type: fn name(&self, arg: T) -> R;` calls the
+/// inherent `Type::name(self, arg)`, and `.0: fn ...` calls `self.0.name(arg)` (a
+/// wrapper's inner queue), with the same arguments.
+macro_rules! forward {
+    (@fns $call:tt $(fn $name:ident $(<$g:ident: $bound:path>)?
+        (&self $(, $arg:ident: $ty:ty)*) $(-> $ret:ty)?;)*) => {
+        $(
+            #[inline]
+            fn $name $(<$g: $bound>)? (&self $(, $arg: $ty)*) $(-> $ret)? {
+                forward!(@call $call self, $name, $($arg),*)
+            }
+        )*
+    };
+    (@call [inherent $t:ident] $self:ident, $name:ident, $($arg:ident),*) => {
+        $t::$name($self $(, $arg)*)
+    };
+    (@call [inner] $self:ident, $name:ident, $($arg:ident),*) => {
+        $self.0.$name($($arg),*)
+    };
+    ($t:ident: $($fns:tt)*) => {
+        forward!(@fns [inherent $t] $($fns)*);
+    };
+    (.0: $($fns:tt)*) => {
+        forward!(@fns [inner] $($fns)*);
+    };
+}
+
 mod batching;
 mod contract;
 mod embedded;
