@@ -446,6 +446,16 @@ impl Store {
         self.inner.refused.lock().get(&id).copied().unwrap_or(0)
     }
 
+    /// [`Error::TooLarge`] for a payload of `len` bytes over the configured
+    /// `max_message_size`.
+    pub(crate) fn check_size(&self, len: usize) -> Result<()> {
+        let max = self.inner.config.max_message_size;
+        if len > max {
+            return Err(Error::TooLarge { size: len, max });
+        }
+        Ok(())
+    }
+
     /// The time now, by the configured clock.
     pub(crate) fn now(&self) -> u64 {
         self.inner.config.clock.now_ms()

@@ -16,10 +16,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::browse::status;
 use super::{Cursor, Dlq, Filter, Page};
 use crate::api::core::types::{EntryStatus, MessageId};
 use crate::engine::fingerprint::Fingerprint;
-use crate::engine::state::{DeadStatus, PastEntry};
+use crate::engine::state::PastEntry;
 use crate::error::{Error, Result};
 
 /// One entry of a DLQ at a past time: what the store keeps of it.
@@ -116,12 +117,7 @@ impl Dlq {
             worker: f.worker,
             attempts: f.attempts,
             generation: f.generation,
-            status: match p.status {
-                DeadStatus::Pending => EntryStatus::Pending,
-                DeadStatus::Reprocessed(success, at_ms) => {
-                    EntryStatus::Reprocessed { success, at_ms }
-                }
-            },
+            status: status(p.status),
         }
     }
 }

@@ -6,41 +6,22 @@ use std::time::Duration;
 use super::{Dlq, Filter};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
-use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
+use crate::engine::record::Op;
 use crate::engine::state::AuditAction;
-use crate::engine::wire;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 impl Dlq {
     /// Imports an exported entry into this DLQ (one record): payload, history and metadata
     /// are kept; the entry gets a new id in this store, which is returned. Its status is
     /// pending again. (To import many, once each, see [`crate::dlq::Importer`].)
     pub fn import(&self, entry: &DeadLetter) -> Result<MessageId> {
-        let max = self.store.config().max_message_size;
-        if entry.payload.len() > max {
-            return Err(Error::TooLarge {
-                size: entry.payload.len(),
-                max,
-            });
-        }
+        self.store.check_size(entry.payload.len())?;
         let at = self.store.now();
         self.store.commit_with(|st| {
             let id = st.next_id;
-            let meta = PutMeta {
-                id,
-                queue: self.queue,
-                enqueued_at: entry.metadata.enqueued_at_ms,
-                visible_at: 0,
-                expires_at: None,
-                attributes: entry.metadata.attributes.clone(),
-                idempotency_key: None,
-                cause: PutCause::Imported(Box::new(super::import::record_of(entry))),
-            };
-            let mut body = Vec::with_capacity(entry.payload.len() + 256);
-            wire::encode_put(&mut body, &meta, &entry.payload)?;
-            let payload = entry.payload.as_slice();
+            let put = super::import::imported_put(entry, id, self.queue)?;
             let audit = self.store.audit_record(at, AuditAction::Import, &[id])?;
-            Ok((vec![(body, Decoded::Put(Put { meta, payload })), audit], id))
+            Ok((vec![put, audit], id))
         })
     }
 
@@ -124,10 +105,7 @@ impl Dlq {
     /// Deletes entries dead-lettered more than `older_than` ago. Pending entries are kept
     /// unless `include_pending`. Returns how many were deleted.
     pub fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
-        let cutoff = self
-            .store
-            .now()
-            .saturating_sub(older_than.as_millis() as u64);
+        let cutoff = self.cutoff(older_than);
         let ids: Vec<MessageId> = {
             let st = self.store.engine().lock();
             st.queues[self.queue as usize]
@@ -150,14 +128,16 @@ impl Dlq {
         older_than: Duration,
         include_pending: bool,
     ) -> Result<u64> {
-        let cutoff = self
-            .store
-            .now()
-            .saturating_sub(older_than.as_millis() as u64);
-        match filter.purge_cutoff(cutoff, include_pending) {
+        match filter.purge_cutoff(self.cutoff(older_than), include_pending) {
             Some(f) => self.delete_matching_as(&f, AuditAction::Purge),
             None => Ok(0),
         }
+    }
+
+    /// The dead-lettering time before which an entry is older than `older_than` now.
+    fn cutoff(&self, older_than: Duration) -> u64 {
+        let now = self.store.now();
+        now.saturating_sub(older_than.as_millis() as u64)
     }
 
     /// Removes entries whose retention passed; returns how many. Compaction does this on

@@ -118,18 +118,12 @@ impl Importer {
     /// An entry over the store's maximum message size is [`Error::TooLarge`] and nothing of
     /// the batch is written.
     pub fn import_batch(&mut self, entries: &[DeadLetter]) -> Result<ImportReport> {
-        let max = self.store.config().max_message_size;
         let mut report = ImportReport::default();
         // Entries to write: the entry, its target's key, queue id and DLQ name, identity.
         let mut fresh: Vec<(&DeadLetter, String, QueueId, String, u128)> = Vec::new();
         let mut in_batch = HashSet::new();
         for entry in entries {
-            if entry.payload.len() > max {
-                return Err(Error::TooLarge {
-                    size: entry.payload.len(),
-                    max,
-                });
-            }
+            self.store.check_size(entry.payload.len())?;
             let key = self
                 .queue
                 .as_deref()
@@ -152,20 +146,7 @@ impl Importer {
             let mut batch: Batch<'_> = Vec::with_capacity(fresh.len() + 1);
             let mut ids = Vec::with_capacity(fresh.len());
             for (next, (entry, _, queue, _, _)) in (st.next_id..).zip(&fresh) {
-                let meta = PutMeta {
-                    id: next,
-                    queue: *queue,
-                    enqueued_at: entry.metadata.enqueued_at_ms,
-                    visible_at: 0,
-                    expires_at: None,
-                    attributes: entry.metadata.attributes.clone(),
-                    idempotency_key: None,
-                    cause: PutCause::Imported(Box::new(record_of(entry))),
-                };
-                let mut body = Vec::with_capacity(entry.payload.len() + 256);
-                wire::encode_put(&mut body, &meta, &entry.payload)?;
-                let payload = entry.payload.as_slice();
-                batch.push((body, Decoded::Put(Put { meta, payload })));
+                batch.push(imported_put(entry, next, *queue)?);
                 ids.push(next);
             }
             batch.push(self.store.audit_record(at, AuditAction::Import, &ids)?);
@@ -209,9 +190,31 @@ impl Importer {
     }
 }
 
+/// The payload record that imports `entry` as message `id` of DLQ `queue`.
+pub(super) fn imported_put(
+    entry: &DeadLetter,
+    id: MessageId,
+    queue: QueueId,
+) -> Result<(Vec<u8>, Decoded<'_>)> {
+    let meta = PutMeta {
+        id,
+        queue,
+        enqueued_at: entry.metadata.enqueued_at_ms,
+        visible_at: 0,
+        expires_at: None,
+        attributes: entry.metadata.attributes.clone(),
+        idempotency_key: None,
+        cause: PutCause::Imported(Box::new(record_of(entry))),
+    };
+    let mut body = Vec::with_capacity(entry.payload.len() + 256);
+    wire::encode_put(&mut body, &meta, &entry.payload)?;
+    let payload = entry.payload.as_slice();
+    Ok((body, Decoded::Put(Put { meta, payload })))
+}
+
 /// What an `Imported` record keeps of `entry`. Its original id is the one it had where it
 /// was first dead-lettered, through any number of exports and imports.
-pub(super) fn record_of(entry: &DeadLetter) -> ImportedRecord {
+fn record_of(entry: &DeadLetter) -> ImportedRecord {
     ImportedRecord {
         failure: entry.failure.clone(),
         dlq: entry.dlq.clone(),

@@ -5,11 +5,11 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-use super::Dlq;
-use super::Filter;
+use super::{Dlq, EntryRef, Filter};
+use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
 use crate::engine::op_entry;
-use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta};
+use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::{AuditAction, DeadStatus};
 use crate::engine::wire;
 use crate::error::{Error, Result};
@@ -101,6 +101,25 @@ impl ReplayOptions {
         /// Visible only after `delay`.
         delay(delay: Duration) => delay = delay;
     }
+
+    /// The target queue's id, the queue declared if new (`None`: each entry's own queue).
+    pub(crate) fn declare_target(&self, store: &Store) -> Result<Option<QueueId>> {
+        self.target.as_deref().map(|t| store.declare(t)).transpose()
+    }
+
+    /// True when entry `r` is marked reprocessed and these options do not `force`.
+    fn refuses(&self, r: &EntryRef) -> bool {
+        matches!(r.info.status, DeadStatus::Reprocessed(..)) && !self.force
+    }
+
+    /// The attempt count entry `r` is replayed with.
+    fn attempts_of(&self, r: &EntryRef) -> u32 {
+        if self.reset_attempts {
+            0
+        } else {
+            r.msg.attempts
+        }
+    }
 }
 
 /// What a replay did.
@@ -145,9 +164,7 @@ impl Dlq {
         let st = self.store.engine().lock();
         match self.entry_ref(&st, id) {
             Err(e) => e,
-            Ok(r) if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force => {
-                Error::AlreadyReprocessed(id)
-            }
+            Ok(r) if options.refuses(&r) => Error::AlreadyReprocessed(id),
             Ok(_) => Error::InvalidState {
                 id,
                 expected: "a DLQ entry",
@@ -157,16 +174,10 @@ impl Dlq {
 
     /// Replays the given entries, one record each, in one batch sharing one fsync.
     pub fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
-        let target = match &options.target {
-            Some(name) => Some(self.store.declare(name)?),
-            None => None,
-        };
+        let target = options.declare_target(&self.store)?;
         let now = self.store.now();
         let visible_at = now + options.delay.as_millis() as u64;
-        let mut report = ReplayReport {
-            dry_run: options.dry_run,
-            ..ReplayReport::default()
-        };
+        let mut report = ReplayReport::new(options.dry_run);
         let mut st = self.store.engine().lock();
         let mut batch = Vec::new();
         for &id in ids {
@@ -177,7 +188,7 @@ impl Dlq {
                     continue;
                 }
             };
-            if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
+            if options.refuses(&r) {
                 report
                     .failed
                     .push((id, Error::AlreadyReprocessed(id).to_string()));
@@ -189,11 +200,7 @@ impl Dlq {
                 queue: target.unwrap_or(r.msg.queue()),
                 at: now,
                 visible_at,
-                attempts: if options.reset_attempts {
-                    0
-                } else {
-                    r.msg.attempts
-                },
+                attempts: options.attempts_of(&r),
                 generation: r.generation + 1,
             })?);
         }
@@ -220,30 +227,17 @@ impl Dlq {
         options: &ReplayOptions,
     ) -> Result<()> {
         let payload = payload.as_ref();
-        let max = self.store.config().max_message_size;
-        if payload.len() > max {
-            return Err(Error::TooLarge {
-                size: payload.len(),
-                max,
-            });
-        }
-        let target = match &options.target {
-            Some(name) => Some(self.store.declare(name)?),
-            None => None,
-        };
+        self.store.check_size(payload.len())?;
+        let target = options.declare_target(&self.store)?;
         let now = self.store.now();
         self.store.commit_with(|st| {
             let r = self.entry_ref(st, id)?;
-            if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
+            if options.refuses(&r) {
                 return Err(Error::AlreadyReprocessed(id));
             }
             let (old_meta, old_payload, _) =
                 self.load_put(&mut self.store.engine().reader(), r.msg.payload_pos)?;
-            let attempts = if options.reset_attempts {
-                0
-            } else {
-                r.msg.attempts
-            };
+            let attempts = options.attempts_of(&r);
             let meta = PutMeta {
                 id,
                 queue: target.unwrap_or(r.msg.queue()),

@@ -16,7 +16,7 @@ use crate::engine::state::IdMap;
 use crate::error::Result;
 
 /// Counts of a DLQ.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DlqStats {
     /// The DLQ's name.
@@ -144,19 +144,7 @@ impl DlqStats {
     pub fn new(name: impl Into<String>) -> Self {
         DlqStats {
             name: name.into(),
-            total: 0,
-            pending: 0,
-            reprocessed: 0,
-            reprocessed_ok: 0,
-            reprocessed_failed: 0,
-            replayed: 0,
-            deleted: 0,
-            expired: 0,
-            oldest_age_ms: None,
-            newest_age_ms: None,
-            by_error_kind: BTreeMap::new(),
-            by_worker: BTreeMap::new(),
-            by_fingerprint: BTreeMap::new(),
+            ..Self::default()
         }
     }
 }

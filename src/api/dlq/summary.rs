@@ -9,13 +9,13 @@
 //! summary always equals the one [`DeadLetterSummary::from`] makes of the whole entry.
 
 use super::browse::status;
-use super::{Dlq, Filter, Page};
+use super::{Dlq, EntryRef, Filter, Page};
 use crate::api::core::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::record::PutCause;
-use crate::engine::state::{DeadStatus, State};
+use crate::engine::state::State;
 use crate::engine::wire;
 use crate::engine::RecordReader;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// What a listing shows of one DLQ entry: enough for a table a person pages through, and
 /// the payload. [`Dlq::list_summaries`] and [`Dlq::summary`] read it without the failure
@@ -84,16 +84,9 @@ impl From<DeadLetter> for DeadLetterSummary {
     }
 }
 
-/// What is needed to read one summary, copied out of the index.
-struct SummaryRef {
-    id: MessageId,
-    error_kind: String,
-    attempts: u32,
-    dead_at: u64,
-    status: DeadStatus,
-    envelope_pos: u64,
-    payload_pos: u64,
-}
+/// What is needed to read one summary, copied out of the index: the entry's place and
+/// its error kind.
+struct SummaryRef(EntryRef, String);
 
 impl Dlq {
     /// Summaries of the entries matching `filter`, oldest first, one page at a time: the
@@ -125,57 +118,46 @@ impl Dlq {
     }
 
     fn summary_ref(&self, st: &State, id: MessageId) -> Result<SummaryRef> {
-        let info = st.dead.get(&id).ok_or(Error::NotFound(id))?;
-        let msg = st.msgs.get(&id).ok_or(Error::NotFound(id))?;
-        if msg.queue() != self.queue {
-            return Err(Error::NotFound(id));
-        }
-        Ok(SummaryRef {
-            id,
-            error_kind: st.strings.name(info.kind).to_owned(),
-            attempts: msg.attempts,
-            dead_at: info.dead_at,
-            status: info.status,
-            envelope_pos: info.envelope_pos,
-            payload_pos: msg.payload_pos,
-        })
+        let r = self.entry_ref(st, id)?;
+        Ok(SummaryRef(r, st.strings.name(r.info.kind).to_owned()))
     }
 
     /// Reads the summary of `r` through `reader`.
     fn load_summary(
         &self,
         reader: &mut RecordReader<'_>,
-        r: SummaryRef,
+        SummaryRef(r, error_kind): SummaryRef,
     ) -> Result<DeadLetterSummary> {
         let engine = self.store.engine();
-        let (payload, error_message) = if r.envelope_pos == r.payload_pos {
+        let (envelope_pos, payload_pos) = (r.info.envelope_pos, r.msg.payload_pos);
+        let (payload, error_message) = if envelope_pos == payload_pos {
             // An imported entry: its envelope is in its payload record.
-            let (meta, payload, _) = self.load_put(reader, r.payload_pos)?;
+            let (meta, payload, _) = self.load_put(reader, payload_pos)?;
             match meta.cause {
                 PutCause::Imported(entry) => (payload, entry.failure.error_message),
-                _ => return Err(engine.bad_content(r.envelope_pos)),
+                _ => return Err(engine.bad_content(envelope_pos)),
             }
         } else {
-            let (version, body) = reader.read(r.payload_pos)?;
+            let (version, body) = reader.read(payload_pos)?;
             let payload = wire::put_payload(version, body)
                 .ok()
                 .and_then(|range| body.get(range))
-                .ok_or_else(|| engine.bad_content(r.payload_pos))?
+                .ok_or_else(|| engine.bad_content(payload_pos))?
                 .to_vec();
-            let (version, body) = reader.read(r.envelope_pos)?;
+            let (version, body) = reader.read(envelope_pos)?;
             let message = match wire::dead_letter_error(version, body) {
                 Ok(Some((id, message))) if id == r.id => message.to_owned(),
-                _ => return Err(engine.bad_content(r.envelope_pos)),
+                _ => return Err(engine.bad_content(envelope_pos)),
             };
             (payload, message)
         };
         Ok(DeadLetterSummary {
             id: r.id,
-            error_kind: r.error_kind,
+            error_kind,
             error_message,
-            attempts: r.attempts,
-            dead_lettered_at_ms: r.dead_at,
-            status: status(r.status),
+            attempts: r.msg.attempts,
+            dead_lettered_at_ms: r.info.dead_at,
+            status: status(r.info.status),
             payload,
         })
     }

@@ -277,10 +277,7 @@ impl Dlq {
     ) -> Result<GuardedReplay> {
         let (canary, growth_permille, max_failure_permille) = options.checked()?;
         let store = self.store();
-        let target = match &options.replay.target {
-            Some(name) => Some(store.declare(name)?),
-            None => None,
-        };
+        let target = options.replay.declare_target(store)?;
         let mut seen = std::collections::HashSet::with_capacity(ids.len());
         let ids: Vec<MessageId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
         let dlq = self.queue_id();

@@ -35,7 +35,7 @@ pub use message::{EnqueueOptions, Message};
 pub use outcome::{FailureOutcome, FailureReport};
 
 /// Counts of a queue and its DLQ.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct QueueStats {
     /// Queue name.
@@ -65,10 +65,7 @@ impl QueueStats {
         QueueStats {
             name: name.into(),
             dlq_name: dlq_name.into(),
-            counts: QueueCounters::default(),
-            dlq_size: 0,
-            oldest_ready_at_ms: None,
-            refused: 0,
+            ..Self::default()
         }
     }
 }
@@ -202,7 +199,6 @@ impl Queue {
         payloads: impl Iterator<Item = &'p [u8]>,
         options: &EnqueueOptions,
     ) -> Result<Vec<MessageId>> {
-        let max = self.store.config().max_message_size;
         let now = self.store.now();
         let defaults = self.store.queue_options(self.id);
         let ttl = options.ttl.or(defaults.default_ttl);
@@ -243,12 +239,7 @@ impl Queue {
                 .map(|(k, v)| k.len() + v.len() + 2)
                 .sum::<usize>();
         for (next, payload) in (st.next_id..).zip(payloads) {
-            if payload.len() > max {
-                return Err(Error::TooLarge {
-                    size: payload.len(),
-                    max,
-                });
-            }
+            self.store.check_size(payload.len())?;
             let meta = PutMeta {
                 id: next,
                 queue: self.id,
