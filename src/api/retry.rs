@@ -176,36 +176,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shapes_and_cap() {
-        let ms = Duration::from_millis;
-        let e = Retry::exponential(ms(100)).no_jitter().cap(ms(1000));
-        assert_eq!(
-            (1..=6).map(|a| e.delay(a)).collect::<Vec<_>>(),
-            vec![ms(100), ms(200), ms(400), ms(800), ms(1000), ms(1000)]
-        );
-        let l = Retry::linear(ms(100)).no_jitter();
-        assert_eq!(l.delay(3), ms(300));
-        let f = Retry::fixed(ms(50)).no_jitter();
-        assert_eq!(f.delay(9), ms(50));
-        assert_eq!(
-            Retry::exponential(ms(1)).no_jitter().delay(200),
-            Duration::from_secs(300)
-        );
-    }
-
-    #[test]
-    fn full_jitter_stays_within_the_delay() {
-        let r = Retry::exponential(Duration::from_millis(100));
-        let mut seen_small = false;
-        for _ in 0..1000 {
-            let d = r.delay(3);
-            assert!(d <= Duration::from_millis(400));
-            seen_small |= d < Duration::from_millis(200);
-        }
-        assert!(seen_small, "jitter never went below half the delay");
-    }
-
-    #[test]
     fn a_seeded_generator_gives_the_same_delays_again() {
         let r = Retry::exponential(Duration::from_millis(1000)).jitter_seed(42);
         let draw = |index| {

@@ -26,7 +26,8 @@
 //! - `templates`: message templates and fingerprints, rule by rule;
 //! - `audit_trail`: who changed a DLQ, and a message's whole life after compaction;
 //! - `id_sets`: the audit trail's sets of ids, as runs;
-//! - `time_travel`: a DLQ as of a past time.
+//! - `time_travel`: a DLQ as of a past time;
+//! - `policies`: the worker pool's classifier rules and retry delays.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -47,6 +48,7 @@ mod id_sets;
 mod idempotency;
 mod lease_in_order;
 mod live_store;
+mod policies;
 mod queue_limit;
 mod reopen_delivers_once;
 mod replay;

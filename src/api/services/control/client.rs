@@ -15,6 +15,17 @@ use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::api::queue::EnqueueOptions;
 use crate::error::{Error, Result};
 
+/// Sends `$request` on `$client` and takes from its reply what `$pattern` matches, as
+/// `$value` (see [`Client::ask`]).
+macro_rules! ask {
+    ($client:expr, $request:expr, $pattern:pat => $value:expr) => {
+        $client.ask($request, |reply| match reply {
+            $pattern => Ok($value),
+            other => Err(other),
+        })
+    };
+}
+
 /// How long a client waits for a reply: a large replay or import batch is carried out,
 /// and made durable, before the owner answers.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(600);
@@ -88,10 +99,8 @@ impl Client {
             conn: Mutex::new((BufReader::new(stream), writer)),
             owner_pid: 0,
         };
-        let (protocol, pid) = client.ask(&Request::Hello { actor }, |reply| match reply {
-            Reply::Hello { protocol, pid } => Ok((protocol, pid)),
-            other => Err(other),
-        })?;
+        let (protocol, pid) = ask!(client, &Request::Hello { actor },
+            Reply::Hello { protocol, pid } => (protocol, pid))?;
         if protocol != PROTOCOL_VERSION {
             return Err(no_owner(format!(
                 "the owner speaks control protocol version {protocol}, this build \
@@ -122,10 +131,7 @@ impl Client {
             ttl_ms: options.ttl.map(|d| d.as_millis() as u64),
             idempotency_key: options.idempotency_key.clone(),
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Enqueued { id } => Ok(id),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Enqueued { id } => id)
     }
 
     /// Replays entries `ids` of DLQ `dlq` (`Dlq::replay_ids` in the owner). A target queue
@@ -147,10 +153,7 @@ impl Client {
             delay_ms: options.delay.as_millis() as u64,
             dry_run: options.dry_run,
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Replayed(report) => Ok(report),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Replayed(report) => report)
     }
 
     /// Starts a guarded replay of entries `ids` of DLQ `dlq` (`Dlq::replay_guarded_ids` in
@@ -176,38 +179,26 @@ impl Client {
             rate_per_sec: options.rate_per_sec,
             selection: options.selection.clone(),
         };
-        self.guarded(&request)
+        ask!(self, &request, Reply::Guarded(report) => *report)
     }
 
     /// Pauses guarded replay `id` (`Store::pause_guarded_replay` in the owner).
     pub fn pause_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
-        self.guarded(&Request::GuardedStep {
-            id,
-            step: GuardedStep::Pause,
-        })
+        self.step(id, GuardedStep::Pause)
     }
 
     /// Resumes guarded replay `id` (`Store::resume_guarded_replay` in the owner).
     pub fn resume_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
-        self.guarded(&Request::GuardedStep {
-            id,
-            step: GuardedStep::Resume,
-        })
+        self.step(id, GuardedStep::Resume)
     }
 
     /// Cancels guarded replay `id` (`Store::cancel_guarded_replay` in the owner).
     pub fn cancel_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
-        self.guarded(&Request::GuardedStep {
-            id,
-            step: GuardedStep::Cancel,
-        })
+        self.step(id, GuardedStep::Cancel)
     }
 
-    fn guarded(&self, request: &Request) -> Result<GuardedReplay> {
-        self.ask(request, |reply| match reply {
-            Reply::Guarded(report) => Ok(*report),
-            other => Err(other),
-        })
+    fn step(&self, id: u64, step: GuardedStep) -> Result<GuardedReplay> {
+        ask!(self, &Request::GuardedStep { id, step }, Reply::Guarded(report) => *report)
     }
 
     /// Replays entry `id` of DLQ `dlq` with a corrected payload (`Dlq::replay_corrected`
@@ -228,10 +219,7 @@ impl Client {
             force: options.force,
             delay_ms: options.delay.as_millis() as u64,
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Done => Ok(()),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Done => ())
     }
 
     /// Deletes those of entries `ids` still in DLQ `dlq` (one record); returns them.
@@ -240,10 +228,7 @@ impl Client {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Deleted { deleted } => Ok(deleted),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Deleted { deleted } => deleted)
     }
 
     /// Purges DLQ `dlq` (`Dlq::purge` in the owner, by the owner's clock).
@@ -253,10 +238,7 @@ impl Client {
             older_than_ms: older_than.as_millis() as u64,
             include_pending,
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Purged { deleted } => Ok(deleted),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Purged { deleted } => deleted)
     }
 
     /// Marks entries `ids` of DLQ `dlq` reprocessed with outcome `success`; returns those
@@ -272,10 +254,7 @@ impl Client {
             ids: ids.to_vec(),
             success,
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Marked { marked, failed } => Ok(MarkReport { marked, failed }),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Marked { marked, failed } => MarkReport { marked, failed })
     }
 
     /// Imports exported entries into `queue`'s DLQ (created if missing) or, without one,
@@ -286,10 +265,7 @@ impl Client {
             queue: queue.map(str::to_string),
             entries: entries.to_vec(),
         };
-        self.ask(&request, |reply| match reply {
-            Reply::Imported(report) => Ok(report),
-            other => Err(other),
-        })
+        ask!(self, &request, Reply::Imported(report) => report)
     }
 
     /// Sends `request` and takes from its reply what `expected` accepts; any other reply
