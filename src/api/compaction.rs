@@ -24,6 +24,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 use std::time::Instant;
 
 use crate::api::core::store::Store;
+use crate::api::dlq::retention_passed;
 use crate::engine::compaction::{note_hold, CompactionReport};
 use crate::engine::envelope::MessageId;
 use crate::engine::op_entry;
@@ -137,12 +138,7 @@ fn expire_retention(store: &Store, now: u64, report: &mut CompactionReport) -> R
                 for (&(at, id), _) in range.take(scan_step) {
                     seen += 1;
                     after = Some((at, id));
-                    if st
-                        .dead
-                        .get(&id)
-                        .and_then(|d| d.expires_at)
-                        .is_some_and(|t| t <= now)
-                    {
+                    if retention_passed(&st, &id, now) {
                         due.push(id);
                     }
                 }
@@ -174,12 +170,7 @@ fn delete_expired_entries(
     let removed = store.commit_with(|st| {
         let ids: Vec<MessageId> = ids
             .into_iter()
-            .filter(|id| {
-                st.dead
-                    .get(id)
-                    .and_then(|d| d.expires_at)
-                    .is_some_and(|t| t <= now)
-            })
+            .filter(|id| retention_passed(st, id, now))
             .collect();
         if ids.is_empty() {
             return Ok((Vec::new(), 0));

@@ -204,86 +204,41 @@ enum MetricValue {
     Seconds(Option<u64>),
 }
 
-const FAMILIES: &[Family] = &[
-    Family {
-        name: "deadletter_queue_depth",
-        kind: "gauge",
-        help: "Messages waiting in the queue (visible now or later).",
-        value: |q| MetricValue::Count(q.depth),
-    },
-    Family {
-        name: "deadletter_queue_in_flight",
-        kind: "gauge",
-        help: "Messages leased to a consumer and not yet acknowledged.",
-        value: |q| MetricValue::Count(q.in_flight),
-    },
-    Family {
-        name: "deadletter_enqueued_total",
-        kind: "counter",
-        help: "Messages enqueued.",
-        value: |q| MetricValue::Count(q.enqueued),
-    },
-    Family {
-        name: "deadletter_acked_total",
-        kind: "counter",
-        help: "Messages acknowledged.",
-        value: |q| MetricValue::Count(q.acked),
-    },
-    Family {
-        name: "deadletter_retried_total",
-        kind: "counter",
-        help: "Failed deliveries that were retried.",
-        value: |q| MetricValue::Count(q.retried),
-    },
-    Family {
-        name: "deadletter_dead_lettered_total",
-        kind: "counter",
-        help: "Messages moved to the dead letter queue.",
-        value: |q| MetricValue::Count(q.dead_lettered),
-    },
-    Family {
-        name: "deadletter_expired_total",
-        kind: "counter",
-        help: "Messages whose time to live passed.",
-        value: |q| MetricValue::Count(q.expired),
-    },
-    Family {
-        name: "deadletter_enqueue_refused_total",
-        kind: "counter",
-        help: "Enqueues refused because the queue held its limit of pending messages.",
-        value: |q| MetricValue::Count(q.refused),
-    },
-    Family {
-        name: "deadletter_dlq_size",
-        kind: "gauge",
-        help: "Entries in the dead letter queue.",
-        value: |q| MetricValue::Count(q.dlq_size),
-    },
-    Family {
-        name: "deadletter_dlq_pending",
-        kind: "gauge",
-        help: "Dead letter entries not dealt with yet.",
-        value: |q| MetricValue::Count(q.dlq_pending),
-    },
-    Family {
-        name: "deadletter_dlq_replayed_total",
-        kind: "counter",
-        help: "Dead letter entries replayed to a queue.",
-        value: |q| MetricValue::Count(q.dlq_replayed),
-    },
-    Family {
-        name: "deadletter_oldest_message_age_seconds",
-        kind: "gauge",
-        help: "How long the oldest waiting message has been visible without being consumed.",
-        value: |q| MetricValue::Seconds(q.oldest_message_age_ms),
-    },
-    Family {
-        name: "deadletter_dlq_oldest_age_seconds",
-        kind: "gauge",
-        help: "Age of the oldest dead letter entry.",
-        value: |q| MetricValue::Seconds(q.dlq_oldest_age_ms),
-    },
-];
+/// Builds [`FAMILIES`] from lines `name: kind, Value(field), help;`: the metric's name and
+/// type, how its value is read from a queue's [`QueueMetrics`], and its help text.
+macro_rules! families {
+    ($($name:ident: $kind:ident, $value:ident($field:ident), $help:literal;)*) => {
+        &[$(Family {
+            name: stringify!($name),
+            kind: stringify!($kind),
+            help: $help,
+            value: |q| MetricValue::$value(q.$field),
+        }),*]
+    };
+}
+
+const FAMILIES: &[Family] = families! {
+    deadletter_queue_depth: gauge, Count(depth),
+        "Messages waiting in the queue (visible now or later).";
+    deadletter_queue_in_flight: gauge, Count(in_flight),
+        "Messages leased to a consumer and not yet acknowledged.";
+    deadletter_enqueued_total: counter, Count(enqueued), "Messages enqueued.";
+    deadletter_acked_total: counter, Count(acked), "Messages acknowledged.";
+    deadletter_retried_total: counter, Count(retried), "Failed deliveries that were retried.";
+    deadletter_dead_lettered_total: counter, Count(dead_lettered),
+        "Messages moved to the dead letter queue.";
+    deadletter_expired_total: counter, Count(expired), "Messages whose time to live passed.";
+    deadletter_enqueue_refused_total: counter, Count(refused),
+        "Enqueues refused because the queue held its limit of pending messages.";
+    deadletter_dlq_size: gauge, Count(dlq_size), "Entries in the dead letter queue.";
+    deadletter_dlq_pending: gauge, Count(dlq_pending), "Dead letter entries not dealt with yet.";
+    deadletter_dlq_replayed_total: counter, Count(dlq_replayed),
+        "Dead letter entries replayed to a queue.";
+    deadletter_oldest_message_age_seconds: gauge, Seconds(oldest_message_age_ms),
+        "How long the oldest waiting message has been visible without being consumed.";
+    deadletter_dlq_oldest_age_seconds: gauge, Seconds(dlq_oldest_age_ms),
+        "Age of the oldest dead letter entry.";
+};
 
 impl Metrics {
     /// The names of the metric families [`Metrics::to_prometheus`] writes, in order.

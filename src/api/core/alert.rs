@@ -118,28 +118,14 @@ impl Alerts {
             }
             let st = state();
             for hook in hooks.iter_mut() {
-                let size = st
-                    .queues
-                    .get(hook.queue as usize)
-                    .map(|q| q.dlq_order.len() as u64)
-                    .unwrap_or(0);
+                let queue = st.queues.get(hook.queue as usize);
+                let size = queue.map_or(0, |q| q.dlq_order.len() as u64);
                 let above = size >= hook.threshold;
                 if above != hook.above {
                     hook.above = above;
-                    let name = st
-                        .queues
-                        .get(hook.queue as usize)
-                        .map(|q| dlq_name(&q.name))
-                        .unwrap_or_default();
-                    fired.push((
-                        Arc::clone(&hook.callback),
-                        DlqAlert {
-                            dlq: name,
-                            size,
-                            threshold: hook.threshold,
-                            above,
-                        },
-                    ));
+                    let name = queue.map(|q| dlq_name(&q.name)).unwrap_or_default();
+                    let alert = DlqAlert::new(name, size, hook.threshold, above);
+                    fired.push((Arc::clone(&hook.callback), alert));
                 }
             }
         }

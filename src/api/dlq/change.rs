@@ -7,7 +7,7 @@ use super::{Dlq, Filter};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::engine::op_entry;
 use crate::engine::record::Op;
-use crate::engine::state::AuditAction;
+use crate::engine::state::{AuditAction, State};
 use crate::error::Result;
 
 impl Dlq {
@@ -152,15 +152,16 @@ impl Dlq {
             st.queues[self.queue as usize]
                 .dlq_order
                 .keys()
-                .filter(|(_, id)| {
-                    st.dead
-                        .get(id)
-                        .and_then(|d| d.expires_at)
-                        .is_some_and(|t| t <= now)
-                })
+                .filter(|(_, id)| retention_passed(&st, id, now))
                 .map(|(_, id)| id)
                 .collect()
         };
         self.delete_ids(&ids, None)
     }
+}
+
+/// True when DLQ entry `id` is past its retention at `now`.
+pub(crate) fn retention_passed(st: &State, id: &MessageId, now: u64) -> bool {
+    let expires_at = st.dead.get(id).and_then(|d| d.expires_at);
+    expires_at.is_some_and(|t| t <= now)
 }

@@ -33,6 +33,7 @@ use crate::engine::state::{DeadInfo, Msg};
 use crate::error::{Error, Result};
 
 pub use as_of::{DlqAsOf, PastDlqEntry, PastDlqStats};
+pub(crate) use change::retention_passed;
 pub use filter::{Cursor, EntryPredicate, Filter, Page};
 pub use fingerprints::FingerprintStats;
 pub use import::{ImportReport, ImportedEntry, Importer};

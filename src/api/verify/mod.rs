@@ -149,7 +149,7 @@ pub fn verify_with(
         let last = i + 1 == bases.len();
         let name = crate::storage::segment::segment_name(base);
         let path = dir.join(&name);
-        let (seg, read) = match segment::read_file(&path) {
+        let (seg, read) = match std::fs::read(&path) {
             Ok(bytes) => {
                 let seg = segment::check_segment(&name, base, &bytes, last, options);
                 (seg, bytes.len() as u64)

@@ -4,10 +4,6 @@
 //! an entry that cannot be read (a directory named like a segment, a read error) is reported
 //! against itself ([`unreadable`]).
 
-use std::fs::File;
-use std::io::Read;
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use super::options::VerifyOptions;
@@ -135,28 +131,33 @@ pub(super) fn unreadable(name: &str, base: u64, last: bool, e: &std::io::Error) 
         HeaderStatus::Unreadable
     };
     SegmentReport {
-        file: name.to_string(),
-        base,
-        file_len: 0,
-        declared_len: None,
         header,
-        version: None,
-        last,
-        empty: false,
-        records: 0,
-        record_bytes: 0,
-        end: base,
-        torn_tail: None,
-        damaged: Vec::new(),
         error: Some(e.to_string()),
+        ..SegmentReport::nothing_read(name, base, last)
     }
 }
 
-pub(super) fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut file = File::open(path)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+impl SegmentReport {
+    /// The report of segment `name` at `base` before anything of it is read: no records,
+    /// no damage, ending where it starts.
+    fn nothing_read(name: &str, base: u64, last: bool) -> SegmentReport {
+        SegmentReport {
+            file: name.to_string(),
+            base,
+            file_len: 0,
+            declared_len: None,
+            header: HeaderStatus::Ok,
+            version: None,
+            last,
+            empty: false,
+            records: 0,
+            record_bytes: 0,
+            end: base,
+            torn_tail: None,
+            damaged: Vec::new(),
+            error: None,
+        }
+    }
 }
 
 /// Checks one segment's bytes.
@@ -168,20 +169,9 @@ pub(super) fn check_segment(
     options: &VerifyOptions,
 ) -> SegmentReport {
     let mut seg = SegmentReport {
-        file: name.to_string(),
-        base,
         file_len: bytes.len() as u64,
-        declared_len: None,
-        header: HeaderStatus::Ok,
-        version: None,
-        last,
         empty: bytes.iter().all(|&b| b == 0),
-        records: 0,
-        record_bytes: 0,
-        end: base,
-        torn_tail: None,
-        damaged: Vec::new(),
-        error: None,
+        ..SegmentReport::nothing_read(name, base, last)
     };
     (seg.header, seg.version) = match format::decode_segment_header(bytes, FORMAT_VERSION) {
         Ok(h) if h.base == base => {
