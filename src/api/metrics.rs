@@ -99,7 +99,6 @@ pub struct QueueMetrics {
 /// use deadletter::{Config, Failure, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-metrics-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -117,8 +116,7 @@ pub struct QueueMetrics {
 /// assert!(text.contains(r#"deadletter_dlq_size{queue="orders",dlq="orders-dlq"} 1"#));
 /// # drop((orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -53,7 +53,6 @@ impl Store {
     /// ```
     /// use deadletter::{Config, Error, Store};
     ///
-    /// # fn main() -> deadletter::Result<()> {
     /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-ro-{}", std::process::id()));
     /// # let _ = std::fs::remove_dir_all(&dir);
     /// let owner = Store::open(&dir, Config::fast())?;
@@ -68,8 +67,7 @@ impl Store {
     /// assert!(matches!(err, Error::ReadOnly { .. }));
     /// # drop((snapshot, owner));
     /// # std::fs::remove_dir_all(&dir).ok();
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), deadletter::Error>(())
     /// ```
     pub fn open_read_only(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
         config.validate()?;

@@ -123,7 +123,6 @@ pub struct ShutdownReport {
 /// use deadletter::{Config, Failure, Message, Store, WorkerPool};
 /// use deadletter::pool::Retry;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-pool-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -144,8 +143,7 @@ pub struct ShutdownReport {
 /// assert_eq!(orders.dlq().len(), 1);
 /// # drop((orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct WorkerPool<Q: WorkerQueue = Queue> {
@@ -248,7 +246,6 @@ struct Shared<Q: WorkerQueue> {
 /// use deadletter::{Config, Failure, Message, Store, WorkerPool};
 /// use deadletter::pool::Retry;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-running-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -282,8 +279,7 @@ struct Shared<Q: WorkerQueue> {
 /// assert!(report.drained); // every running handler finished before the deadline
 /// # drop((emails, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 pub struct RunningPool<Q: WorkerQueue = Queue> {
     shared: Arc<Shared<Q>>,

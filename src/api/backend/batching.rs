@@ -57,7 +57,6 @@ use crate::error::{Error, Result};
 /// use deadletter::MessageQueue;
 /// use deadletter::backend::CoreOnly;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-batching-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -79,8 +78,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(orders.dlq().len(), 1);
 /// # drop((orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 pub trait WorkerQueue: MessageQueue {
     /// A handle on the same queue for one worker thread of a pool. The default is a

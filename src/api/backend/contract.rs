@@ -68,7 +68,6 @@ use crate::error::{Error, Result};
 ///     Ok(handled)
 /// }
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-backend-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -78,8 +77,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(orders.dlq().len(), 1);
 /// # drop((orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 pub trait Delivery: Clone + Send + Sync + 'static {
     /// The message id: stable for the message's whole life, replays included.

@@ -22,7 +22,6 @@ use crate::engine::state::State;
 /// use deadletter::dlq::DlqAlert;
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-alert-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -47,8 +46,7 @@ use crate::engine::state::State;
 /// assert_eq!((seen[1].size, seen[1].above), (1, false));
 /// # drop((seen, orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

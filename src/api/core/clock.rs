@@ -36,7 +36,6 @@ impl Clock for SystemClock {
 /// use deadletter::clock::{Clock, ManualClock};
 /// use deadletter::queue::EnqueueOptions;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-clock-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let clock = ManualClock::new(1_700_000_000_000); // ms since the Unix epoch
@@ -51,8 +50,7 @@ impl Clock for SystemClock {
 /// assert_eq!(clock.now_ms(), 1_700_003_600_000);
 /// # drop((reminders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ManualClock {

@@ -90,7 +90,6 @@ pub(crate) struct Services {
 /// ```
 /// use deadletter::{Config, Store};
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// let dir = std::env::temp_dir().join(format!("deadletter-doc-store-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::default())?;
@@ -106,8 +105,7 @@ pub(crate) struct Services {
 /// assert_eq!(store.existing_queue("orders")?.len(), 1);
 /// # drop(store);
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Store {

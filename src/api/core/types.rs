@@ -63,7 +63,6 @@ pub enum FailureClass {
 ///     Ok(())
 /// }
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-failure-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -84,8 +83,7 @@ pub enum FailureClass {
 /// assert_eq!(timeout.failure.error_message, "the bank did not answer");
 /// # drop((dlq, payments, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {

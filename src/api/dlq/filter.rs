@@ -22,7 +22,6 @@ use crate::engine::state::{EntrySummary, State};
 /// use deadletter::clock::ManualClock;
 /// use deadletter::queue::{EnqueueOptions, FailureReport};
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-filter-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let t0 = 1_700_000_000_000;
@@ -58,8 +57,7 @@ use crate::engine::state::{EntrySummary, State};
 /// assert_eq!(dlq.len(), 2);
 /// # drop((dlq, orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -366,7 +364,6 @@ impl Cursor {
 /// use deadletter::dlq::Cursor;
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-page-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -401,8 +398,7 @@ impl Cursor {
 /// assert_eq!(previous[9].id(), second[0].id() - 1);
 /// # drop((dlq, jobs, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -147,7 +147,6 @@ impl Dlq {
     /// use deadletter::{Config, Failure, Filter, Page, Store};
     /// use deadletter::queue::FailureReport;
     ///
-    /// # fn main() -> deadletter::Result<()> {
     /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-fp-{}", std::process::id()));
     /// # let _ = std::fs::remove_dir_all(&dir);
     /// let store = Store::open(&dir, Config::fast())?;
@@ -168,8 +167,7 @@ impl Dlq {
     /// assert_eq!(dlq.delete_matching(&same)?, 3);
     /// # drop((dlq, orders, store));
     /// # std::fs::remove_dir_all(&dir).ok();
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), deadletter::Error>(())
     /// ```
     pub fn fingerprints(&self) -> Vec<FingerprintStats> {
         let now = self.store.now();

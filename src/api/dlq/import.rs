@@ -34,7 +34,6 @@ use super::{Filter, Page};
 /// use deadletter::{Config, Failure, Filter, Page, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let base = std::env::temp_dir().join(format!("deadletter-doc-import-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&base);
 /// let source = Store::open(base.join("a"), Config::fast())?;
@@ -54,8 +53,7 @@ use super::{Filter, Page};
 /// assert_eq!(target.dlq("orders-dlq")?.len(), 2);
 /// # drop((orders, source, target));
 /// # std::fs::remove_dir_all(&base).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 pub struct Importer {
     store: Store,

@@ -52,7 +52,6 @@ pub use timeline::{FailureTimeline, HISTORY_HOURS};
 /// use deadletter::{Config, Failure, Filter, Page, ReplayOptions, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-dlq-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -82,8 +81,7 @@ pub use timeline::{FailureTimeline, HISTORY_HOURS};
 /// assert_eq!(orders.len(), 3);
 /// # drop((dlq, orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Dlq {

@@ -23,7 +23,6 @@ use crate::error::{Error, Result};
 /// use deadletter::{Config, Failure, Filter, ReplayOptions, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-replay-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -57,8 +56,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(store.existing_queue("orders-manual")?.len(), 1);
 /// # drop((dlq, orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]

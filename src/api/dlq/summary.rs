@@ -27,7 +27,6 @@ use crate::error::Result;
 /// use deadletter::{Config, Failure, Filter, Page, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-summary-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -47,8 +46,7 @@ use crate::error::Result;
 /// assert_eq!(whole.failure.error_message, page[1].error_message);
 /// # drop((dlq, orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

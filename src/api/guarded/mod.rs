@@ -37,7 +37,6 @@ use crate::error::{Error, Result};
 /// use deadletter::queue::FailureReport;
 /// use deadletter::replay::{GuardedReplayOptions, GuardedReplayState};
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-guarded-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -65,8 +64,7 @@ use crate::error::{Error, Result};
 /// assert_eq!((done.state, done.succeeded), (GuardedReplayState::Completed, 5));
 /// # drop((orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

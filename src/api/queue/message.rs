@@ -20,7 +20,6 @@ use crate::storage::log::Record;
 /// use deadletter::clock::ManualClock;
 /// use deadletter::queue::EnqueueOptions;
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-enqueue-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let clock = ManualClock::new(1_700_000_000_000);
@@ -49,8 +48,7 @@ use crate::storage::log::Record;
 /// assert_eq!(payments.lease(10)?[0].payload(), b"reminder");
 /// # drop((now, payments, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -102,7 +100,6 @@ impl EnqueueOptions {
 ///     quantity: u32,
 /// }
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-message-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let clock = ManualClock::new(1_700_000_000_000);
@@ -123,8 +120,7 @@ impl EnqueueOptions {
 /// orders.ack_all(&batch)?;
 /// # drop((batch, orders, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Message {

@@ -81,7 +81,6 @@ impl QueueStats {
 /// use deadletter::{Config, Failure, Store};
 /// use deadletter::queue::{FailureOutcome, FailureReport, QueueOptions};
 ///
-/// # fn main() -> deadletter::Result<()> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-queue-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let store = Store::open(&dir, Config::fast())?;
@@ -107,8 +106,7 @@ impl QueueStats {
 /// assert_eq!(emails.dlq().len(), 1);
 /// # drop((emails, store));
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Queue {

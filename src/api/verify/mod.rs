@@ -64,7 +64,6 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 /// use deadletter::{Config, Store};
 /// use deadletter::verify::verify;
 ///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-verify-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let config = Config::default().segment_size(1 << 20).max_message_size(64 << 10);
@@ -88,8 +87,7 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 /// drop(Store::open(&dir, config)?);
 /// assert!(verify(&dir)?.torn_tail().is_none());
 /// # std::fs::remove_dir_all(&dir).ok();
-/// # Ok(())
-/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
     verify_with(dir, &VerifyOptions::default(), |_| {})

@@ -26,7 +26,6 @@
 //! use deadletter::{Config, Store};
 //! use deadletter::queue::EnqueueOptions;
 //!
-//! # fn main() -> deadletter::Result<()> {
 //! # let dir = std::env::temp_dir().join(format!("deadletter-doc-control-{}", std::process::id()));
 //! # let _ = std::fs::remove_dir_all(&dir);
 //! let owner = Store::open(&dir, Config::fast().control_socket(true))?;
@@ -40,8 +39,7 @@
 //! # let _ = id;
 //! # drop((client, owner));
 //! # std::fs::remove_dir_all(&dir).ok();
-//! # Ok(())
-//! # }
+//! # Ok::<(), deadletter::Error>(())
 //! ```
 
 mod client;
