@@ -99,8 +99,7 @@ pub struct QueueMetrics {
 /// use deadletter::{Config, Failure, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-metrics-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["ORD-1", "ORD-2", "ORD-3"])?;
@@ -114,8 +113,6 @@ pub struct QueueMetrics {
 /// let text = metrics.to_prometheus();
 /// assert!(text.contains("# TYPE deadletter_queue_depth gauge"));
 /// assert!(text.contains(r#"deadletter_dlq_size{queue="orders",dlq="orders-dlq"} 1"#));
-/// # drop((orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -53,8 +53,7 @@ impl Store {
     /// ```
     /// use deadletter::{Config, Error, Store};
     ///
-    /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-ro-{}", std::process::id()));
-    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # let dir = tempfile::tempdir().unwrap();
     /// let owner = Store::open(&dir, Config::fast())?;
     /// owner.queue("orders")?.enqueue(b"ORD-1")?;
     /// owner.sync()?; // without fsync (`fast`), records reach the file at a flush
@@ -65,8 +64,6 @@ impl Store {
     /// // ...and refuses changes.
     /// let err = snapshot.existing_queue("orders")?.enqueue(b"ORD-2").unwrap_err();
     /// assert!(matches!(err, Error::ReadOnly { .. }));
-    /// # drop((snapshot, owner));
-    /// # std::fs::remove_dir_all(&dir).ok();
     /// # Ok::<(), deadletter::Error>(())
     /// ```
     pub fn open_read_only(dir: impl AsRef<Path>, config: Config) -> Result<Store> {

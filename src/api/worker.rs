@@ -123,8 +123,7 @@ pub struct ShutdownReport {
 /// use deadletter::{Config, Failure, Message, Store, WorkerPool};
 /// use deadletter::pool::Retry;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-pool-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["ORD-1", "ORD-2", "poison"])?;
@@ -141,8 +140,6 @@ pub struct ShutdownReport {
 /// assert_eq!(report.counters.processed, 2);
 /// assert_eq!(report.counters.dead_lettered, 1);
 /// assert_eq!(orders.dlq().len(), 1);
-/// # drop((orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -246,8 +243,7 @@ struct Shared<Q: WorkerQueue> {
 /// use deadletter::{Config, Failure, Message, Store, WorkerPool};
 /// use deadletter::pool::Retry;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-running-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let emails = store.queue("emails")?;
 /// let pool = WorkerPool::new(&emails)
@@ -277,8 +273,6 @@ struct Shared<Q: WorkerQueue> {
 ///
 /// let report = pool.shutdown(Duration::from_secs(5))?;
 /// assert!(report.drained); // every running handler finished before the deadline
-/// # drop((emails, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 pub struct RunningPool<Q: WorkerQueue = Queue> {

@@ -57,8 +57,7 @@ use crate::error::{Error, Result};
 /// use deadletter::MessageQueue;
 /// use deadletter::backend::CoreOnly;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-batching-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["ORD-1", "ORD-2", "poison"])?;
@@ -76,8 +75,6 @@ use crate::error::{Error, Result};
 /// let report = pool.shutdown(Duration::from_secs(5))?;
 /// assert_eq!((report.counters.processed, report.counters.dead_lettered), (2, 1));
 /// assert_eq!(orders.dlq().len(), 1);
-/// # drop((orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 pub trait WorkerQueue: MessageQueue {

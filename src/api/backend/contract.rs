@@ -68,15 +68,12 @@ use crate::error::{Error, Result};
 ///     Ok(handled)
 /// }
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-backend-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["ORD-1", "not an order"])?;
 /// assert_eq!(drain(&orders)?, 2);
 /// assert_eq!(orders.dlq().len(), 1);
-/// # drop((orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 pub trait Delivery: Clone + Send + Sync + 'static {

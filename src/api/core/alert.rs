@@ -22,8 +22,7 @@ use crate::engine::state::State;
 /// use deadletter::dlq::DlqAlert;
 /// use deadletter::queue::FailureReport;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-alert-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// let alerts: Arc<Mutex<Vec<DlqAlert>>> = Arc::default();
@@ -44,8 +43,6 @@ use crate::engine::state::State;
 /// assert_eq!(seen.len(), 2);
 /// assert_eq!((seen[0].dlq.as_str(), seen[0].size, seen[0].above), ("orders-dlq", 2, true));
 /// assert_eq!((seen[1].size, seen[1].above), (1, false));
-/// # drop((seen, orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -36,8 +36,7 @@ impl Clock for SystemClock {
 /// use deadletter::clock::{Clock, ManualClock};
 /// use deadletter::queue::EnqueueOptions;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-clock-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let clock = ManualClock::new(1_700_000_000_000); // ms since the Unix epoch
 /// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
 /// let reminders = store.queue("reminders")?;
@@ -48,8 +47,6 @@ impl Clock for SystemClock {
 /// clock.advance(3_600_000); // an hour passes at once
 /// assert_eq!(reminders.lease(1)?[0].payload(), b"call back");
 /// assert_eq!(clock.now_ms(), 1_700_003_600_000);
-/// # drop((reminders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -63,8 +63,7 @@ pub enum FailureClass {
 ///     Ok(())
 /// }
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-failure-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let payments = store.queue("payments")?;
 /// payments.enqueue_batch(&["2000", "twenty", "50000"])?;
@@ -81,8 +80,6 @@ pub enum FailureClass {
 /// let timeout = &dlq.list(&Filter::error_kind("BankTimeout"), Page::first(10))?[0];
 /// assert_eq!(timeout.failure.attempts.len(), 3); // transient: every attempt, then the DLQ
 /// assert_eq!(timeout.failure.error_message, "the bank did not answer");
-/// # drop((dlq, payments, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,8 +22,7 @@ use crate::engine::state::{EntrySummary, State};
 /// use deadletter::clock::ManualClock;
 /// use deadletter::queue::{EnqueueOptions, FailureReport};
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-filter-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let t0 = 1_700_000_000_000;
 /// let clock = ManualClock::new(t0);
 /// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
@@ -55,8 +54,6 @@ use crate::engine::state::{EntrySummary, State};
 /// // The same filter selects what to delete (or replay, or analyse).
 /// assert_eq!(dlq.delete_matching(&Filter::error_kind("Timeout"))?, 1);
 /// assert_eq!(dlq.len(), 2);
-/// # drop((dlq, orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -364,8 +361,7 @@ impl Cursor {
 /// use deadletter::dlq::Cursor;
 /// use deadletter::queue::FailureReport;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-page-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let jobs = store.queue("jobs")?;
 /// jobs.enqueue_batch(&(0..25).map(|i| format!("job-{i}")).collect::<Vec<_>>())?;
@@ -396,8 +392,6 @@ impl Cursor {
 /// let previous = dlq.list(&Filter::all(), Page::before_cursor(first, 10))?;
 /// assert_eq!(previous.len(), 10);
 /// assert_eq!(previous[9].id(), second[0].id() - 1);
-/// # drop((dlq, jobs, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -147,8 +147,7 @@ impl Dlq {
     /// use deadletter::{Config, Failure, Filter, Page, Store};
     /// use deadletter::queue::FailureReport;
     ///
-    /// # let dir = std::env::temp_dir().join(format!("deadletter-doc-fp-{}", std::process::id()));
-    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// # let dir = tempfile::tempdir().unwrap();
     /// let store = Store::open(&dir, Config::fast())?;
     /// let orders = store.queue("orders")?;
     /// orders.enqueue_batch(&["a", "b", "c"])?;
@@ -165,8 +164,6 @@ impl Dlq {
     /// // Every operation that takes a filter takes one fingerprint.
     /// let same = Filter::all().fingerprint(groups[0].fingerprint);
     /// assert_eq!(dlq.delete_matching(&same)?, 3);
-    /// # drop((dlq, orders, store));
-    /// # std::fs::remove_dir_all(&dir).ok();
     /// # Ok::<(), deadletter::Error>(())
     /// ```
     pub fn fingerprints(&self) -> Vec<FingerprintStats> {

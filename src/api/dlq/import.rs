@@ -34,9 +34,8 @@ use super::{Filter, Page};
 /// use deadletter::{Config, Failure, Filter, Page, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # let base = std::env::temp_dir().join(format!("deadletter-doc-import-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&base);
-/// let source = Store::open(base.join("a"), Config::fast())?;
+/// # let base = tempfile::tempdir().unwrap();
+/// let source = Store::open(base.path().join("a"), Config::fast())?;
 /// let orders = source.queue("orders")?;
 /// orders.enqueue_batch(&["ORD-1", "ORD-2"])?;
 /// for msg in orders.lease(2)? {
@@ -44,15 +43,13 @@ use super::{Filter, Page};
 /// }
 /// let export = orders.dlq().list(&Filter::all(), Page::first(10))?;
 ///
-/// let target = Store::open(base.join("b"), Config::fast())?;
+/// let target = Store::open(base.path().join("b"), Config::fast())?;
 /// let report = target.importer(None)?.import_batch(&export)?;
 /// assert_eq!((report.imported.len(), report.skipped.len()), (2, 0));
 /// // The same export again: nothing is added.
 /// let again = target.importer(None)?.import_batch(&export)?;
 /// assert_eq!((again.imported.len(), again.skipped.len()), (0, 2));
 /// assert_eq!(target.dlq("orders-dlq")?.len(), 2);
-/// # drop((orders, source, target));
-/// # std::fs::remove_dir_all(&base).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 pub struct Importer {

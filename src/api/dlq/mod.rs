@@ -52,8 +52,7 @@ pub use timeline::{FailureTimeline, HISTORY_HOURS};
 /// use deadletter::{Config, Failure, Filter, Page, ReplayOptions, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-dlq-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// for payload in [&b"{}"[..], b"not json", b"{]"] {
@@ -79,8 +78,6 @@ pub use timeline::{FailureTimeline, HISTORY_HOURS};
 /// assert_eq!(report.replayed.len(), 3);
 /// assert!(dlq.is_empty());
 /// assert_eq!(orders.len(), 3);
-/// # drop((dlq, orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]

@@ -23,8 +23,7 @@ use crate::error::{Error, Result};
 /// use deadletter::{Config, Failure, Filter, ReplayOptions, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-replay-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["ORD-1", "ORD-2", "ORD-3", "ORD;4"])?;
@@ -54,8 +53,6 @@ use crate::error::{Error, Result};
 /// assert!(dlq.is_empty());
 /// assert_eq!(orders.len(), 3);
 /// assert_eq!(store.existing_queue("orders-manual")?.len(), 1);
-/// # drop((dlq, orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

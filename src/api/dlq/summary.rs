@@ -27,8 +27,7 @@ use crate::error::Result;
 /// use deadletter::{Config, Failure, Filter, Page, Store};
 /// use deadletter::queue::FailureReport;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-summary-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["a", "b", "c"])?;
@@ -44,8 +43,6 @@ use crate::error::Result;
 /// // The whole entry when someone opens it.
 /// let whole = dlq.get(page[1].id)?;
 /// assert_eq!(whole.failure.error_message, page[1].error_message);
-/// # drop((dlq, orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,8 +37,7 @@ use crate::error::{Error, Result};
 /// use deadletter::queue::FailureReport;
 /// use deadletter::replay::{GuardedReplayOptions, GuardedReplayState};
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-guarded-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let orders = store.queue("orders")?;
 /// orders.enqueue_batch(&["a", "b", "c", "d", "e"])?;
@@ -62,8 +61,6 @@ use crate::error::{Error, Result};
 /// }
 /// let done = store.guarded_replay(replay.id)?;
 /// assert_eq!((done.state, done.succeeded), (GuardedReplayState::Completed, 5));
-/// # drop((orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]

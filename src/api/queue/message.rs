@@ -20,8 +20,7 @@ use crate::storage::log::Record;
 /// use deadletter::clock::ManualClock;
 /// use deadletter::queue::EnqueueOptions;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-enqueue-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let clock = ManualClock::new(1_700_000_000_000);
 /// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
 /// let payments = store.queue("payments")?;
@@ -46,8 +45,6 @@ use crate::storage::log::Record;
 /// payments.ack_all(&now)?;
 /// clock.advance(60_000);
 /// assert_eq!(payments.lease(10)?[0].payload(), b"reminder");
-/// # drop((now, payments, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,8 +97,7 @@ impl EnqueueOptions {
 ///     quantity: u32,
 /// }
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-message-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let clock = ManualClock::new(1_700_000_000_000);
 /// let store = Store::open(&dir, Config::fast().clock(clock.clone()))?;
 /// let orders = store.queue("orders")?;
@@ -118,8 +114,6 @@ impl EnqueueOptions {
 /// assert_eq!(batch[1].text(), Some("plain text"));
 /// assert!(batch[1].decode::<Order>().is_err()); // Error::Codec: not an encoded Order
 /// orders.ack_all(&batch)?;
-/// # drop((batch, orders, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]

@@ -81,8 +81,7 @@ impl QueueStats {
 /// use deadletter::{Config, Failure, Store};
 /// use deadletter::queue::{FailureOutcome, FailureReport, QueueOptions};
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-queue-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let store = Store::open(&dir, Config::fast())?;
 /// let emails = store.queue_with("emails", QueueOptions::default().max_attempts(2))?;
 /// emails.enqueue(b"ana@example.com")?;
@@ -104,8 +103,6 @@ impl QueueStats {
 /// assert_eq!(outcome, FailureOutcome::DeadLettered);
 /// assert!(emails.is_empty());
 /// assert_eq!(emails.dlq().len(), 1);
-/// # drop((emails, store));
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]

@@ -64,8 +64,7 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 /// use deadletter::{Config, Store};
 /// use deadletter::verify::verify;
 ///
-/// # let dir = std::env::temp_dir().join(format!("deadletter-doc-verify-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// # let dir = tempfile::tempdir().unwrap();
 /// let config = Config::default().segment_size(1 << 20).max_message_size(64 << 10);
 /// let store = Store::open(&dir, config.clone())?;
 /// store.queue("orders")?.enqueue_batch(&["ORD-1", "ORD-2"])?;
@@ -77,7 +76,7 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 ///
 /// // A write the crash interrupted: bytes after the last record that are not a record.
 /// let segment = &report.segments[0];
-/// let mut file = std::fs::OpenOptions::new().write(true).open(dir.join(&segment.file))?;
+/// let mut file = std::fs::OpenOptions::new().write(true).open(dir.path().join(&segment.file))?;
 /// file.seek(SeekFrom::Start(32 + segment.end - segment.base))?;
 /// file.write_all(b"half a record")?;
 /// let report = verify(&dir)?;
@@ -86,7 +85,6 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 ///
 /// drop(Store::open(&dir, config)?);
 /// assert!(verify(&dir)?.torn_tail().is_none());
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {

@@ -26,8 +26,7 @@
 //! use deadletter::{Config, Store};
 //! use deadletter::queue::EnqueueOptions;
 //!
-//! # let dir = std::env::temp_dir().join(format!("deadletter-doc-control-{}", std::process::id()));
-//! # let _ = std::fs::remove_dir_all(&dir);
+//! # let dir = tempfile::tempdir().unwrap();
 //! let owner = Store::open(&dir, Config::fast().control_socket(true))?;
 //! owner.queue("orders")?;
 //!
@@ -37,8 +36,6 @@
 //! let id = client.enqueue("orders", b"ORD-1", &EnqueueOptions::new())?;
 //! assert_eq!(owner.existing_queue("orders")?.len(), 1);
 //! # let _ = id;
-//! # drop((client, owner));
-//! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok::<(), deadletter::Error>(())
 //! ```
 
