@@ -496,15 +496,12 @@ fn stop_with<Q: WorkerQueue>(shared: &Shared<Q>, e: Error) {
 impl<Q: WorkerQueue> Shared<Q> {
     /// Handlers running now.
     fn in_flight(&self) -> u64 {
-        let running = self
-            .slots
-            .iter()
-            .filter(|s| s.running.load(Ordering::Acquire));
-        running.count() as u64
+        let running = |s: &&Slot<_>| s.running.load(Ordering::Acquire);
+        self.slots.iter().filter(running).count() as u64
     }
 
-    /// Wakes `run_until_idle`, `shutdown` and the heartbeat after a change of counters.
-    /// Taking the lock orders the wake-up after a waiter's check of the counters.
+    /// Wakes `run_until_idle`, `shutdown` and the heartbeat after a change of counters (or
+    /// of the stop flag). Taking the lock orders the wake-up after a waiter's check.
     fn notify_done(&self) {
         drop(self.done_lock.lock());
         self.done.notify_all();
@@ -514,9 +511,7 @@ impl<Q: WorkerQueue> Shared<Q> {
     fn signal_stop(&self) {
         self.stop.store(true, Ordering::Release);
         self.queue.wake_consumers();
-        // Taking the lock orders this wake-up after any waiter's check of the flag.
-        drop(self.done_lock.lock());
-        self.done.notify_all();
+        self.notify_done();
     }
 }
 
@@ -786,12 +781,10 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        format!("handler panicked: {s}")
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        format!("handler panicked: {s}")
-    } else {
-        "handler panicked".to_string()
+    let text = panic.downcast_ref::<&str>().copied();
+    match text.or_else(|| panic.downcast_ref::<String>().map(String::as_str)) {
+        Some(s) => format!("handler panicked: {s}"),
+        None => "handler panicked".to_string(),
     }
 }
 

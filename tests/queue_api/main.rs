@@ -27,7 +27,8 @@
 //! - `audit_trail`: who changed a DLQ, and a message's whole life after compaction;
 //! - `id_sets`: the audit trail's sets of ids, as runs;
 //! - `time_travel`: a DLQ as of a past time;
-//! - `policies`: the worker pool's classifier rules and retry delays.
+//! - `policies`: the worker pool's classifier rules and retry delays;
+//! - `handler_durations`: the histogram of handler times a queue records.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -43,6 +44,7 @@ mod dlq_alert;
 mod dlq_browse;
 mod dlq_import;
 mod fingerprints;
+mod handler_durations;
 mod history;
 mod id_sets;
 mod idempotency;

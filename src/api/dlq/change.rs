@@ -105,17 +105,7 @@ impl Dlq {
     /// Deletes entries dead-lettered more than `older_than` ago. Pending entries are kept
     /// unless `include_pending`. Returns how many were deleted.
     pub fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
-        let cutoff = self.cutoff(older_than);
-        let ids: Vec<MessageId> = {
-            let st = self.store.engine().lock();
-            st.queues[self.queue as usize]
-                .dlq_order
-                .range(..(cutoff, 0))
-                .filter(|(_, s)| include_pending || !s.pending)
-                .map(|(&(_, id), _)| id)
-                .collect()
-        };
-        self.delete_ids(&ids, Some(AuditAction::Purge))
+        self.purge_matching(&Filter::all(), older_than, include_pending)
     }
 
     /// Deletes the entries matching `filter` that were dead-lettered more than

@@ -9,7 +9,7 @@ use crate::engine::checkpoint;
 use crate::error::Error;
 
 /// What verification found in one checkpoint file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct CheckpointReport {
     /// The file's name.
@@ -33,10 +33,7 @@ pub struct CheckpointReport {
 pub(super) fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
     let mut report = CheckpointReport {
         file,
-        version: None,
-        pre_release: false,
-        position: None,
-        error: None,
+        ..CheckpointReport::default()
     };
     match std::fs::read(path)
         .map_err(|e| Error::io("read", path, e))
