@@ -28,7 +28,8 @@
 //! - `id_sets`: the audit trail's sets of ids, as runs;
 //! - `time_travel`: a DLQ as of a past time;
 //! - `policies`: the worker pool's classifier rules and retry delays;
-//! - `handler_durations`: the histogram of handler times a queue records.
+//! - `handler_durations`: the histogram of handler times a queue records;
+//! - `prometheus`: the metrics snapshot in the Prometheus text format.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -51,6 +52,7 @@ mod idempotency;
 mod lease_in_order;
 mod live_store;
 mod policies;
+mod prometheus;
 mod queue_limit;
 mod reopen_delivers_once;
 mod replay;
