@@ -48,7 +48,7 @@ pub struct PastDlqEntry {
 }
 
 /// Counts of a DLQ at a past time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PastDlqStats {
     /// The DLQ's name.
@@ -185,27 +185,15 @@ impl DlqAsOf {
 
     /// The counts then.
     pub fn stats(&self) -> PastDlqStats {
+        let times = self.entries.iter().map(|e| e.dead_lettered_at_ms);
+        let age = |t: u64| self.as_of_ms.saturating_sub(t);
         let mut s = PastDlqStats {
             name: self.name.clone(),
             as_of_ms: self.as_of_ms,
             total: self.entries.len() as u64,
-            pending: 0,
-            reprocessed: 0,
-            oldest_age_ms: self
-                .entries
-                .iter()
-                .map(|e| e.dead_lettered_at_ms)
-                .min()
-                .map(|t| self.as_of_ms.saturating_sub(t)),
-            newest_age_ms: self
-                .entries
-                .iter()
-                .map(|e| e.dead_lettered_at_ms)
-                .max()
-                .map(|t| self.as_of_ms.saturating_sub(t)),
-            by_error_kind: BTreeMap::new(),
-            by_worker: BTreeMap::new(),
-            by_fingerprint: BTreeMap::new(),
+            oldest_age_ms: times.clone().min().map(age),
+            newest_age_ms: times.max().map(age),
+            ..PastDlqStats::default()
         };
         for e in &self.entries {
             match e.status {
