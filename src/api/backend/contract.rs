@@ -33,6 +33,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::api::core::alert::DlqAlert;
+use crate::api::core::clock::{Clock, SystemClock};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{
     Analysis, Cursor, DeadLetterSummary, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
@@ -225,9 +226,7 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
         older_than: Duration,
         include_pending: bool,
     ) -> Result<u64> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now = SystemClock.now_ms();
         let cutoff = now.saturating_sub(older_than.as_millis() as u64);
         match filter.purge_cutoff(cutoff, include_pending) {
             Some(f) => self.delete_matching(&f),

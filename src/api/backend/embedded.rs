@@ -98,7 +98,7 @@ impl WorkerQueue for Queue {
         if mark.is_durable() {
             return Ok(());
         }
-        self.sync_to(mark.position())
+        self.store().sync_to(mark.position())
     }
     fn wake_consumers(&self) {
         self.store().wake_consumers()

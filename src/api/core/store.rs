@@ -531,19 +531,11 @@ impl Store {
         self.inner.engine.log().sync_to(pos)
     }
 
-    /// What follows a write made with [`Engine::write_locked`] once the lock is released.
-    pub(crate) fn finish(&self, effects: Effects) -> Result<()> {
-        self.inner
-            .engine
-            .settle(Settle::Durable, effects, |e| self.react(e))
-    }
-
-    /// Like [`Store::finish`], but a durable store only hands the write to the operating
-    /// system (no fsync): for a worker pool's start records.
-    pub(crate) fn finish_written(&self, effects: Effects) -> Result<()> {
-        self.inner
-            .engine
-            .settle(Settle::Written, effects, |e| self.react(e))
+    /// What follows a write made with [`Engine::write_locked`] once the lock is released,
+    /// settled as `mode` says ([`Settle::Written`], for a worker pool's start records, only
+    /// hands the write to the operating system: no fsync).
+    pub(crate) fn finish(&self, mode: Settle, effects: Effects) -> Result<()> {
+        self.inner.engine.settle(mode, effects, |e| self.react(e))
     }
 
     fn react(&self, effects: Effects) {

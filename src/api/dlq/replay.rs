@@ -8,10 +8,10 @@ use std::time::Duration;
 use super::{Dlq, EntryRef, Filter};
 use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
-use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::{AuditAction, DeadStatus};
 use crate::engine::wire;
+use crate::engine::{op_entry, Settle};
 use crate::error::{Error, Result};
 
 /// How to replay DLQ entries ([`Dlq::replay`], [`Dlq::replay_one`], [`Dlq::replay_ids`],
@@ -208,7 +208,7 @@ impl Dlq {
         );
         let effects = self.store.engine().write_locked(&mut st, batch)?;
         drop(st);
-        self.store.finish(effects)?;
+        self.store.finish(Settle::Durable, effects)?;
         Ok(report)
     }
 

@@ -162,6 +162,7 @@ impl Analysis {
 }
 
 /// One group of entries of the same error kind, while an analysis runs.
+#[derive(Default)]
 struct Group {
     count: u64,
     first: u64,
@@ -205,12 +206,9 @@ impl Analyzer {
             .groups
             .entry(e.failure.error_kind.clone())
             .or_insert_with(|| Group {
-                count: 0,
                 first: at,
                 last: at,
-                workers: BTreeSet::new(),
-                messages: HashMap::new(),
-                context: HashMap::new(),
+                ..Group::default()
             });
         g.count += 1;
         g.first = g.first.min(at);

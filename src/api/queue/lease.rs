@@ -16,7 +16,7 @@ use crate::api::core::types::{Failure, MessageId};
 use crate::engine::record::{Decoded, Op};
 use crate::engine::state::{IdHashSet, Msg, Place, State};
 use crate::engine::wire;
-use crate::engine::{op_entry, Batch};
+use crate::engine::{op_entry, Batch, Settle};
 use crate::error::{Error, Result};
 
 /// What a delivery records: a lease, or a reservation (see [`Queue::reserve_wait`]).
@@ -117,7 +117,7 @@ impl Queue {
         }
         let effects = self.store.engine().write_locked(&mut st, batch)?;
         drop(st);
-        self.store.finish_written(effects)?;
+        self.store.finish(Settle::Written, effects)?;
         Ok((lost, started))
     }
 
@@ -307,7 +307,7 @@ impl Queue {
             .filter_map(|id| st.msgs.get(id).map(|m| (*id, *m, generation_of(&st, *id))))
             .collect();
         drop(st);
-        self.store.finish(effects)?;
+        self.store.finish(Settle::Durable, effects)?;
         let msgs = leased
             .into_iter()
             .map(|(id, m, generation)| self.load_message(id, m, generation, now))

@@ -27,7 +27,7 @@ use crate::api::dlq::Dlq;
 use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::State;
 use crate::engine::wire;
-use crate::engine::Batch;
+use crate::engine::{Batch, Settle};
 use crate::error::{Error, Result};
 
 pub use crate::engine::state::QueueCounters;
@@ -252,7 +252,7 @@ impl Queue {
         }
         let effects = self.store.engine().write_locked(&mut st, batch)?;
         drop(st);
-        self.store.finish(effects)?;
+        self.store.finish(Settle::Durable, effects)?;
         Ok(ids)
     }
 

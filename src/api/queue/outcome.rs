@@ -143,7 +143,7 @@ impl Queue {
 
     /// Reports a failed delivery, settled as `mode` says: as [`Queue::retry`] does with
     /// `Some(retry_at_ms)`, as [`Queue::dead_letter`] does with `None`. Returns the outcome
-    /// and the log position to pass to [`Queue::sync_to`] to make the report durable (0:
+    /// and the log position to pass to [`Store::sync_to`](crate::Store) to make the report durable (0:
     /// nothing to wait for).
     pub(crate) fn report_failure(
         &self,
@@ -184,12 +184,6 @@ impl Queue {
             };
             Ok((vec![op_entry(op)?], outcome))
         })
-    }
-
-    /// Returns once every report made with [`Queue::report_failure`] whose position is
-    /// below `pos` is durable.
-    pub(crate) fn sync_to(&self, pos: u64) -> Result<()> {
-        self.store.sync_to(pos)
     }
 
     /// Builds the dead-letter record of message `id`.

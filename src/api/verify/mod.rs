@@ -102,20 +102,14 @@ pub fn verify_with(
     let mut report = VerifyReport {
         dir: dir.to_path_buf(),
         supported_version: FORMAT_VERSION,
-        segments: Vec::new(),
-        boundaries: Vec::new(),
         checkpoints: listing
             .checkpoints
             .into_iter()
             .map(|(name, path)| checkpoint::check_checkpoint(&path, name))
             .collect(),
-        lost_tail: None,
         temp_files: listing.temp_files,
-        tail_hint: None,
         other_files: listing.other_files,
-        records: 0,
-        record_bytes: 0,
-        bytes_read: 0,
+        ..VerifyReport::default()
     };
     let bases = listing.segments;
     // The last segment's tail hint is no leftover: it is reported as what it claims.

@@ -11,7 +11,7 @@ use super::continuity::{Boundary, LostTailReport};
 use super::segment::{HeaderStatus, SegmentReport, TornTailReport};
 
 /// What [`verify`](super::verify) found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct VerifyReport {
     /// The directory verified.

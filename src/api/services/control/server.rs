@@ -311,12 +311,13 @@ fn replay_options(
     force: bool,
     delay_ms: u64,
 ) -> ReplayOptions {
-    let mut options = ReplayOptions::to_origin();
-    options.target = target;
-    options.reset_attempts = reset_attempts;
-    options.force = force;
-    options.delay = Duration::from_millis(delay_ms);
-    options
+    ReplayOptions {
+        target,
+        reset_attempts,
+        force,
+        delay: Duration::from_millis(delay_ms),
+        ..ReplayOptions::to_origin()
+    }
 }
 
 /// [`Error::UnknownQueue`] for a replay's target queue that does not exist, unless the
