@@ -114,37 +114,21 @@ impl Dlq {
         self.load(&mut self.store.engine().reader(), r, &self.name())
     }
 
-    /// Ids of the entries matching `filter` (up to `limit`), oldest first.
+    /// Ids of the entries matching `filter` (up to `limit`), oldest first. A filter the
+    /// index answers alone reads no envelope.
     pub fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
         let limit = limit.unwrap_or(usize::MAX);
         let mut ids = Vec::new();
-        if limit == 0 {
-            return Ok(ids);
-        }
-        if !filter.needs_envelope() {
-            let st = self.store.engine().lock();
-            let query = filter.index_query(&st);
-            if query.never() {
-                return Ok(ids);
-            }
-            let order = &st.queues[self.queue as usize].dlq_order;
-            for (&(at, id), summary) in order.range(query.start()..) {
-                if query.past_end(at) {
-                    break;
-                }
-                if query.matches(at, summary) {
-                    ids.push(id);
-                    if ids.len() >= limit {
-                        break;
-                    }
-                }
-            }
-            return Ok(ids);
-        }
-        self.scan_from(filter, None, limit, |e| {
-            ids.push(e.id());
+        let mut visit = |id| {
+            ids.push(id);
             true
-        })?;
+        };
+        if filter.needs_envelope() {
+            self.scan_from(filter, None, limit, |e| visit(e.id()))?;
+        } else {
+            let from = Start::After(None);
+            self.walk(filter, from, limit, |_, id| Some(id), |id| Ok(Some(id)), visit)?;
+        }
         Ok(ids)
     }
 
