@@ -127,7 +127,14 @@ impl Dlq {
             self.scan_from(filter, None, limit, |e| visit(e.id()))?;
         } else {
             let from = Start::After(None);
-            self.walk(filter, from, limit, |_, id| Some(id), |id| Ok(Some(id)), visit)?;
+            self.walk(
+                filter,
+                from,
+                limit,
+                |_, id| Some(id),
+                |id| Ok(Some(id)),
+                visit,
+            )?;
         }
         Ok(ids)
     }

@@ -244,23 +244,14 @@ impl Queue {
                 continue;
             }
             if m.place() == Place::ReadyAfterLostLease && m.attempts >= options.max_attempts {
-                let cut = extra.is_some_and(|e| e.lease_cut_by_restart);
-                let failure = if cut {
-                    Failure::transient(
-                        "ConsumerDied",
-                        format!(
-                            "the process died during delivery {} of {} (no ack or failure was reported)",
-                            m.attempts, options.max_attempts
-                        ),
-                    )
+                let (n, max) = (m.attempts, options.max_attempts);
+                let failure = if extra.is_some_and(|e| e.lease_cut_by_restart) {
+                    let why = "(no ack or failure was reported)";
+                    let text = format!("the process died during delivery {n} of {max} {why}");
+                    Failure::transient("ConsumerDied", text)
                 } else {
-                    Failure::transient(
-                        "LeaseExpired",
-                        format!(
-                            "delivery {} of {} ended without an ack or failure before its lease expired",
-                            m.attempts, options.max_attempts
-                        ),
-                    )
+                    let why = "ended without an ack or failure before its lease expired";
+                    Failure::transient("LeaseExpired", format!("delivery {n} of {max} {why}"))
                 };
                 let report = FailureReport::new(&failure);
                 let op = self.dead_letter_op(&st, id, m, &report, now, false)?;

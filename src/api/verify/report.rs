@@ -101,32 +101,30 @@ impl VerifyReport {
     /// build reads, with that version. Such a store opens only with a newer deadletter
     /// ([`crate::Error::UnsupportedFormat`]), and this build did not check those files.
     pub fn newer_versions(&self) -> Vec<(&str, u16)> {
-        let segments = self
-            .segments
-            .iter()
-            .filter(|s| s.header == HeaderStatus::UnsupportedVersion)
-            .filter_map(|s| Some((s.file.as_str(), s.version?)));
-        let checkpoints = self.checkpoints.iter().filter_map(|c| match c.version {
-            Some(v) if v > self.supported_version && !c.pre_release => Some((c.file.as_str(), v)),
-            _ => None,
-        });
-        segments.chain(checkpoints).collect()
+        let newer = |c: &CheckpointReport| {
+            !c.pre_release && c.version.is_some_and(|v| v > self.supported_version)
+        };
+        self.versions(HeaderStatus::UnsupportedVersion, newer)
     }
 
     /// The files (segments, then checkpoints) written by a development build before
     /// release 0.1.0, with that build's format version. No release opens such a store
     /// ([`crate::Error::UnsupportedFormat`]), and this build did not check those files.
     pub fn pre_release_files(&self) -> Vec<(&str, u16)> {
-        let segments = self
-            .segments
-            .iter()
-            .filter(|s| s.header == HeaderStatus::PreRelease)
-            .filter_map(|s| Some((s.file.as_str(), s.version?)));
-        let checkpoints = self
-            .checkpoints
-            .iter()
-            .filter(|c| c.pre_release)
-            .filter_map(|c| Some((c.file.as_str(), c.version?)));
+        self.versions(HeaderStatus::PreRelease, |c| c.pre_release)
+    }
+
+    /// The segments whose header is `status`, then the checkpoints `pick` takes, with the
+    /// format version each names.
+    fn versions(
+        &self,
+        status: HeaderStatus,
+        pick: impl Fn(&CheckpointReport) -> bool,
+    ) -> Vec<(&str, u16)> {
+        let segments = self.segments.iter().filter(|s| s.header == status);
+        let segments = segments.filter_map(|s| Some((s.file.as_str(), s.version?)));
+        let checkpoints = self.checkpoints.iter().filter(|c| pick(c));
+        let checkpoints = checkpoints.filter_map(|c| Some((c.file.as_str(), c.version?)));
         segments.chain(checkpoints).collect()
     }
 
