@@ -57,12 +57,10 @@ pub(super) fn boundaries(segments: &[SegmentReport]) -> Vec<Boundary> {
     let mut boundaries = Vec::new();
     for pair in segments.windows(2) {
         let (cur, next) = (&pair[0], &pair[1]);
-        // A bad entry is reported against itself, not against the segment before it.
-        if cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok {
-            continue;
-        }
         let expected = next.base;
-        if cur.end == expected {
+        // A bad entry is reported against itself, not against the segment before it.
+        let bad_entry = cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok;
+        if bad_entry || cur.end == expected {
             continue;
         }
         let kind = if cur.end > expected {
