@@ -102,7 +102,7 @@ impl Dlq {
         )
     }
 
-    /// The summary of one entry by id (see [`DeadLetterSummary`]); [`Error::NotFound`]
+    /// The summary of one entry by id (see [`DeadLetterSummary`]); [`Error::NotFound`](crate::Error::NotFound)
     /// when it is not in this DLQ.
     pub fn summary(&self, id: MessageId) -> Result<DeadLetterSummary> {
         let r = {
