@@ -102,8 +102,8 @@ impl Dlq {
         )
     }
 
-    /// The summary of one entry by id (see [`DeadLetterSummary`]); [`Error::NotFound`](crate::Error::NotFound)
-    /// when it is not in this DLQ.
+    /// The summary of one entry by id (see [`DeadLetterSummary`]);
+    /// [`Error::NotFound`](crate::Error::NotFound) when it is not in this DLQ.
     pub fn summary(&self, id: MessageId) -> Result<DeadLetterSummary> {
         let r = {
             let st = self.store.engine().lock();
