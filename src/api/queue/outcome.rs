@@ -143,7 +143,7 @@ impl Queue {
 
     /// Reports a failed delivery, settled as `mode` says: as [`Queue::retry`] does with
     /// `Some(retry_at_ms)`, as [`Queue::dead_letter`] does with `None`. Returns the outcome
-    /// and the log position to pass to [`Store::sync_to`](crate::Store) to make the report durable (0:
+    /// and the log position to pass to `Store::sync_to` to make the report durable (0:
     /// nothing to wait for).
     pub(crate) fn report_failure(
         &self,
