@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::protocol::{self, GuardedStep, Reply, Request, PROTOCOL_VERSION};
+use super::protocol::{
+    self, CorrectedReplayRequest, EnqueueRequest, GuardedReplayRequest, GuardedStep, ReplayRequest,
+    Reply, Request, PROTOCOL_VERSION,
+};
 use crate::api::core::actor::Actor;
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
@@ -123,14 +126,14 @@ impl Client {
         payload: impl AsRef<[u8]>,
         options: &EnqueueOptions,
     ) -> Result<MessageId> {
-        let request = Request::Enqueue {
+        let request = Request::Enqueue(EnqueueRequest {
             queue: queue.to_string(),
             payload: payload.as_ref().to_vec(),
             attributes: options.attributes.clone(),
             delay_ms: options.delay.map(|d| d.as_millis() as u64),
             ttl_ms: options.ttl.map(|d| d.as_millis() as u64),
             idempotency_key: options.idempotency_key.clone(),
-        };
+        });
         ask!(self, &request, Reply::Enqueued { id } => id)
     }
 
@@ -143,7 +146,7 @@ impl Client {
         options: &ReplayOptions,
         create_target: bool,
     ) -> Result<ReplayReport> {
-        let request = Request::Replay {
+        let request = Request::Replay(ReplayRequest {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
             target: options.target.clone(),
@@ -152,7 +155,7 @@ impl Client {
             force: options.force,
             delay_ms: options.delay.as_millis() as u64,
             dry_run: options.dry_run,
-        };
+        });
         ask!(self, &request, Reply::Replayed(report) => report)
     }
 
@@ -166,7 +169,7 @@ impl Client {
         options: &GuardedReplayOptions,
         create_target: bool,
     ) -> Result<GuardedReplay> {
-        let request = Request::GuardedReplay {
+        let request = Request::GuardedReplay(GuardedReplayRequest {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
             target: options.replay.target.clone(),
@@ -178,7 +181,7 @@ impl Client {
             max_failure_ratio: options.max_failure_ratio,
             rate_per_sec: options.rate_per_sec,
             selection: options.selection.clone(),
-        };
+        });
         ask!(self, &request, Reply::Guarded(report) => *report)
     }
 
@@ -210,7 +213,7 @@ impl Client {
         payload: &[u8],
         options: &ReplayOptions,
     ) -> Result<()> {
-        let request = Request::ReplayCorrected {
+        let request = Request::ReplayCorrected(CorrectedReplayRequest {
             dlq: dlq.to_string(),
             id,
             payload: payload.to_vec(),
@@ -218,7 +221,7 @@ impl Client {
             reset_attempts: options.reset_attempts,
             force: options.force,
             delay_ms: options.delay.as_millis() as u64,
-        };
+        });
         ask!(self, &request, Reply::Done => ())
     }
 

@@ -23,42 +23,19 @@ pub const PROTOCOL_VERSION: u16 = 4;
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
 
-/// What a client asks.
+/// What a client asks. A request of many fields holds them in a struct of its own:
+/// bincode encodes a variant holding a struct exactly as a variant with those fields.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Request {
     /// Who are you? (Answered by [`Reply::Hello`].) Names who the connection's changes
     /// are made by (`None`: the owner's own actor).
     Hello { actor: Option<String> },
     /// Enqueue one message on a queue (created if missing).
-    Enqueue {
-        queue: String,
-        payload: Vec<u8>,
-        attributes: BTreeMap<String, String>,
-        delay_ms: Option<u64>,
-        ttl_ms: Option<u64>,
-        idempotency_key: Option<String>,
-    },
+    Enqueue(EnqueueRequest),
     /// Replay entries of a DLQ (`Dlq::replay_ids`).
-    Replay {
-        dlq: String,
-        ids: Vec<MessageId>,
-        target: Option<String>,
-        create_target: bool,
-        reset_attempts: bool,
-        force: bool,
-        delay_ms: u64,
-        dry_run: bool,
-    },
+    Replay(ReplayRequest),
     /// Replay one entry with a corrected payload (`Dlq::replay_corrected`).
-    ReplayCorrected {
-        dlq: String,
-        id: MessageId,
-        payload: Vec<u8>,
-        target: Option<String>,
-        reset_attempts: bool,
-        force: bool,
-        delay_ms: u64,
-    },
+    ReplayCorrected(CorrectedReplayRequest),
     /// Delete entries of a DLQ (those still there).
     Delete { dlq: String, ids: Vec<MessageId> },
     /// Purge a DLQ (`Dlq::purge`).
@@ -79,21 +56,61 @@ pub(crate) enum Request {
         entries: Vec<DeadLetter>,
     },
     /// Start a guarded replay of entries of a DLQ (`Dlq::replay_guarded_ids`; version 4).
-    GuardedReplay {
-        dlq: String,
-        ids: Vec<MessageId>,
-        target: Option<String>,
-        create_target: bool,
-        reset_attempts: bool,
-        force: bool,
-        canary: u32,
-        growth: f64,
-        max_failure_ratio: f64,
-        rate_per_sec: Option<u32>,
-        selection: String,
-    },
+    GuardedReplay(GuardedReplayRequest),
     /// Pause, resume or cancel a guarded replay (version 4).
     GuardedStep { id: u64, step: GuardedStep },
+}
+
+/// The fields of [`Request::Enqueue`], in their order on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct EnqueueRequest {
+    pub(crate) queue: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) attributes: BTreeMap<String, String>,
+    pub(crate) delay_ms: Option<u64>,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) idempotency_key: Option<String>,
+}
+
+/// The fields of [`Request::Replay`], in their order on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ReplayRequest {
+    pub(crate) dlq: String,
+    pub(crate) ids: Vec<MessageId>,
+    pub(crate) target: Option<String>,
+    pub(crate) create_target: bool,
+    pub(crate) reset_attempts: bool,
+    pub(crate) force: bool,
+    pub(crate) delay_ms: u64,
+    pub(crate) dry_run: bool,
+}
+
+/// The fields of [`Request::ReplayCorrected`], in their order on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct CorrectedReplayRequest {
+    pub(crate) dlq: String,
+    pub(crate) id: MessageId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) target: Option<String>,
+    pub(crate) reset_attempts: bool,
+    pub(crate) force: bool,
+    pub(crate) delay_ms: u64,
+}
+
+/// The fields of [`Request::GuardedReplay`], in their order on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct GuardedReplayRequest {
+    pub(crate) dlq: String,
+    pub(crate) ids: Vec<MessageId>,
+    pub(crate) target: Option<String>,
+    pub(crate) create_target: bool,
+    pub(crate) reset_attempts: bool,
+    pub(crate) force: bool,
+    pub(crate) canary: u32,
+    pub(crate) growth: f64,
+    pub(crate) max_failure_ratio: f64,
+    pub(crate) rate_per_sec: Option<u32>,
+    pub(crate) selection: String,
 }
 
 /// What the operator asks of a guarded replay.

@@ -181,85 +181,55 @@ fn handle(
                 pid: std::process::id(),
             }
         }
-        Request::Enqueue {
-            queue,
-            payload,
-            attributes,
-            delay_ms,
-            ttl_ms,
-            idempotency_key,
-        } => {
+        Request::Enqueue(r) => {
             // An existing queue keeps the options its owner opened it with.
-            let handle = match store.existing_queue(&queue) {
+            let handle = match store.existing_queue(&r.queue) {
                 Ok(q) => q,
-                Err(Error::UnknownQueue(_)) => store.queue(&queue)?,
+                Err(Error::UnknownQueue(_)) => store.queue(&r.queue)?,
                 Err(e) => return Err(e),
             };
-            let mut options = EnqueueOptions::new();
-            options.attributes = attributes;
-            options.delay = delay_ms.map(Duration::from_millis);
-            options.ttl = ttl_ms.map(Duration::from_millis);
-            options.idempotency_key = idempotency_key;
+            let options = EnqueueOptions {
+                attributes: r.attributes,
+                delay: r.delay_ms.map(Duration::from_millis),
+                ttl: r.ttl_ms.map(Duration::from_millis),
+                idempotency_key: r.idempotency_key,
+            };
             Reply::Enqueued {
-                id: handle.enqueue_with(payload, &options)?,
+                id: handle.enqueue_with(r.payload, &options)?,
             }
         }
-        Request::Replay {
-            dlq,
-            ids,
-            target,
-            create_target,
-            reset_attempts,
-            force,
-            delay_ms,
-            dry_run,
-        } => {
-            let dlq = store.dlq(&dlq)?;
-            check_target(store, target.as_deref(), create_target)?;
-            let mut options = replay_options(target, reset_attempts, force, delay_ms);
-            options.dry_run = dry_run;
-            Reply::Replayed(dlq.replay_ids(&ids, &options)?)
+        Request::Replay(r) => {
+            let dlq = store.dlq(&r.dlq)?;
+            check_target(store, r.target.as_deref(), r.create_target)?;
+            let options = ReplayOptions {
+                dry_run: r.dry_run,
+                ..replay_options(r.target, r.reset_attempts, r.force, r.delay_ms)
+            };
+            Reply::Replayed(dlq.replay_ids(&r.ids, &options)?)
         }
-        Request::GuardedReplay {
-            dlq,
-            ids,
-            target,
-            create_target,
-            reset_attempts,
-            force,
-            canary,
-            growth,
-            max_failure_ratio,
-            rate_per_sec,
-            selection,
-        } => {
-            let dlq = store.dlq(&dlq)?;
-            check_target(store, target.as_deref(), create_target)?;
-            let replay = replay_options(target, reset_attempts, force, 0);
-            let mut options = GuardedReplayOptions::new(replay)
-                .canary(canary)
-                .growth(growth)
-                .max_failure_ratio(max_failure_ratio)
-                .selection(selection);
-            options.rate_per_sec = rate_per_sec;
-            Reply::Guarded(Box::new(dlq.replay_guarded_ids(&ids, &options)?))
+        Request::GuardedReplay(r) => {
+            let dlq = store.dlq(&r.dlq)?;
+            check_target(store, r.target.as_deref(), r.create_target)?;
+            let options = GuardedReplayOptions {
+                replay: replay_options(r.target, r.reset_attempts, r.force, 0),
+                canary: r.canary,
+                growth: r.growth,
+                max_failure_ratio: r.max_failure_ratio,
+                rate_per_sec: r.rate_per_sec,
+                selection: r.selection,
+            };
+            Reply::Guarded(Box::new(dlq.replay_guarded_ids(&r.ids, &options)?))
         }
         Request::GuardedStep { id, step } => Reply::Guarded(Box::new(match step {
             GuardedStep::Pause => store.pause_guarded_replay(id)?,
             GuardedStep::Resume => store.resume_guarded_replay(id)?,
             GuardedStep::Cancel => store.cancel_guarded_replay(id)?,
         })),
-        Request::ReplayCorrected {
-            dlq,
-            id,
-            payload,
-            target,
-            reset_attempts,
-            force,
-            delay_ms,
-        } => {
-            let options = replay_options(target, reset_attempts, force, delay_ms);
-            store.dlq(&dlq)?.replay_corrected(id, payload, &options)?;
+        Request::ReplayCorrected(r) => {
+            let options = replay_options(r.target, r.reset_attempts, r.force, r.delay_ms);
+            store
+                .dlq(&r.dlq)?
+                .replay_corrected(r.id, r.payload, &options)?;
             Reply::Done
         }
         Request::Delete { dlq, ids } => Reply::Deleted {
