@@ -90,8 +90,7 @@ pub(crate) struct Services {
 /// ```
 /// use deadletter::{Config, Store};
 ///
-/// let dir = std::env::temp_dir().join(format!("deadletter-doc-store-{}", std::process::id()));
-/// # let _ = std::fs::remove_dir_all(&dir);
+/// let dir = tempfile::tempdir().unwrap(); // a fresh directory (Store::open creates one)
 /// let store = Store::open(&dir, Config::default())?;
 /// let orders = store.queue("orders")?; // created on first use; its DLQ: "orders-dlq"
 /// orders.enqueue(br#"{"orderId":"ORD-1"}"#)?;
@@ -103,8 +102,6 @@ pub(crate) struct Services {
 /// // Reopening replays the log: the message is still there.
 /// let store = Store::open(&dir, Config::default())?;
 /// assert_eq!(store.existing_queue("orders")?.len(), 1);
-/// # drop(store);
-/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Clone)]
