@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::core::store::Store;
+use crate::api::core::store::{queue_name, Store};
 use crate::api::core::types::MessageId;
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::record::QueueId;
@@ -176,12 +176,7 @@ impl Store {
     pub fn history(&self, id: MessageId) -> Result<MessageHistory> {
         let engine = self.engine();
         let st = engine.lock();
-        let queue_name = |q: QueueId| {
-            st.queues
-                .get(q as usize)
-                .map(|q| q.name.clone())
-                .unwrap_or_default()
-        };
+        let queue_name = |q: QueueId| queue_name(&st, q);
         let dlq_name = |q: QueueId| self.dlq_name(&queue_name(q));
         let live = st.msgs.get(&id).copied();
         let tombstone = st.audit.tombstone(id);

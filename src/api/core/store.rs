@@ -603,6 +603,14 @@ pub struct StorageStats {
     pub poisoned: bool,
 }
 
+/// The name of queue `q` in `st` (empty for an id the index does not know).
+pub(crate) fn queue_name(st: &State, q: QueueId) -> String {
+    st.queues
+        .get(q as usize)
+        .map(|qs| qs.name.clone())
+        .unwrap_or_default()
+}
+
 /// Queue names: 1 to 200 bytes, no control characters. A name that clashes with another
 /// queue or DLQ is refused by [`Store::declare`] ([`Error::NameClash`]).
 fn validate_queue_name(name: &str) -> Result<()> {

@@ -19,7 +19,7 @@ pub(crate) mod release;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::core::store::Store;
+use crate::api::core::store::{queue_name, Store};
 use crate::api::core::types::MessageId;
 use crate::api::dlq::{Dlq, Filter, ReplayOptions};
 use crate::engine::op_entry;
@@ -215,11 +215,7 @@ impl GuardedReplay {
 }
 
 fn report(store: &Store, st: &State, id: GuardId, g: &Guard) -> GuardedReplay {
-    let name = |q: u32| {
-        st.queues
-            .get(q as usize)
-            .map_or(String::new(), |q| q.name.clone())
-    };
+    let name = |q: u32| queue_name(st, q);
     GuardedReplay {
         id,
         dlq: store.dlq_name(&name(g.plan.dlq)),

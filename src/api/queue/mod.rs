@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::api::core::config::QueueOptions;
 use crate::api::core::durations::DurationHistogram;
-use crate::api::core::store::Store;
+use crate::api::core::store::{queue_name, Store};
 use crate::api::core::types::MessageId;
 use crate::api::dlq::Dlq;
 use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
@@ -329,12 +329,7 @@ impl Store {
 
     /// A handle on queue `q` (the caller holds the state lock and passes it).
     pub(crate) fn queue_handle(&self, q: QueueId, st: &State) -> Queue {
-        let name = st
-            .queues
-            .get(q as usize)
-            .map(|qs| qs.name.clone())
-            .unwrap_or_default();
-        Queue::new(self.clone(), q, name)
+        Queue::new(self.clone(), q, queue_name(st, q))
     }
 }
 
