@@ -226,15 +226,12 @@ impl Filter {
     /// envelope, for backends that have no index to check first. The fingerprint is the
     /// entry's own when it carries one, else computed from its failure without frames.
     pub fn matches(&self, entry: &DeadLetter) -> bool {
-        if let Some(fp) = self.fingerprint {
-            let own = entry
-                .fingerprint
-                .unwrap_or_else(|| Fingerprint::of_failure(&entry.failure, 0));
-            if own != fp {
-                return false;
-            }
-        }
         let f = &entry.failure;
+        let own_fingerprint = || {
+            entry
+                .fingerprint
+                .unwrap_or_else(|| Fingerprint::of_failure(f, 0))
+        };
         let at = entry.dlq.dead_lettered_at_ms;
         let attempts = entry.metadata.delivery_count;
         let pending = entry.status == EntryStatus::Pending;
@@ -248,22 +245,19 @@ impl Filter {
             && self.min_attempts.is_none_or(|n| attempts >= n)
             && self.max_attempts.is_none_or(|n| attempts <= n)
             && self.pending.is_none_or(|p| p == pending)
+            && self.fingerprint.is_none_or(|fp| fp == own_fingerprint())
             && self.matches_envelope(entry)
     }
 
     /// The checks that need the envelope.
     pub(super) fn matches_envelope(&self, e: &DeadLetter) -> bool {
-        if let Some(s) = &self.message_contains {
-            if !e.failure.error_message.contains(s.as_str()) {
-                return false;
-            }
-        }
-        if let Some(needle) = &self.payload_contains {
-            if !contains(&e.payload, needle.as_bytes()) {
-                return false;
-            }
-        }
-        self.tags.iter().all(|(k, v)| e.dlq.tags.get(k) == Some(v))
+        let message = &e.failure.error_message;
+        let payload = |needle: &String| contains(&e.payload, needle.as_bytes());
+        self.message_contains
+            .as_ref()
+            .is_none_or(|s| message.contains(s.as_str()))
+            && self.payload_contains.as_ref().is_none_or(payload)
+            && self.tags.iter().all(|(k, v)| e.dlq.tags.get(k) == Some(v))
             && self
                 .attributes
                 .iter()
