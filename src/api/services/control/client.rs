@@ -287,25 +287,22 @@ impl Client {
     /// Sends one request and reads its reply; an owner's error comes back as an [`Error`].
     fn call(&self, request: &Request) -> Result<Reply> {
         let mut conn = self.conn.lock();
-        let lost = |e: std::io::Error| Error::NoOwner {
+        let no_owner = |reason: String| Error::NoOwner {
             path: self.dir.clone(),
-            reason: format!("the control connection failed: {e}"),
+            reason,
         };
+        let lost = |e: std::io::Error| no_owner(format!("the control connection failed: {e}"));
         protocol::write_frame(&mut conn.1, request).map_err(lost)?;
+        let silent =
+            || no_owner("the owner closed the control connection without answering".into());
         let (version, body) = protocol::read_frame(&mut conn.0)
             .map_err(lost)?
-            .ok_or_else(|| Error::NoOwner {
-                path: self.dir.clone(),
-                reason: "the owner closed the control connection without answering".into(),
-            })?;
+            .ok_or_else(silent)?;
         if version != PROTOCOL_VERSION {
-            return Err(Error::NoOwner {
-                path: self.dir.clone(),
-                reason: format!(
-                    "the owner answered in control protocol version {version}, this build \
-                     speaks {PROTOCOL_VERSION}"
-                ),
-            });
+            return Err(no_owner(format!(
+                "the owner answered in control protocol version {version}, this build \
+                 speaks {PROTOCOL_VERSION}"
+            )));
         }
         match protocol::decode::<Reply>(&body) {
             Ok(Reply::Failed(e)) => Err(e.into()),
