@@ -335,42 +335,29 @@ impl Store {
     /// Pauses a running guarded replay: nothing more is released until it resumes (the
     /// messages already released are still counted as they are handled).
     pub fn pause_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
-        self.guard_step(
-            id,
-            GuardEvent::Pause,
-            |s| s == GuardedReplayState::Running,
-            "running",
-        )
+        self.guard_step(id, GuardEvent::Pause)
     }
 
     /// Resumes a paused guarded replay.
     pub fn resume_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
-        self.guard_step(
-            id,
-            GuardEvent::Resume,
-            |s| s == GuardedReplayState::Paused,
-            "paused",
-        )
+        self.guard_step(id, GuardEvent::Resume)
     }
 
     /// Cancels a running or paused guarded replay for good: nothing more is released (the
     /// messages already released are still counted as they are handled).
     pub fn cancel_guarded_replay(&self, id: u64) -> Result<GuardedReplay> {
-        self.guard_step(
-            id,
-            GuardEvent::Cancel,
-            GuardedReplayState::is_active,
-            "running or paused",
-        )
+        self.guard_step(id, GuardEvent::Cancel)
     }
 
-    fn guard_step(
-        &self,
-        id: u64,
-        event: GuardEvent,
-        allowed: impl Fn(GuardedReplayState) -> bool,
-        expected: &str,
-    ) -> Result<GuardedReplay> {
+    /// Writes operator step `event` (pause, resume or cancel) of guarded replay `id`, if
+    /// the replay's state allows it.
+    fn guard_step(&self, id: u64, event: GuardEvent) -> Result<GuardedReplay> {
+        let (allowed, expected): (fn(GuardedReplayState) -> bool, _) = match event {
+            GuardEvent::Pause => (|s| s == GuardedReplayState::Running, "running"),
+            GuardEvent::Resume => (|s| s == GuardedReplayState::Paused, "paused"),
+            // Cancel (the only other step an operator takes).
+            _ => (GuardedReplayState::is_active, "running or paused"),
+        };
         let now = self.now();
         self.commit_with(|st| {
             let g = st
