@@ -254,14 +254,7 @@ impl Metrics {
                     MetricValue::Count(n) => n.to_string(),
                     MetricValue::Seconds(ms) => seconds(ms.unwrap_or(0)),
                 };
-                let _ = writeln!(
-                    out,
-                    "{}{{queue=\"{}\",dlq=\"{}\"}} {}",
-                    family.name,
-                    escape_label(&q.queue),
-                    escape_label(&q.dlq),
-                    value
-                );
+                let _ = writeln!(out, "{}{{{}}} {value}", family.name, labels(q));
             }
         }
         self.write_labelled(&mut out);
@@ -273,13 +266,6 @@ impl Metrics {
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} {kind}");
-        };
-        let labels = |q: &QueueMetrics| {
-            format!(
-                "queue=\"{}\",dlq=\"{}\"",
-                escape_label(&q.queue),
-                escape_label(&q.dlq)
-            )
         };
         head(
             out,
@@ -338,6 +324,12 @@ impl Metrics {
             env!("CARGO_PKG_VERSION")
         );
     }
+}
+
+/// The labels of a queue's samples: `queue="…",dlq="…"`, escaped.
+fn labels(q: &QueueMetrics) -> String {
+    let (queue, dlq) = (escape_label(&q.queue), escape_label(&q.dlq));
+    format!("queue=\"{queue}\",dlq=\"{dlq}\"")
 }
 
 /// Milliseconds as decimal seconds, exactly (`1500` -> `1.5`).
