@@ -9,7 +9,7 @@ use super::{Dlq, EntryRef, Filter};
 use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta, QueueId};
-use crate::engine::state::{AuditAction, DeadStatus};
+use crate::engine::state::{AuditAction, DeadStatus, State};
 use crate::engine::wire;
 use crate::engine::{op_entry, Settle};
 use crate::error::{Error, Result};
@@ -102,11 +102,6 @@ impl ReplayOptions {
         self.target.as_deref().map(|t| store.declare(t)).transpose()
     }
 
-    /// True when entry `r` is marked reprocessed and these options do not `force`.
-    fn refuses(&self, r: &EntryRef) -> bool {
-        matches!(r.info.status, DeadStatus::Reprocessed(..)) && !self.force
-    }
-
     /// The attempt count entry `r` is replayed with.
     fn attempts_of(&self, r: &EntryRef) -> u32 {
         if self.reset_attempts {
@@ -157,14 +152,23 @@ impl Dlq {
 
     fn replay_refusal(&self, id: MessageId, options: &ReplayOptions) -> Error {
         let st = self.store.engine().lock();
-        match self.entry_ref(&st, id) {
+        match self.replayable(&st, id, options) {
             Err(e) => e,
-            Ok(r) if options.refuses(&r) => Error::AlreadyReprocessed(id),
             Ok(_) => Error::InvalidState {
                 id,
                 expected: "a DLQ entry",
             },
         }
+    }
+
+    /// Entry `id`, if `options` may replay it: [`Error::NotFound`] if it is not in this
+    /// DLQ, [`Error::AlreadyReprocessed`] if it was marked and `options.force` is not set.
+    fn replayable(&self, st: &State, id: MessageId, options: &ReplayOptions) -> Result<EntryRef> {
+        let r = self.entry_ref(st, id)?;
+        if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
+            return Err(Error::AlreadyReprocessed(id));
+        }
+        Ok(r)
     }
 
     /// Replays the given entries, one record each, in one batch sharing one fsync.
@@ -176,19 +180,13 @@ impl Dlq {
         let mut st = self.store.engine().lock();
         let mut batch = Vec::new();
         for &id in ids {
-            let r = match self.entry_ref(&st, id) {
+            let r = match self.replayable(&st, id, options) {
                 Ok(r) => r,
                 Err(e) => {
                     report.failed.push((id, e.to_string()));
                     continue;
                 }
             };
-            if options.refuses(&r) {
-                report
-                    .failed
-                    .push((id, Error::AlreadyReprocessed(id).to_string()));
-                continue;
-            }
             report.replayed.push(id);
             batch.push(op_entry(Op::Replay {
                 id,
@@ -226,10 +224,7 @@ impl Dlq {
         let target = options.declare_target(&self.store)?;
         let now = self.store.now();
         self.store.commit_with(|st| {
-            let r = self.entry_ref(st, id)?;
-            if options.refuses(&r) {
-                return Err(Error::AlreadyReprocessed(id));
-            }
+            let r = self.replayable(st, id, options)?;
             let (old_meta, old_payload, _) =
                 self.load_put(&mut self.store.engine().reader(), r.msg.payload_pos)?;
             let attempts = options.attempts_of(&r);
