@@ -107,10 +107,8 @@ impl Dlq {
 
     /// One entry by id.
     pub fn get(&self, id: MessageId) -> Result<DeadLetter> {
-        let r = {
-            let st = self.store.engine().lock();
-            self.entry_ref(&st, id)?
-        };
+        // The index lock is held for this statement only.
+        let r = self.entry_ref(&self.store.engine().lock(), id)?;
         self.load(&mut self.store.engine().reader(), r, &self.name())
     }
 

@@ -123,12 +123,8 @@ impl Grouper {
 }
 
 fn sorted(groups: impl Iterator<Item = FingerprintStats>, as_of: u64) -> Vec<FingerprintStats> {
-    let mut v: Vec<FingerprintStats> = groups
-        .map(|mut g| {
-            g.as_of_ms = as_of;
-            g
-        })
-        .collect();
+    let mut v: Vec<FingerprintStats> = groups.collect();
+    v.iter_mut().for_each(|g| g.as_of_ms = as_of);
     v.sort_by(|a, b| {
         b.count
             .cmp(&a.count)

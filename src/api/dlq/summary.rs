@@ -105,10 +105,8 @@ impl Dlq {
     /// The summary of one entry by id (see [`DeadLetterSummary`]);
     /// [`Error::NotFound`](crate::Error::NotFound) when it is not in this DLQ.
     pub fn summary(&self, id: MessageId) -> Result<DeadLetterSummary> {
-        let r = {
-            let st = self.store.engine().lock();
-            self.summary_ref(&st, id)?
-        };
+        // The index lock is held for this statement only.
+        let r = self.summary_ref(&self.store.engine().lock(), id)?;
         self.load_summary(&mut self.store.engine().reader(), r)
     }
 
