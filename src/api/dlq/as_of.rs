@@ -165,16 +165,10 @@ impl DlqAsOf {
             let skip = out.len().saturating_sub(page.limit);
             return Ok(out.split_off(skip));
         }
-        let start = match (page.after_cursor, page.after) {
-            (Some(c), _) => Some(c),
-            (None, Some(id)) => Some(
-                self.entries
-                    .iter()
-                    .find(|e| e.id == id)
-                    .map(cursor)
-                    .ok_or(Error::NotFound(id))?,
-            ),
-            (None, None) => None,
+        let after = |id| self.get(id).map(cursor).ok_or(Error::NotFound(id));
+        let start = match page.after_cursor {
+            Some(c) => Some(c),
+            None => page.after.map(after).transpose()?,
         };
         Ok(matching
             .filter(|e| start.is_none_or(|s| cursor(e) > s))
