@@ -735,7 +735,10 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
                 Err(e)
             }
         };
-        shared.notify_done();
+        // No wake-up here: a failure leaves its message held (until its report is durable)
+        // or releases it through `release_held`, which wakes the waiters when the workers
+        // hold nothing; waking them at every failure cost each failure two context
+        // switches (the idle waiter's and the heartbeat's).
         match outcome {
             // A failure report wrote a record: the next handler starts now.
             Ok(()) => Ok((false, Instant::now())),
