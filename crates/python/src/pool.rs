@@ -7,7 +7,8 @@
 //! it to the DLQ at once; any other exception (and `deadletter.Transient`) is a transient
 //! failure, retried with the pool's backoff and dead-lettered after the last attempt. The
 //! error kind is the exception's `kind` (Permanent, Transient) or its class name, the
-//! message is `str(exception)`, and the traceback is kept as the failure's stack trace.
+//! message is `str(exception)`, and the traceback is kept as the failure's stack trace
+//! when the store keeps stack traces (`Store(..., include_stack_traces=True)`).
 //!
 //! Invariants: the pool is stopped (its threads joined) with the GIL released, from
 //! `shutdown`, the `with` block's end, the store's `close` or the object's deallocation,
@@ -19,6 +20,7 @@ use deadletter::pool::{PoolCounters, Retry};
 use deadletter::{Failure, Message, WorkerPool};
 use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
@@ -31,6 +33,9 @@ use crate::store::{PoolCell, PyQueue, Shared};
 struct Classes {
     permanent: Py<PyType>,
     transient: Py<PyType>,
+    /// The store keeps stack traces (`include_stack_traces`): only then is the traceback
+    /// formatted, which costs more than the rest of a failure together.
+    traces: bool,
 }
 
 /// A running worker pool over one queue, calling `handler(message)` on `workers` threads.
@@ -71,13 +76,62 @@ fn failure(py: Python<'_>, err: PyErr, classes: &Classes) -> Failure {
     } else {
         Failure::transient(kind, text)
     };
+    if !classes.traces {
+        return f;
+    }
     match err.traceback(py).and_then(|tb| tb.format().ok()) {
         Some(trace) => f.with_stack_trace(trace),
         None => f,
     }
 }
 
+/// A pool thread's Python thread state, kept from its first handler call to the thread's
+/// end. Without it every `Python::attach` on a thread Python did not start creates a
+/// thread state and deletes it again on release (with its frame stack: an allocation and
+/// page faults per handler call, measured as most of a trivial handler's cost).
+struct KeptThreadState {
+    gil: ffi::PyGILState_STATE,
+    saved: *mut ffi::PyThreadState,
+}
+
+impl KeptThreadState {
+    fn new() -> Self {
+        // SAFETY: called on a pool thread outside any `Python::attach` (the first thing a
+        // handler call does, and the pool's threads run nothing else of Python), with the
+        // interpreter initialised (this module is loaded in it). PyGILState_Ensure makes
+        // the thread's state and takes the GIL; PyEval_SaveThread releases the GIL and
+        // keeps the state, so each later PyGILState_Ensure (Python::attach) finds it and
+        // only takes the GIL, and each PyGILState_Release only lets go of the GIL.
+        unsafe {
+            let gil = ffi::PyGILState_Ensure();
+            let saved = ffi::PyEval_SaveThread();
+            KeptThreadState { gil, saved }
+        }
+    }
+}
+
+impl Drop for KeptThreadState {
+    fn drop(&mut self) {
+        // SAFETY: runs when the thread ends, outside any `Python::attach` (the pool's
+        // threads end between handler calls), on the state `new` saved. The pools are
+        // stopped before the interpreter finalises (the package's atexit hook), so the
+        // interpreter is running; if it is not, the state is left to the interpreter's
+        // own cleanup rather than touched.
+        unsafe {
+            if ffi::Py_IsInitialized() != 0 {
+                ffi::PyEval_RestoreThread(self.saved);
+                ffi::PyGILState_Release(self.gil);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_STATE: KeptThreadState = KeptThreadState::new();
+}
+
 fn call(handler: &Py<PyAny>, classes: &Classes, msg: &Message) -> Result<(), Failure> {
+    THREAD_STATE.with(|_| ());
     Python::attach(|py| {
         let message = match Py::new(py, PyMessage { inner: msg.clone() }) {
             Ok(m) => m,
@@ -143,16 +197,19 @@ impl PyWorkerPool {
         }
         let lease = seconds("lease", lease)?;
         let module = py.import("deadletter")?;
-        let classes = Classes {
-            permanent: module.getattr("Permanent")?.cast_into::<PyType>()?.unbind(),
-            transient: module.getattr("Transient")?.cast_into::<PyType>()?.unbind(),
-        };
+        let permanent = module.getattr("Permanent")?.cast_into::<PyType>()?.unbind();
+        let transient = module.getattr("Transient")?.cast_into::<PyType>()?.unbind();
         let name = name.to_string();
         let cell = &queue.cell;
         let pool = py
             .detach(move || {
                 let guard = cell.read();
                 let q = guard.as_ref().ok_or(deadletter::Error::Closed)?;
+                let classes = Classes {
+                    permanent,
+                    transient,
+                    traces: q.store().config().include_stack_traces,
+                };
                 WorkerPool::new(q)
                     .workers(workers)
                     .retry(retry)

@@ -1,0 +1,429 @@
+"""The Python benchmark of issue 30: deadletter's binding against the one-JSON-file-per-
+message DLQ of seed 000 (jsonfile_dlq.py) and against Python's sqlite3 (sqlite_queue.py,
+WAL, synchronous=FULL when durable), side by side in one run, on the same workloads,
+durable and not, with the machine's fdatasync rate measured in the same run.
+
+    python crates/python/bench/bench.py [--quick] [--out DIR] [--dir SCRATCH]
+
+Writes DIR/report.json and DIR/report.md (the README's table); DIR defaults to
+crates/python/bench/results. Every figure is the median of 3 runs, each on a fresh
+directory under SCRATCH (default: the system's temporary directory, which must be on a
+real disk for the durable rows to mean anything).
+
+Workloads (each contestant its best use of its own API, one thread unless said):
+- enqueue: one message (a subscriber as JSON, ~90 B) per call; the JSON design writes
+  its file (durable: file and directory fsync), sqlite one INSERT commit, deadletter
+  `Queue.enqueue(obj, codec="json")`.
+- failure_flow: messages whose handler always raises, 3 attempts each, ending in the
+  DLQ; timed from the messages' enqueue (deadletter and sqlite store them first; the
+  JSON design keeps them in memory, as the post does) until every one is in the DLQ. The
+  JSON design runs the post's Pipeline (retry loop, then the DLQ file); sqlite the
+  harness's batch worker (lease 256 per commit, one commit per failure report);
+  deadletter its WorkerPool (1 worker), whose failure reports share the next fsync.
+- stats: the DLQ's statistics over 2,000 entries of 5 error kinds (calls per second).
+- filtered_list: the first 100 pending entries of one error kind among those 2,000.
+- replay: every one of 2,000 pending entries handed back (entries per second): the
+  post's replay loop (handler, then mark_reprocessed rewriting the file), one sqlite
+  transaction, one `Dlq.replay()` call.
+- pool_4_workers (deadletter only): a trivial Python handler over 200,000 messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import deadletter  # noqa: E402
+from jsonfile_dlq import DeadLetterQueue, Pipeline  # noqa: E402
+from sqlite_queue import SqliteQueue  # noqa: E402
+
+KINDS = ["Timeout", "InvalidEmail", "Bounce", "RateLimited", "Unknown"]
+CONTESTANTS = ["deadletter", "jsonfile", "sqlite"]
+REPS = 3
+FILL = 2000
+
+# Operations per run: (workload, durable) -> {contestant: n}. Sized so that each run
+# takes about a second on a 2-core machine; --quick divides by 20.
+SIZES = {
+    ("enqueue", False): {"deadletter": 100_000, "jsonfile": 5_000, "sqlite": 50_000},
+    ("enqueue", True): {"deadletter": 3_000, "jsonfile": 1_000, "sqlite": 3_000},
+    ("failure_flow", False): {"deadletter": 30_000, "jsonfile": 3_000, "sqlite": 20_000},
+    ("failure_flow", True): {"deadletter": 30_000, "jsonfile": 500, "sqlite": 1_000},
+    ("stats", False): {"deadletter": 20_000, "jsonfile": 3, "sqlite": 500},
+    ("stats", True): {"deadletter": 20_000, "jsonfile": 3, "sqlite": 500},
+    ("filtered_list", False): {"deadletter": 2_000, "jsonfile": 3, "sqlite": 2_000},
+    ("filtered_list", True): {"deadletter": 2_000, "jsonfile": 3, "sqlite": 2_000},
+    ("replay", False): {"deadletter": FILL, "jsonfile": FILL, "sqlite": FILL},
+    ("replay", True): {"deadletter": FILL, "jsonfile": FILL, "sqlite": FILL},
+    ("pool_4_workers", False): {"deadletter": 200_000},
+    ("pool_4_workers", True): {"deadletter": 200_000},
+}
+
+
+def subscriber(i: int) -> dict:
+    return {"email": f"user{i}@email.com", "name": f"User {i}", "plan": "premium", "seq": i}
+
+
+def payload(i: int) -> bytes:
+    return json.dumps(subscriber(i), separators=(",", ":")).encode()
+
+
+class Boom(Exception):
+    pass
+
+
+def always_fails(_msg) -> None:
+    raise TimeoutError("timeout sending the newsletter")
+
+
+def noop(_msg) -> None:
+    return None
+
+
+# ---- fills (untimed): a DLQ of FILL entries of 5 kinds ------------------------------------
+
+
+def fill_deadletter(store) -> "deadletter.Dlq":
+    q = store.queue("newsletter")
+    q.enqueue_batch([subscriber(i) for i in range(FILL)], codec="json")
+
+    def handler(msg):
+        kind = KINDS[msg.id % len(KINDS)]
+        raise deadletter.Permanent(f"{kind} for user{msg.id}@email.com", kind=kind)
+
+    with deadletter.WorkerPool(q, handler, workers=2) as pool:
+        pool.run_until_idle()
+    dlq = q.dlq
+    assert len(dlq) == FILL, len(dlq)
+    return dlq
+
+
+def fill_jsonfile(path: Path, durable: bool) -> DeadLetterQueue:
+    dlq = DeadLetterQueue(str(path), durable=False)  # the files are the same either way
+    for i in range(FILL):
+        dlq.enqueue(subscriber(i), KINDS[i % len(KINDS)], attempts=3)
+    dlq.durable = durable
+    return dlq
+
+
+def fill_sqlite(db: SqliteQueue) -> None:
+    db.dlq_fill(
+        "newsletter",
+        [(payload(i), KINDS[i % len(KINDS)], f"failed for user{i}") for i in range(FILL)],
+    )
+
+
+# ---- one run: returns (operations, seconds) -------------------------------------------------
+
+
+def run_deadletter(workload: str, durable: bool, n: int, d: Path) -> tuple[int, float]:
+    with deadletter.Store(d / "store", durable=durable) as store:
+        q = store.queue("newsletter")
+        if workload == "enqueue":
+            msgs = [subscriber(i) for i in range(n)]
+            t = time.perf_counter()
+            for m in msgs:
+                q.enqueue(m, codec="json")
+            return n, time.perf_counter() - t
+        if workload == "failure_flow":
+            msgs = [subscriber(i) for i in range(n)]
+            t = time.perf_counter()
+            q.enqueue_batch(msgs, codec="json")
+            with deadletter.WorkerPool(q, always_fails, workers=1, max_attempts=3, delay=0.0, jitter=False) as pool:
+                pool.run_until_idle()
+            took = time.perf_counter() - t
+            assert len(q.dlq) == n and len(q) == 0
+            return n, took
+        if workload == "pool_4_workers":
+            q.enqueue_batch([payload(i) for i in range(n)])
+            store.sync()
+            t = time.perf_counter()
+            with deadletter.WorkerPool(q, noop, workers=4) as pool:
+                pool.run_until_idle()
+            took = time.perf_counter() - t
+            assert pool.counters["processed"] == n, pool.counters
+            return n, took
+        dlq = fill_deadletter(store)
+        if workload == "stats":
+            t = time.perf_counter()
+            for _ in range(n):
+                s = dlq.stats()
+            took = time.perf_counter() - t
+            assert s["total"] == FILL
+            return n, took
+        if workload == "filtered_list":
+            f = deadletter.Filter(error_kind="InvalidEmail", pending=True)
+            t = time.perf_counter()
+            for _ in range(n):
+                page = dlq.list(f, limit=100)
+            took = time.perf_counter() - t
+            assert len(page) == 100 and page[0].error_kind == "InvalidEmail"
+            return n, took
+        if workload == "replay":
+            t = time.perf_counter()
+            report = dlq.replay(reset_attempts=True)
+            took = time.perf_counter() - t
+            assert len(report["replayed"]) == FILL and len(q) == FILL
+            return FILL, took
+    raise ValueError(workload)
+
+
+def run_jsonfile(workload: str, durable: bool, n: int, d: Path) -> tuple[int, float]:
+    path = d / "dlq"
+    if workload == "enqueue":
+        dlq = DeadLetterQueue(str(path), durable=durable)
+        msgs = [subscriber(i) for i in range(n)]
+        t = time.perf_counter()
+        for m in msgs:
+            dlq.enqueue(m, "", attempts=0)
+        return n, time.perf_counter() - t
+    if workload == "failure_flow":
+        dlq = DeadLetterQueue(str(path), durable=durable)
+        pipeline = Pipeline(always_fails, dlq, max_retries=3, retry_delay=0)
+        msgs = [subscriber(i) for i in range(n)]
+        t = time.perf_counter()
+        for m in msgs:
+            pipeline.process(m)
+        took = time.perf_counter() - t
+        assert len(os.listdir(path)) == n
+        return n, took
+    dlq = fill_jsonfile(path, durable)
+    if workload == "stats":
+        t = time.perf_counter()
+        for _ in range(n):
+            s = dlq.stats()
+        took = time.perf_counter() - t
+        assert s["total"] == FILL
+        return n, took
+    if workload == "filtered_list":
+        t = time.perf_counter()
+        for _ in range(n):
+            page = [e for e in dlq.list_pending() if e["error"] == "InvalidEmail"][:100]
+        took = time.perf_counter() - t
+        assert len(page) == 100
+        return n, took
+    if workload == "replay":
+        t = time.perf_counter()
+        for entry in dlq.list_pending():
+            noop(entry["message"])
+            dlq.mark_reprocessed(entry["id"], success=True)
+        took = time.perf_counter() - t
+        assert dlq.stats()["reprocessed_ok"] == FILL
+        return FILL, took
+    raise ValueError(workload)
+
+
+def run_sqlite(workload: str, durable: bool, n: int, d: Path) -> tuple[int, float]:
+    db = SqliteQueue(str(d / "queue.sqlite"), durable=durable)
+    try:
+        if workload == "enqueue":
+            msgs = [subscriber(i) for i in range(n)]
+            t = time.perf_counter()
+            for m in msgs:
+                db.enqueue("newsletter", json.dumps(m, separators=(",", ":")).encode())
+            return n, time.perf_counter() - t
+        if workload == "failure_flow":
+            msgs = [subscriber(i) for i in range(n)]
+            t = time.perf_counter()
+            db.enqueue_batch("newsletter", [json.dumps(m, separators=(",", ":")).encode() for m in msgs])
+            db.run_worker("newsletter", always_fails, max_attempts=3)
+            took = time.perf_counter() - t
+            assert db.dlq_stats()["total"] == n
+            return n, took
+        fill_sqlite(db)
+        if workload == "stats":
+            t = time.perf_counter()
+            for _ in range(n):
+                s = db.dlq_stats()
+            took = time.perf_counter() - t
+            assert s["total"] == FILL
+            return n, took
+        if workload == "filtered_list":
+            t = time.perf_counter()
+            for _ in range(n):
+                page = db.dlq_list("InvalidEmail", 100)
+            took = time.perf_counter() - t
+            assert len(page) == 100
+            return n, took
+        if workload == "replay":
+            t = time.perf_counter()
+            moved = db.dlq_replay_all()
+            took = time.perf_counter() - t
+            assert moved == FILL
+            return FILL, took
+    finally:
+        db.close()
+    raise ValueError(workload)
+
+
+RUNNERS = {"deadletter": run_deadletter, "jsonfile": run_jsonfile, "sqlite": run_sqlite}
+
+
+def fdatasync_rate(scratch: Path, n: int) -> float:
+    """100 B appends, each followed by fdatasync: the machine's durable-write pace."""
+    path = scratch / "fdatasync.probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        block = b"x" * 100
+        t = time.perf_counter()
+        for i in range(n):
+            os.pwrite(fd, block, i * 100)
+            os.fdatasync(fd)
+        return n / (time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def measure(scratch: Path, quick: bool) -> dict:
+    rows = []
+    sync_rates = [fdatasync_rate(scratch, 100 if quick else 2000)]
+    for (workload, durable), sizes in SIZES.items():
+        for contestant, n in sizes.items():
+            if quick:
+                n = max(1, n // 20) if workload not in ("replay",) else n
+            runs = []
+            for _ in range(REPS):
+                d = Path(tempfile.mkdtemp(prefix=f"dl-bench-{contestant}-", dir=scratch))
+                try:
+                    ops, took = RUNNERS[contestant](workload, durable, n, d)
+                finally:
+                    shutil.rmtree(d, ignore_errors=True)
+                runs.append(ops / took)
+            rows.append(
+                {
+                    "workload": workload,
+                    "durable": durable,
+                    "contestant": contestant,
+                    "n": n,
+                    "ops_per_s": statistics.median(runs),
+                    "runs": runs,
+                }
+            )
+            print(f"{workload:15} durable={str(durable):5} {contestant:10} n={n:7} "
+                  f"{statistics.median(runs):14.1f} ops/s", flush=True)
+        if durable and workload == "enqueue":
+            # Measured again between the durable rows, so the rate is of the same minutes.
+            sync_rates.append(fdatasync_rate(scratch, 100 if quick else 2000))
+    sync_rates.append(fdatasync_rate(scratch, 100 if quick else 2000))
+    return {"rows": rows, "fdatasync_per_s": statistics.median(sync_rates), "fdatasync_runs": sync_rates}
+
+
+def ops(rows, workload, durable, contestant):
+    for r in rows:
+        if (r["workload"], r["durable"], r["contestant"]) == (workload, durable, contestant):
+            return r["ops_per_s"]
+    return None
+
+
+def goals(result: dict) -> list[dict]:
+    rows, sync = result["rows"], result["fdatasync_per_s"]
+    out = []
+
+    def goal(name, value, target, unit=""):
+        out.append({"goal": name, "value": value, "target": target, "met": value >= target, "unit": unit})
+
+    for w in ("enqueue", "failure_flow"):
+        goal(f"{w}, not durable: x JSON-file DLQ", ops(rows, w, False, "deadletter") / ops(rows, w, False, "jsonfile"), 20, "x")
+    goal("enqueue one at a time, durable: % of fdatasync rate", 100 * ops(rows, "enqueue", True, "deadletter") / sync, 80, "%")
+    for durable in (False, True):
+        goal(f"stats, {'durable' if durable else 'not durable'}: x JSON-file DLQ",
+             ops(rows, "stats", durable, "deadletter") / ops(rows, "stats", durable, "jsonfile"), 100, "x")
+    for w in ("enqueue", "failure_flow", "stats", "filtered_list", "replay"):
+        for durable in (False, True):
+            goal(f"{w}, {'durable' if durable else 'not durable'}: x sqlite3",
+                 ops(rows, w, durable, "deadletter") / ops(rows, w, durable, "sqlite"), 2, "x")
+    goal("pool, 4 workers, trivial handler, not durable: messages/s", ops(rows, "pool_4_workers", False, "deadletter"), 100_000)
+    goal("pool, 4 workers, trivial handler, durable: messages/s", ops(rows, "pool_4_workers", True, "deadletter"), 30_000)
+    return out
+
+
+def fmt(v: float) -> str:
+    if v >= 1e6:
+        return f"{v / 1e6:.2f} M"
+    if v >= 1e4:
+        return f"{v / 1e3:.1f} K"
+    if v >= 100:
+        return f"{v:.0f}"
+    return f"{v:.2f}"
+
+
+def markdown(report: dict) -> str:
+    rows, sync = report["rows"], report["fdatasync_per_s"]
+    m = report["machine"]
+    lines = [
+        f"Measured {report['date']} by `python crates/python/bench/bench.py`"
+        f"{' --quick' if report['quick'] else ''} on {m['cpus']} cores ({m['platform']}, "
+        f"Python {m['python']}, SQLite {m['sqlite']}), load average {m['load_before']} before and "
+        f"{m['load_after']} after; fdatasync rate in the same run: {sync:.0f}/s. Median of {REPS} runs; "
+        "ops/s are calls per second (stats, filtered_list), entries per second (replay) or "
+        "messages per second.",
+        "",
+        "| workload | durable | deadletter | JSON-file DLQ | sqlite3 | × JSON-file | × sqlite3 | % of fdatasync |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (workload, durable) in SIZES:
+        d = ops(rows, workload, durable, "deadletter")
+        j = ops(rows, workload, durable, "jsonfile")
+        s = ops(rows, workload, durable, "sqlite")
+        pct = f"{100 * d / sync:.0f}%" if durable and workload == "enqueue" else ""
+        lines.append(
+            f"| {workload} | {'yes' if durable else 'no'} | {fmt(d)} | {fmt(j) if j else ''} | "
+            f"{fmt(s) if s else ''} | {f'{d / j:.0f}' if j else ''} | {f'{d / s:.1f}' if s else ''} | {pct} |"
+        )
+    lines += ["", "| goal (issue 30) | measured | target | met |", "|---|---:|---:|---|"]
+    for g in report["goals"]:
+        v = f"{g['value']:.1f}{g['unit']}" if g["unit"] else fmt(g["value"])
+        t = f"{g['target']}{g['unit']}" if g["unit"] else fmt(g["target"])
+        lines.append(f"| {g['goal']} | {v} | {t} | {'yes' if g['met'] else '**no**'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1/20 of the operations (a check that it runs)")
+    ap.add_argument("--out", default=str(HERE / "results"), help="where report.json and report.md go")
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="scratch directory (a real disk)")
+    args = ap.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="dl-bench-", dir=args.dir))
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    try:
+        result = measure(scratch, args.quick)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "quick": args.quick,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "load_before": load_before,
+            "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        },
+        **result,
+    }
+    report["goals"] = goals(report)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(markdown(report))
+    print()
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
