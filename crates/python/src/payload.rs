@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString};
 use pyo3::PyTypeInfo;
 
@@ -91,14 +92,28 @@ fn raw<'py>(value: &Bound<'py, PyAny>) -> PyResult<Payload<'py>> {
     Err(PyTypeError::new_err("not bytes"))
 }
 
+/// The compact JSON encoder, made once: `json.dumps` with any keyword argument builds a
+/// new encoder per call, which costs more than the enqueue itself.
+static JSON_ENCODE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `json.loads`, looked up once.
+static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
 fn json_dumps<'py>(value: &Bound<'py, PyAny>) -> PyResult<Payload<'py>> {
     let py = value.py();
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("separators", (",", ":"))?;
-    kwargs.set_item("ensure_ascii", false)?;
-    let text = py
-        .import("json")?
-        .call_method("dumps", (value,), Some(&kwargs))
+    let encode = JSON_ENCODE.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("separators", (",", ":"))?;
+        kwargs.set_item("ensure_ascii", false)?;
+        let encoder = py
+            .import("json")?
+            .getattr("JSONEncoder")?
+            .call((), Some(&kwargs))?;
+        Ok(encoder.getattr("encode")?.unbind())
+    })?;
+    let text = encode
+        .bind(py)
+        .call1((value,))
         .map_err(|e| CodecError::new_err(format!("not JSON-serialisable: {e}")))?;
     let text = text.cast_into::<PyString>()?;
     Ok(Payload::Other(text.to_str()?.as_bytes().to_vec()))
@@ -118,9 +133,12 @@ pub fn decode<'py>(
                 name.to_str()?
             )));
         }
-        return py
-            .import("json")?
-            .call_method1("loads", (bytes,))
+        let loads = JSON_LOADS.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("json")?.getattr("loads")?.unbind())
+        })?;
+        return loads
+            .bind(py)
+            .call1((bytes,))
             .map_err(|e| CodecError::new_err(format!("the payload is not JSON: {e}")));
     }
     codec
