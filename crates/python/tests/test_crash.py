@@ -55,6 +55,8 @@ def test_sigkill_mid_pool_run_loses_nothing_acknowledged(tmp_path):
                     break
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
+        # What it printed after the last line read above is still in the pipe.
+        acknowledged += child.stdout.read().split()
     finally:
         if child.poll() is None:
             child.kill()
