@@ -87,6 +87,14 @@ impl Shared {
     }
 }
 
+/// `f(builder, value)` when a value was given, the builder as it is otherwise.
+fn set<B, T>(builder: B, value: Option<T>, f: impl FnOnce(B, T) -> B) -> B {
+    match value {
+        Some(v) => f(builder, v),
+        None => builder,
+    }
+}
+
 /// Runs `f` on the engine handle in `cell` with the GIL released; a closed cell is
 /// `Error::Closed`, and an engine error its Python exception.
 pub fn with<T: Send + Sync, R: Send>(
@@ -152,31 +160,16 @@ impl PyStore {
         if let Some(every) = opt_seconds("sync_interval", sync_interval)? {
             config = config.durability(Durability::Interval(every));
         }
-        if let Some(n) = max_message_size {
-            config = config.max_message_size(n);
-        }
-        if let Some(n) = segment_size {
-            config = config.segment_size(n);
-        }
-        if let Some(p) = dlq_name_pattern {
-            config = config.dlq_name_pattern(p);
-        }
-        if let Some(e) = environment {
-            config = config.environment(e);
-        }
-        if let Some(v) = code_version {
-            config = config.code_version(v);
-        }
-        if let Some(on) = include_stack_traces {
-            config = config.include_stack_traces(on);
-        }
-        let mut defaults = config.queue_defaults.clone();
-        if let Some(n) = max_attempts {
-            defaults = defaults.max_attempts(n);
-        }
-        if let Some(t) = opt_seconds("visibility_timeout", visibility_timeout)? {
-            defaults = defaults.visibility_timeout(t);
-        }
+        config = set(config, max_message_size, Config::max_message_size);
+        config = set(config, segment_size, Config::segment_size);
+        config = set(config, dlq_name_pattern, |c, p| c.dlq_name_pattern(p));
+        config = set(config, environment, |c, e| c.environment(e));
+        config = set(config, code_version, |c, v| c.code_version(v));
+        config = set(config, include_stack_traces, Config::include_stack_traces);
+        let visibility = opt_seconds("visibility_timeout", visibility_timeout)?;
+        let defaults = config.queue_defaults.clone();
+        let defaults = set(defaults, max_attempts, QueueOptions::max_attempts);
+        let defaults = set(defaults, visibility, QueueOptions::visibility_timeout);
         config = config
             .queue_defaults(defaults)
             .control_socket(control_socket);
@@ -243,19 +236,10 @@ impl PyStore {
             if !custom {
                 return Ok(queue);
             }
-            let mut options: QueueOptions = queue.options();
-            if let Some(n) = max_attempts {
-                options = options.max_attempts(n);
-            }
-            if let Some(t) = visibility {
-                options = options.visibility_timeout(t);
-            }
-            if let Some(t) = ttl {
-                options = options.default_ttl(t);
-            }
-            if let Some(n) = max_pending {
-                options = options.max_pending(n);
-            }
+            let options = set(queue.options(), max_attempts, QueueOptions::max_attempts);
+            let options = set(options, visibility, QueueOptions::visibility_timeout);
+            let options = set(options, ttl, QueueOptions::default_ttl);
+            let options = set(options, max_pending, QueueOptions::max_pending);
             store.queue_with(name, options)
         })?;
         Ok(self.wrap_queue(queue))
