@@ -29,10 +29,10 @@
 //!   envelope on NATS JetStream), and `jetstream-plain`: what a user builds by hand
 //!   with the async-nats client (a work-queue stream, a pull consumer, and a second
 //!   stream the last delivery is published to), so the report shows what the envelope
-//!   costs (`compare/jetstream.rs`). Each run starts its own nats-server on a free
-//!   loopback port with its store in the run's directory. Measured on the enqueue
-//!   workloads, drain, failure_flow and the pool workloads, with file storage ("durable" rows; see
-//!   `compare/jetstream.rs` for what nats-server 2.9 syncs).
+//!   costs (`compare/jetstream.rs`). Each run starts its own nats-server (the binary of
+//!   `DEADLETTER_NATS_SERVER`, `sync_interval: always`) on a free loopback port with its
+//!   store in the run's directory. Measured on the enqueue workloads, drain, failure_flow
+//!   and the pool workloads, with file storage fsynced per write ("durable" rows).
 //!
 //! Sizes and durations: `compare/plan.rs`. What each workload does and how
 //! it is measured: `compare/workloads.rs`. Peak RSS method: `compare/measure.rs`.

@@ -1,5 +1,5 @@
 //! Forwarding throughput: a store holding N messages forwarded to the machine's NATS
-//! server (`DEADLETTER_NATS_URL`, default `nats://127.0.0.1:4222`) until drained, beside
+//! server (`DEADLETTER_NATS_URL`, default `nats://127.0.0.1:4250`, the server `.ci/run` starts) until drained, beside
 //! the same messages published straight to a JetStream queue by `enqueue_batch` (no local
 //! store: the cost of JetStream alone), in one run.
 //!
@@ -19,7 +19,7 @@ const MESSAGES: usize = 20_000;
 const PAYLOAD: usize = 128;
 
 fn url() -> String {
-    std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+    deadletter_jetstream::local_server::shared_url()
 }
 
 fn namespace() -> String {

@@ -3,7 +3,7 @@
 //! run on an embedded store and then on a JetStream namespace.
 //!
 //! `cargo run -p deadletter-jetstream --example same_program` (needs a NATS server with
-//! JetStream: `DEADLETTER_NATS_URL`, default `nats://127.0.0.1:4222`).
+//! JetStream: `DEADLETTER_NATS_URL`, default `nats://127.0.0.1:4250`, the server `.ci/run` starts).
 
 use std::time::Duration;
 
@@ -79,7 +79,7 @@ fn main() -> deadletter::Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
 
     let url =
-        std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+        std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4250".into());
     let namespace = format!("same_program_{}", std::process::id());
     let js = JetStream::connect(&url, &namespace)?;
     println!("JetStream namespace {namespace} on {url}:");

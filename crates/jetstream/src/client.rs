@@ -7,6 +7,9 @@
 //!
 //! Errors of the client become [`Error::Backend`](deadletter::Error::Backend) here, named
 //! by the operation that failed.
+//!
+//! Invariant: a `Conn` exists only on a server of [`MINIMUM_SERVER`] or later (read from
+//! the server's INFO at connect); an older one is refused with [`UnsupportedServer`].
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -69,6 +72,7 @@ impl Conn {
                     .connect(url),
             )
             .map_err(|e| backend("connect", e))?;
+        check_version(&client.server_info().version)?;
         // The context spawns its task for publish acknowledgements: inside the runtime.
         let js = runtime.block_on(async {
             jetstream::ContextBuilder::new()
@@ -96,6 +100,64 @@ impl Conn {
             .map(|_| ())
             .map_err(|e| backend("acknowledge", e))
     }
+}
+
+/// The oldest nats-server the backend supports: 2.10.0, the first with
+/// `sync_interval: always` (an fsync before every acknowledgement). On an older server
+/// nothing it acknowledges is on disk until its next sync (every two minutes), and a
+/// killed server comes back with its stream sequences and consumer state from then:
+/// ids handed out again, acknowledgements and delivery counts forgotten. The backend's
+/// "nothing acknowledged is lost" and "exactly once in the DLQ" cannot hold there.
+pub const MINIMUM_SERVER: (u64, u64, u64) = (2, 10, 0);
+
+/// A server older than [`MINIMUM_SERVER`], refused at connect (the source of the
+/// `Error::Backend` that [`crate::JetStream::connect`] returns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsupportedServer {
+    /// The version in the server's INFO, as it wrote it.
+    pub version: String,
+    /// The oldest version supported, [`MINIMUM_SERVER`].
+    pub minimum: (u64, u64, u64),
+}
+
+impl std::fmt::Display for UnsupportedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b, c) = self.minimum;
+        write!(
+            f,
+            "nats-server {} is not supported: deadletter-jetstream needs {a}.{b}.{c} or later \
+             (with `sync_interval: always`), whose fsync per write keeps what it acknowledged",
+            self.version
+        )
+    }
+}
+
+impl std::error::Error for UnsupportedServer {}
+
+/// Refuses a server older than [`MINIMUM_SERVER`] (an unreadable version too).
+fn check_version(version: &str) -> Result<()> {
+    match parse_version(version) {
+        Some(v) if v >= MINIMUM_SERVER => Ok(()),
+        _ => Err(backend(
+            "connect",
+            UnsupportedServer {
+                version: version.to_string(),
+                minimum: MINIMUM_SERVER,
+            },
+        )),
+    }
+}
+
+/// Reads `2.15.1`, `v2.9.10` or `2.12.0-RC.1` as (major, minor, patch).
+pub(crate) fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v');
+    let core = core.split(['-', '+', ' ']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().unwrap_or(Some(0))?,
+    ))
 }
 
 /// A client error as the crate's error, naming the operation.
@@ -132,5 +194,29 @@ pub(crate) mod acks {
     /// A negative acknowledgement: redeliver after `delay`.
     pub(crate) fn nak(delay: Duration) -> Bytes {
         format!("-NAK {{\"delay\":{}}}", delay.as_nanos()).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_and_old_servers_refused() {
+        assert_eq!(parse_version("2.15.1"), Some((2, 15, 1)));
+        assert_eq!(parse_version("v2.9.10"), Some((2, 9, 10)));
+        assert_eq!(parse_version("2.12.0-RC.1"), Some((2, 12, 0)));
+        assert_eq!(parse_version("2.10"), Some((2, 10, 0)));
+        assert_eq!(parse_version("x.y"), None);
+        assert!(check_version("2.10.0").is_ok());
+        assert!(check_version("2.15.1").is_ok());
+        for old in ["2.9.10", "2.9.25", "1.4.0", "garbage"] {
+            let err = check_version(old).unwrap_err();
+            let source = std::error::Error::source(&err)
+                .and_then(|s| s.downcast_ref::<UnsupportedServer>())
+                .expect("an UnsupportedServer");
+            assert_eq!(source.version, old);
+            assert!(err.to_string().contains("2.10.0 or later"), "{err}");
+        }
     }
 }

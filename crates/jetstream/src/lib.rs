@@ -37,13 +37,17 @@
 //! the DLQ publishes the whole envelope (JSON, see `wire`) with a deduplication id, waits
 //! for its acknowledgement, then terminates the original.
 //!
-//! Requires nats-server 2.9 or later with JetStream enabled.
+//! Requires nats-server 2.10 or later ([`MINIMUM_SERVER`]) with JetStream enabled and
+//! `sync_interval: always`; connecting to an older server fails with
+//! [`UnsupportedServer`] (see its documentation for why).
 
 mod client;
 mod counts;
 mod dlq;
 mod forward;
 mod handles;
+#[cfg(feature = "local-server")]
+pub mod local_server;
 mod message;
 mod moves;
 mod names;
@@ -54,6 +58,7 @@ mod repair;
 mod scan;
 mod wire;
 
+pub use client::{UnsupportedServer, MINIMUM_SERVER};
 pub use dlq::JetStreamDlq;
 pub use forward::{
     FleetDlq, FleetEntry, ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder, LinkState,

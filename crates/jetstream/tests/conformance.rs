@@ -1,5 +1,5 @@
 //! The conformance suite on JetStream: each scenario in a fresh namespace on the machine's
-//! NATS server (`DEADLETTER_NATS_URL`, default `nats://127.0.0.1:4222`), deleted after.
+//! NATS server (`DEADLETTER_NATS_URL`, default `nats://127.0.0.1:4250`, the server `.ci/run` starts), deleted after.
 
 use std::sync::Mutex;
 

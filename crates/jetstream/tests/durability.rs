@@ -2,16 +2,16 @@
 //! server:
 //! - a server killed with SIGKILL (a process crash, not a power cut) keeps every message
 //!   whose publish was acknowledged, and every DLQ entry whose move returned;
-//! - the `sync_interval` setting (fsync on every write with `always`) exists from
-//!   nats-server 2.10 on; a 2.9 server refuses a configuration that has it.
+//! - the servers the tests start fsync every write (`sync_interval: always`) and are of a
+//!   supported version; an older server is refused at connect, with a typed error.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
 use std::time::Duration;
 
 use deadletter::queue::{FailureReport, QueueOptions};
 use deadletter::{DeadLetterQueue, Failure, MessageQueue};
-use deadletter_jetstream::{JetStream, JetStreamOptions};
+use deadletter_jetstream::{JetStream, JetStreamOptions, UnsupportedServer};
 
 mod common;
 
@@ -84,58 +84,54 @@ fn a_killed_server_keeps_what_it_acknowledged() {
     js.delete_namespace().unwrap();
 }
 
-/// The installed server's version, such as (2, 9, 10).
-fn server_version() -> (u32, u32, u32) {
-    let out = Command::new("nats-server")
-        .arg("--version")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v = text.trim().rsplit('v').next().unwrap();
-    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-    )
+/// The servers the tests start are of a supported version and accept
+/// `sync_interval: always` (a server that does not know it exits at start, and
+/// `LocalServer::start` would fail).
+#[test]
+fn the_test_servers_fsync_every_write_and_are_supported() {
+    let version = deadletter_jetstream::local_server::binary_version().unwrap();
+    assert!(
+        version >= deadletter_jetstream::MINIMUM_SERVER,
+        "the test server {version:?} is older than the supported minimum"
+    );
+    let server = common::OwnServer::start();
+    let config = std::fs::read_to_string(server.store.path().join("server.conf")).unwrap();
+    assert!(config.contains("sync_interval: always"), "{config}");
+    let js = common::fresh_namespace(&server.url());
+    js.delete_namespace().unwrap();
 }
 
+/// A server older than the minimum is refused at connect with `UnsupportedServer`. The
+/// "server" is a socket that speaks the start of the NATS protocol as nats-server 2.9.10
+/// does (its INFO, then PONG to the client's PING), so no old server needs installing.
 #[test]
-fn sync_interval_exists_from_2_10_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let conf = dir.path().join("server.conf");
-    let mut f = std::fs::File::create(&conf).unwrap();
-    writeln!(
-        f,
-        "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?}, sync_interval: always }}",
-        dir.path().join("store")
-    )
-    .unwrap();
-    drop(f);
-    let mut child = Command::new("nats-server")
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let version = server_version();
-    if version < (2, 10, 0) {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            !out.status.success(),
-            "a {version:?} server accepted sync_interval"
+fn an_old_server_is_refused_at_connect() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fake = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let info = format!(
+            "INFO {{\"server_id\":\"OLD\",\"server_name\":\"old\",\"version\":\"2.9.10\",\
+             \"proto\":1,\"go\":\"go1.19\",\"host\":\"127.0.0.1\",\"port\":{port},\
+             \"headers\":true,\"max_payload\":1048576,\"jetstream\":true}}\r\n"
         );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("unknown field \"sync_interval\""), "{err}");
-    } else {
-        common::wait_for_port(port);
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
+        socket.write_all(info.as_bytes()).unwrap();
+        let mut reader = BufReader::new(socket.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            if line.starts_with("PING") {
+                let _ = socket.write_all(b"PONG\r\n");
+            }
+            line.clear();
+        }
+    });
+    let err = JetStream::connect(&format!("nats://127.0.0.1:{port}"), "old")
+        .expect_err("a 2.9.10 server is refused");
+    let unsupported = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<UnsupportedServer>())
+        .unwrap_or_else(|| panic!("not an UnsupportedServer: {err}"));
+    assert_eq!(unsupported.version, "2.9.10");
+    assert_eq!(unsupported.minimum, deadletter_jetstream::MINIMUM_SERVER);
+    assert!(err.to_string().contains("2.10.0 or later"), "{err}");
+    fake.join().unwrap();
 }

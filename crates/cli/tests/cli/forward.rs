@@ -9,7 +9,7 @@ use deadletter::{Config, Error, Failure, Store};
 use crate::run::{json as ok_json, serial};
 
 fn server() -> String {
-    std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+    std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4250".into())
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The commands on a JetStream namespace (`nats://host:port/namespace` in place of the
 //! directory), against the machine's NATS server (`DEADLETTER_NATS_URL`, default
-//! `nats://127.0.0.1:4222`), each test in a fresh namespace.
+//! `nats://127.0.0.1:4250`, the server `.ci/run` starts), each test in a fresh namespace.
 
 use deadletter::queue::FailureReport;
 use deadletter::{DeadLetterQueue, Failure, MessageQueue};
@@ -11,7 +11,7 @@ use crate::http;
 use crate::run::{json as ok_json, run, serial, stdout};
 
 fn server() -> String {
-    std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+    std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4250".into())
 }
 
 /// A fresh namespace with queue `orders`: two entries in its DLQ (kinds `Invalid` and

@@ -11,19 +11,18 @@
 //!   (Limits retention, subject `dlq.{kind}`), then a termination.
 //!
 //! Both wait for the server to confirm every acknowledgement and every publish, so the
-//! difference is the envelope and its bookkeeping. Both use file storage: the rows are
-//! reported as durable, but nats-server 2.9 syncs its files every two minutes, not per
-//! write (docs/ARCHITECTURE.md, "The JetStream backend"). Measured on the enqueue
+//! difference is the envelope and its bookkeeping. Both use file storage on a server
+//! with `sync_interval: always`: the server fsyncs every write before it acknowledges
+//! it, so the rows are durable in the same sense as the embedded store's. Measured on the enqueue
 //! workloads, drain, failure_flow and the pool workloads (`runs`).
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::PullConsumer, stream::RetentionPolicy, AckKind};
 use deadletter::queue::QueueOptions;
+use deadletter_jetstream::local_server::LocalServer;
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
@@ -53,43 +52,29 @@ pub fn runs(w: Workload, durable: bool) -> bool {
         )
 }
 
-/// A nats-server of the run's own, its store under the run's directory.
+/// A nats-server of the run's own, its store under the run's directory: JetStream with
+/// `sync_interval: always` (an fsync per write, as the embedded durable rows), the binary
+/// of `DEADLETTER_NATS_SERVER` (see `deadletter_jetstream::local_server`); stopped with
+/// SIGTERM when dropped, so its files are complete.
 struct Server {
-    child: Child,
+    server: LocalServer,
     url: String,
 }
 
 impl Server {
     fn start(dir: &Path) -> BenchResult<Server> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.join("nats"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("start nats-server: {e}"))?;
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > give_up {
-                return Err("nats-server did not start".into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let server =
+            LocalServer::start(&dir.join("nats")).map_err(|e| format!("start nats-server: {e}"))?;
         Ok(Server {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
+            url: server.url(),
+            server,
         })
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // SIGTERM: the server stops cleanly (its files are complete for the next open).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        self.server.stop();
     }
 }
 

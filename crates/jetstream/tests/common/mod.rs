@@ -1,20 +1,19 @@
 //! What the JetStream tests share: the server's address, fresh namespaces, and a NATS
 //! server of a test's own (on a free loopback port, with a temporary store directory)
-//! for the tests that stop or kill it.
+//! for the tests that stop or kill it (`deadletter_jetstream::local_server`).
 
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use deadletter_jetstream::local_server::LocalServer;
 use deadletter_jetstream::{JetStream, JetStreamOptions};
 
-/// The machine's server, or `DEADLETTER_NATS_URL`.
+/// The shared server of the test run: `DEADLETTER_NATS_URL`, default the one `.ci/run`
+/// starts (see [`deadletter_jetstream::local_server::DEFAULT_URL`]).
 pub fn server_url() -> String {
-    std::env::var("DEADLETTER_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+    deadletter_jetstream::local_server::shared_url()
 }
 
 /// A namespace name no other test (in this process or another) uses.
@@ -37,66 +36,41 @@ pub fn fresh_namespace(url: &str) -> JetStream {
     JetStream::connect_with(url, options).expect("connect to the NATS server")
 }
 
-/// A nats-server process of the test's own.
+/// A nats-server process of the test's own (JetStream, `sync_interval: always`, the
+/// binary of `DEADLETTER_NATS_SERVER`), on a free loopback port with a temporary store.
 pub struct OwnServer {
-    child: Option<Child>,
+    server: LocalServer,
     pub port: u16,
     pub store: tempfile::TempDir,
 }
 
 impl OwnServer {
-    /// Starts `nats-server -js` on a free loopback port with a fresh store directory.
+    /// Starts the server and waits for its port.
     pub fn start() -> OwnServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let store = tempfile::tempdir().unwrap();
-        let mut server = OwnServer {
-            child: None,
-            port,
+        let server =
+            LocalServer::start(store.path()).expect("start a nats-server of the test's own");
+        OwnServer {
+            port: server.port(),
+            server,
             store,
-        };
-        server.restart();
-        server
+        }
     }
 
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        self.server.url()
     }
 
-    /// Starts the server (again), on the same port and store, and waits for its port.
+    /// Starts the server again, on the same port and store, and waits for its port.
     pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "already running");
-        let child = spawn_server(self.port, self.store.path());
-        self.child = Some(child);
-        wait_for_port(self.port);
+        assert!(!self.server.is_running(), "already running");
+        self.server.restart().expect("restart the nats-server");
     }
 
     /// Stops the server the way a crash does (SIGKILL) and waits for it to be gone.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.server.kill();
     }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn spawn_server(port: u16, store: &Path) -> Child {
-    Command::new("nats-server")
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-        .arg(store)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nats-server (is the Debian package nats-server installed?)")
 }
 
 /// Waits until something listens on `port` (up to 20 s).
