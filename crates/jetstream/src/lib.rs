@@ -53,6 +53,7 @@ mod moves;
 mod names;
 mod namespace;
 mod options;
+mod pool;
 mod queue;
 mod repair;
 mod scan;
@@ -67,4 +68,5 @@ pub use forward::{
 pub use message::JetStreamMessage;
 pub use namespace::JetStream;
 pub use options::{JetStreamOptions, Storage};
+pub use pool::MAX_RESERVATION;
 pub use queue::JetStreamQueue;

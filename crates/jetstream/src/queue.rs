@@ -29,7 +29,6 @@ use std::time::Duration;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use bytes::Bytes;
-use deadletter::backend::WorkerQueue;
 use deadletter::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueOptions, QueueStats,
 };
@@ -145,54 +144,42 @@ impl JetStreamQueue {
         Ok(ids)
     }
 
-    /// Fetches up to `max` deliveries; with `wait`, waits that long (at most
-    /// `PULL_SLICE`) for the first one.
-    async fn fetch(&self, max: usize, wait: Option<Duration>) -> Result<Vec<jetstream::Message>> {
+    /// Fetches up to `max` deliveries in one pull request; with `wait`, the request waits
+    /// that long (at most `PULL_SLICE`) for the first and returns as soon as no more are
+    /// pending (a no-wait pull with an expiry); without, it does not wait at all.
+    pub(crate) async fn fetch(
+        &self,
+        max: usize,
+        wait: Option<Duration>,
+    ) -> Result<Vec<jetstream::Message>> {
         let mut out = Vec::new();
-        if let Some(wait) = wait {
-            // One message, waiting; a request for more would leave the server sending
-            // messages after this call returned.
-            let mut batch = self
-                .consumer()
-                .batch()
-                .max_messages(1)
-                .expires(wait.clamp(Duration::from_millis(10), PULL_SLICE))
-                .messages()
-                .await
-                .map_err(|e| backend("lease", e))?;
-            while let Some(m) = batch.next().await {
-                out.push(m.map_err(|e| backend("lease", e))?);
-            }
-            if out.is_empty() || max <= 1 {
-                return Ok(out);
-            }
+        let mut request = self.consumer().fetch().max_messages(max);
+        let wait = wait.map(|w| w.clamp(Duration::from_millis(10), PULL_SLICE));
+        if let Some(w) = wait {
+            request = request.expires(w);
         }
-        let mut batch = self
-            .consumer()
-            .fetch()
-            .max_messages(max - out.len())
-            .messages()
-            .await
-            .map_err(|e| backend("lease", e))?;
-        // A no-wait pull is answered at once (messages, then "no messages"), but
-        // nats-server can leave one unanswered when several consumers pull at the same
-        // time (nats-io/nats-server#7457: seen here as a worker pool stuck for good in a
-        // lease that does not wait). Listening for at most one slice bounds that to one
-        // slice; a message the server still sends to the abandoned request is delivered
-        // again after the visibility timeout.
+        let mut batch = request.messages().await.map_err(|e| backend("lease", e))?;
+        // The server ends the request by its expiry at the latest. A request it never saw
+        // (sent while the connection, or the server's JetStream after a restart, was
+        // coming back), and on 2.9 a no-wait pull it left unanswered when several
+        // consumers pulled at once (nats-io/nats-server#7457), is answered by nothing:
+        // listening one slice past the expiry bounds what that costs. A message the
+        // server still sends to the abandoned request comes back after the visibility
+        // timeout.
         let answer = async {
             while let Some(m) = batch.next().await {
                 out.push(m.map_err(|e| backend("lease", e))?);
             }
             Ok::<(), Error>(())
         };
-        if let Ok(answered) = tokio::time::timeout(PULL_SLICE, answer).await {
+        let listen = wait.unwrap_or(Duration::ZERO) + PULL_SLICE;
+        if let Ok(answered) = tokio::time::timeout(listen, answer).await {
             answered?;
         }
         Ok(out)
     }
 
-    async fn lease_async(
+    pub(crate) async fn lease_async(
         &self,
         max: usize,
         wait: Option<Duration>,
@@ -252,14 +239,20 @@ impl JetStreamQueue {
         let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
         let base = header_u64(h, headers::ATTEMPTS_BASE).unwrap_or(0) as u32;
         let not_before = header_u64(h, headers::NOT_BEFORE);
-        let mut deferred = 0;
+        // Deliveries given back uncounted (too early, or unstarted when a pool stopped)
+        // are in the history: only a redelivery can have any.
+        let mut history = None;
+        if delivered > 1 {
+            history = Some(self.js.read_history(id, generation).await?);
+        }
+        let deferred = history.as_ref().map_or(0, |h| h.deferred);
         if let Some(nb) = not_before {
-            if delivered > 1 {
-                deferred = self.js.read_history(id, generation).await?.deferred;
-            }
             if now < nb {
                 // Too early: given back for the rest of the delay, and not counted.
-                let mut history = self.js.read_history(id, generation).await?;
+                let mut history = match history {
+                    Some(h) => h,
+                    None => self.js.read_history(id, generation).await?,
+                };
                 history.deferred = deferred + 1;
                 self.js.write_history(id, &history).await?;
                 let wait = Duration::from_millis(nb - now);
@@ -412,6 +405,18 @@ impl JetStreamQueue {
         })
     }
 
+    /// After the ack of a replayed message: counts its reprocessing as a success on the
+    /// DLQ it came from (once, whatever repeats it).
+    pub(crate) async fn count_reprocessed(&self, m: &JetStreamMessage) -> Result<()> {
+        if let Some(origin) = &m.replayed_from {
+            let dedupe = format!("ev-ok-{}-{}", m.id, m.generation);
+            self.js
+                .count_event(origin, Event::ReprocessedOk, Some(dedupe))
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn stream_state(
         &self,
         stream: &jetstream::stream::Stream<()>,
@@ -554,12 +559,7 @@ impl MessageQueue for JetStreamQueue {
                 r?;
             }
             for m in msgs {
-                if let Some(origin) = &m.replayed_from {
-                    let dedupe = format!("ev-ok-{}-{}", m.id, m.generation);
-                    self.js
-                        .count_event(origin, Event::ReprocessedOk, Some(dedupe))
-                        .await?;
-                }
+                self.count_reprocessed(m).await?;
             }
             Ok(())
         })
@@ -596,9 +596,3 @@ impl MessageQueue for JetStreamQueue {
         self.js.inner.conn.run(self.stats_async())
     }
 }
-
-/// The worker pool's batching on JetStream: [`WorkerQueue`]'s defaults, built on the core
-/// (one message per fetch, each outcome confirmed by the server before the next fetch).
-/// Larger batches would need a record that a handler starts, which a fetch does not have:
-/// a worker that died holding a batch would be charged an attempt for every message in it.
-impl WorkerQueue for JetStreamQueue {}
