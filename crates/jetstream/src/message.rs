@@ -30,6 +30,9 @@ pub struct JetStreamMessage {
     pub(crate) reply: Arc<str>,
     /// Its sequence in the queue's stream.
     pub(crate) sequence: u64,
+    /// A first delivery of a message stored since the last server restart: it has no
+    /// history and no DLQ entry (see `queue`'s `admit`).
+    pub(crate) trusted: bool,
 }
 
 impl std::fmt::Debug for JetStreamMessage {

@@ -220,7 +220,13 @@ impl JetStream {
     ) -> Result<()> {
         let o = &self.inner.options;
         let queue = &*msg.queue;
-        let mut history = self.read_history(msg.id, msg.generation).await?;
+        // A trusted first delivery has no history to read (see `queue`'s `admit`).
+        let fresh = msg.trusted && msg.deferred == 0;
+        let mut history = if fresh {
+            HistoryV1::new(msg.generation)
+        } else {
+            self.read_history(msg.id, msg.generation).await?
+        };
         if history.first_received_at_ms.is_none() && msg.delivered == 1 {
             history.first_received_at_ms = Some(msg.leased_at_ms);
         }
@@ -278,7 +284,9 @@ impl JetStream {
             .await?;
         }
         self.ack_retrying(&msg.reply, acks::term()).await?;
-        self.forget_history(msg.id).await;
+        if !fresh {
+            self.forget_history(msg.id).await;
+        }
         self.check_alerts(queue).await
     }
 

@@ -10,6 +10,7 @@
 //! - every handle of this connection shares one client and one runtime.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +64,13 @@ pub(crate) struct QueueInfo {
     pub(crate) consumer: PullConsumer,
     /// When an idle lease last repaired the queue (see `repair`).
     pub(crate) last_repair: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The first stream sequence whose first delivery can be trusted: a message stored
+    /// after this connection last (re)connected to the server, so no server restart
+    /// since can have made it forget deliveries, acknowledgements or a move to the DLQ
+    /// (see `queue`'s `admit`). Only grows.
+    pub(crate) trust_from: AtomicU64,
+    /// The connection's count of (re)connections when `trust_from` was last set.
+    pub(crate) trusted_epoch: AtomicU64,
 }
 
 /// An alert hook on a queue's DLQ (see `counts`).
@@ -264,6 +272,9 @@ impl JetStream {
             .get_or_create_stream(config)
             .await
             .map_err(|e| backend("create a queue stream", e))?;
+        // Read before anything is delivered: every message stored so far is checked.
+        let epoch = self.inner.conn.epoch();
+        let trust_from = stream.cached_info().state.last_sequence + 1;
         let consumer_config = consumer_config(n.queue_subject(name), options.visibility_timeout);
         let consumer: PullConsumer = stream
             .get_or_create_consumer(CONSUMER, consumer_config)
@@ -276,6 +287,8 @@ impl JetStream {
             stream: n.queue_stream(name),
             consumer,
             last_repair: std::sync::Mutex::new(None),
+            trust_from: AtomicU64::new(trust_from),
+            trusted_epoch: AtomicU64::new(epoch),
         });
         if set_lease {
             self.set_ack_wait(&info, options.visibility_timeout).await?;

@@ -23,6 +23,7 @@
 //! a delivery past the last attempt (to the DLQ as `LeaseExpired`), an expired time to
 //! live, and a delayed message that came too early (given back, not counted).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,11 +192,17 @@ impl JetStreamQueue {
         loop {
             let left = give_up.map(|t| t.saturating_duration_since(std::time::Instant::now()));
             let raw = self.fetch(max, left).await?;
+            if !raw.is_empty() {
+                self.renew_trust().await?;
+            }
+            let trust_from = self.info.trust_from.load(Ordering::Acquire);
             let now = now_ms();
             let fetched = raw.len();
             // Admitted together: their lookups overlap, one round trip for the batch.
-            let admitted =
-                futures_util::future::join_all(raw.into_iter().map(|m| self.admit(m, now))).await;
+            let admitted = futures_util::future::join_all(
+                raw.into_iter().map(|m| self.admit(m, now, trust_from)),
+            )
+            .await;
             let mut out = Vec::with_capacity(fetched);
             for m in admitted {
                 out.extend(m?);
@@ -215,9 +222,30 @@ impl JetStreamQueue {
         }
     }
 
+    /// After the client (re)connected: the server may have restarted, so only messages
+    /// stored from now on have first deliveries it cannot have forgotten anything about.
+    async fn renew_trust(&self) -> Result<()> {
+        let epoch = self.js.inner.conn.epoch();
+        if self.info.trusted_epoch.load(Ordering::Acquire) == epoch {
+            return Ok(());
+        }
+        let stream = self.js.stream(&self.info.stream).await?;
+        let last = self.stream_state(&stream).await?.last_sequence;
+        self.info.trust_from.fetch_max(last + 1, Ordering::AcqRel);
+        self.info.trusted_epoch.store(epoch, Ordering::Release);
+        Ok(())
+    }
+
     /// Turns a delivery into a message for the caller, or settles it (see the module
-    /// documentation) and returns `None`.
-    async fn admit(&self, m: jetstream::Message, now: u64) -> Result<Option<JetStreamMessage>> {
+    /// documentation) and returns `None`. A delivery is trusted when it is the first of a
+    /// message stored at or after `trust_from` (not a replay): nothing can have been
+    /// recorded about it, so it is handed out with no lookup at all.
+    async fn admit(
+        &self,
+        m: jetstream::Message,
+        now: u64,
+        trust_from: u64,
+    ) -> Result<Option<JetStreamMessage>> {
         let info = m.info().map_err(|e| backend("read a delivery", e))?;
         let sequence = info.stream_sequence;
         let delivered = info.delivered.max(1) as u32;
@@ -239,13 +267,22 @@ impl JetStreamQueue {
         let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
         let base = header_u64(h, headers::ATTEMPTS_BASE).unwrap_or(0) as u32;
         let not_before = header_u64(h, headers::NOT_BEFORE);
+        let replayed_from = h
+            .and_then(|h| h.get(headers::REPLAYED_FROM))
+            .map(|v| Arc::from(v.as_str()));
+        let trusted = delivered == 1 && sequence >= trust_from && replayed_from.is_none();
         // Deliveries given back uncounted (too early, or unstarted when a pool stopped)
-        // are in the history: only a redelivery can have any.
+        // and the failed attempts are in the history: a trusted delivery has none. The
+        // history also bounds the attempt from below when a restarted server counts
+        // deliveries from an older state.
         let mut history = None;
-        if delivered > 1 {
+        if !trusted {
             history = Some(self.js.read_history(id, generation).await?);
         }
         let deferred = history.as_ref().map_or(0, |h| h.deferred);
+        let recorded = history
+            .as_ref()
+            .map_or(0, |h| h.attempts.len() as u32 + h.dropped);
         if let Some(nb) = not_before {
             if now < nb {
                 // Too early: given back for the rest of the delay, and not counted.
@@ -260,46 +297,28 @@ impl JetStreamQueue {
                 return Ok(None);
             }
         }
-        let delivered = delivered.saturating_sub(deferred).max(1);
+        // The history holds the attempts a replay kept (counted in `base`) and those
+        // since: a restarted server's count never takes the attempt below them.
+        let attempt = (base + delivered.saturating_sub(deferred).max(1)).max(recorded + 1);
+        let delivered = attempt - base;
         let msg = JetStreamMessage {
             id,
             queue: Arc::clone(&self.info.name),
-            attempt: base + delivered,
+            attempt,
             delivered,
             deferred,
             generation,
             enqueued_at_ms: header_u64(h, headers::ENQUEUED_AT).unwrap_or(published),
             leased_at_ms: now,
             attributes: wire::attributes(h),
-            replayed_from: h
-                .and_then(|h| h.get(headers::REPLAYED_FROM))
-                .map(|v| Arc::from(v.as_str())),
+            replayed_from,
             reply,
             sequence,
             payload: m.message.payload.clone(),
+            trusted,
         };
-        // A move to the DLQ whose final acknowledgement was lost (a crash, or a server
-        // restart that forgot it: then even the delivery count starts again) left the
-        // message here: finish that move instead of delivering it again.
-        let own = self.js.find_entry(&self.info.name, id).await?;
-        if let Some(found) = &own {
-            if found.entry.generation == generation {
-                self.js.ack_retrying(&msg.reply, acks::term()).await?;
-                return Ok(None);
-            }
-        }
-        if let (1, Some(origin)) = (delivered, msg.replayed_from.clone()) {
-            // The first delivery of a replayed message: a replay that stopped before
-            // removing its DLQ entry is finished here.
-            let stale = if *origin == *self.info.name {
-                own
-            } else {
-                self.js.find_entry(&origin, id).await?
-            };
-            if let Some(found) = stale.filter(|f| f.entry.generation < generation) {
-                self.js.delete_entry_at(found.sequence).await?;
-                self.js.check_alerts(&origin).await?;
-            }
+        if !trusted && self.settled_before(&msg).await? {
+            return Ok(None);
         }
         if let Some(expires) = header_u64(h, headers::EXPIRES_AT) {
             if expires <= now {
@@ -326,6 +345,36 @@ impl JetStreamQueue {
             return Ok(None);
         }
         Ok(Some(msg))
+    }
+
+    /// What an earlier delivery of an untrusted delivery's message left unfinished: a
+    /// move to the DLQ (finished now: the delivery is terminated, and true returned), or
+    /// a replay that did not remove its DLQ entry (removed now).
+    async fn settled_before(&self, msg: &JetStreamMessage) -> Result<bool> {
+        // A move to the DLQ whose final acknowledgement was lost (a crash, or a server
+        // restart that forgot it: then even the delivery count starts again) left the
+        // message here: finish that move instead of delivering it again.
+        let own = self.js.find_entry(&self.info.name, msg.id).await?;
+        if let Some(found) = &own {
+            if found.entry.generation == msg.generation {
+                self.js.ack_retrying(&msg.reply, acks::term()).await?;
+                return Ok(true);
+            }
+        }
+        if let (1, Some(origin)) = (msg.delivered, msg.replayed_from.clone()) {
+            // The first delivery of a replayed message: a replay that stopped before
+            // removing its DLQ entry is finished here.
+            let stale = if *origin == *self.info.name {
+                own
+            } else {
+                self.js.find_entry(&origin, msg.id).await?
+            };
+            if let Some(found) = stale.filter(|f| f.entry.generation < msg.generation) {
+                self.js.delete_entry_at(found.sequence).await?;
+                self.js.check_alerts(&origin).await?;
+            }
+        }
+        Ok(false)
     }
 
     /// A message whose time to live passed: to the DLQ or dropped, per the options.
@@ -374,7 +423,7 @@ impl JetStreamQueue {
                 .await?;
             return Ok(FailureOutcome::DeadLettered);
         }
-        let fresh = msg.delivered == 1 && msg.generation == 0 && msg.deferred == 0;
+        let fresh = msg.trusted && msg.deferred == 0;
         let mut history = if fresh {
             crate::wire::HistoryV1::new(0)
         } else {
