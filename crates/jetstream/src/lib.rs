@@ -69,4 +69,4 @@ pub use message::JetStreamMessage;
 pub use namespace::JetStream;
 pub use options::{JetStreamOptions, Storage};
 pub use pool::MAX_RESERVATION;
-pub use queue::JetStreamQueue;
+pub use queue::{JetStreamQueue, SequenceWentBackwards};

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::publish::PublishAck;
-use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use async_nats::jetstream::stream::{LastRawMessageErrorKind, RawMessageErrorKind};
 use async_nats::HeaderMap;
 use deadletter::dlq::{Attempt, DeadLetter, DlqMetadata, FailureInfo, OriginalMetadata};
 use deadletter::queue::{FailureReport, MessageId};
@@ -84,19 +84,40 @@ impl JetStream {
     }
 
     /// Sends an acknowledgement and waits for its confirmation, retrying while the server
-    /// cannot be reached, for up to the move patience.
+    /// cannot be reached, for up to the move patience. An `+ACK` or `+TERM` whose
+    /// confirmation did not come is done once its message is gone from the work-queue
+    /// stream: a server that restarted does not answer an acknowledgement of a delivery
+    /// it no longer holds (the first one was applied, only its answer was lost).
     pub(crate) async fn ack_retrying(&self, reply: &str, kind: bytes::Bytes) -> Result<()> {
         let give_up = Instant::now() + self.inner.options.move_patience;
         let mut pause = Duration::from_millis(50);
+        let removes = kind.starts_with(b"+ACK") || kind.starts_with(b"+TERM");
         loop {
             match self.inner.conn.ack_confirmed(reply, kind.clone()).await {
                 Ok(()) => return Ok(()),
+                Err(_) if removes && self.delivery_gone(reply).await => return Ok(()),
                 Err(_) if Instant::now() < give_up => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// True when the stream message a delivery's reply subject names is no longer in its
+    /// stream (false when that cannot be told: the server is away, or the subject is not
+    /// an ack subject).
+    async fn delivery_gone(&self, reply: &str) -> bool {
+        let Some((stream, sequence)) = ack_target(reply) else {
+            return false;
+        };
+        let Ok(stream) = self.stream(stream).await else {
+            return false;
+        };
+        match stream.get_raw_message(sequence).await {
+            Err(e) => e.kind() == RawMessageErrorKind::NoMessageFound,
+            Ok(_) => false,
         }
     }
 
@@ -120,13 +141,30 @@ impl JetStream {
     }
 
     /// The attempt history of message `id` in `generation` (empty if none was written).
+    /// Retries while the server cannot be reached, for up to the move patience: a
+    /// failure report that cannot read the history is not written, and a delivery whose
+    /// failure is not written may be counted again by nothing.
     pub(crate) async fn read_history(&self, id: MessageId, generation: u32) -> Result<HistoryV1> {
         let names = &self.inner.names;
         let stream = self.stream(&names.history_stream()).await?;
-        match stream
-            .get_last_raw_message_by_subject(&names.history(id))
-            .await
-        {
+        let give_up = Instant::now() + self.inner.options.move_patience;
+        let mut pause = Duration::from_millis(50);
+        let read = loop {
+            match stream
+                .get_last_raw_message_by_subject(&names.history(id))
+                .await
+            {
+                Err(e)
+                    if e.kind() != LastRawMessageErrorKind::NoMessageFound
+                        && Instant::now() < give_up =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                read => break read,
+            }
+        };
+        match read {
             Ok(msg) => {
                 let h = HistoryV1::decode(&msg.payload)?;
                 Ok(if h.generation == generation {
@@ -301,6 +339,22 @@ impl JetStream {
     }
 }
 
+/// The stream and stream sequence an ack subject names: `$JS.ACK.<stream>.<consumer>.
+/// <delivered>.<stream seq>...` (9 tokens), or with a domain and account hash before the
+/// stream (12 tokens).
+fn ack_target(reply: &str) -> Option<(&str, u64)> {
+    let t: Vec<&str> = reply.split('.').collect();
+    if t.len() < 9 || t[0] != "$JS" || t[1] != "ACK" {
+        return None;
+    }
+    let (stream, seq) = if t.len() == 9 {
+        (t[2], t[5])
+    } else {
+        (t[4], t[7])
+    };
+    Some((stream, seq.parse().ok()?))
+}
+
 /// Headers of a queue message, from its parts.
 pub(crate) fn message_headers(
     attributes: &std::collections::BTreeMap<String, String>,
@@ -319,4 +373,23 @@ pub(crate) fn message_headers(
         h.insert(wire::headers::EXPIRES_AT, t.to_string().as_str());
     }
     Ok(Some(h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ack_target;
+
+    #[test]
+    fn ack_subjects_name_their_stream_message() {
+        assert_eq!(
+            ack_target("$JS.ACK.ns-q-orders.workers.1.42.42.1700000000000000000.0"),
+            Some(("ns-q-orders", 42))
+        );
+        assert_eq!(
+            ack_target("$JS.ACK.hub.ACCHASH.ns-q-orders.workers.3.7.9.1700000000000000000.0.tok"),
+            Some(("ns-q-orders", 7))
+        );
+        assert_eq!(ack_target("_INBOX.abc"), None);
+        assert_eq!(ack_target("$JS.ACK.s.c.1.x.1.1.0"), None);
+    }
 }

@@ -71,6 +71,9 @@ pub(crate) struct QueueInfo {
     pub(crate) trust_from: AtomicU64,
     /// The connection's count of (re)connections when `trust_from` was last set.
     pub(crate) trusted_epoch: AtomicU64,
+    /// The highest stream sequence this process has seen the stream give: a new message
+    /// below it means the stream went backwards (see `queue`).
+    pub(crate) seen_sequence: AtomicU64,
 }
 
 /// An alert hook on a queue's DLQ (see `counts`).
@@ -289,6 +292,7 @@ impl JetStream {
             last_repair: std::sync::Mutex::new(None),
             trust_from: AtomicU64::new(trust_from),
             trusted_epoch: AtomicU64::new(epoch),
+            seen_sequence: AtomicU64::new(trust_from - 1),
         });
         if set_lease {
             self.set_ack_wait(&info, options.visibility_timeout).await?;

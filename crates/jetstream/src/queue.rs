@@ -52,6 +52,33 @@ use crate::wire::{self, header_u64, headers};
 /// caller to one slice instead of the whole wait.
 const PULL_SLICE: Duration = Duration::from_secs(1);
 
+/// A queue's stream handed out a sequence it had handed out before (a server that lost
+/// part of its stream): the source of the `Error::Backend` an enqueue then returns. The
+/// messages it stored under reused sequences were deleted; what was acknowledged before
+/// is untouched, and the next enqueue tries again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceWentBackwards {
+    /// The queue.
+    pub queue: String,
+    /// The sequence the stream gave.
+    pub sequence: u64,
+    /// The highest sequence this process had seen it give before.
+    pub seen: u64,
+}
+
+impl std::fmt::Display for SequenceWentBackwards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the stream of queue {:?} gave sequence {} after {}: it went backwards, so its \
+             ids would repeat (the server lost part of the stream); the message was not kept",
+            self.queue, self.sequence, self.seen
+        )
+    }
+}
+
+impl std::error::Error for SequenceWentBackwards {}
+
 /// A queue on a JetStream server. Cheap to clone; usable from any number of threads and
 /// processes (they share the queue's consumer).
 #[derive(Clone)]
@@ -138,11 +165,44 @@ impl JetStreamQueue {
             pending.push(ack);
         }
         let mut ids = Vec::with_capacity(pending.len());
+        let mut backwards = None;
         for ack in pending {
             let ack = ack.await.map_err(|e| backend("enqueue", e))?;
+            // A new message (not a duplicate of a key) always gets a sequence past every
+            // one the stream gave before: if not, the stream went backwards, and the id
+            // would be one already given to another message.
+            let seen = self
+                .info
+                .seen_sequence
+                .fetch_max(ack.sequence, Ordering::AcqRel);
+            if !ack.duplicate && ack.sequence <= seen {
+                backwards = Some((ack.sequence, seen));
+            }
             ids.push(names::message_id(self.info.number, ack.sequence)?);
         }
+        if let Some((sequence, seen)) = backwards {
+            return Err(self.went_backwards(sequence, seen).await);
+        }
         Ok(ids)
+    }
+
+    /// The queue's stream gave `sequence` after `seen`: its messages from `sequence` on
+    /// would reuse ids. They are deleted (never delivered under a reused id) and the
+    /// enqueue fails with [`SequenceWentBackwards`].
+    async fn went_backwards(&self, sequence: u64, seen: u64) -> Error {
+        if let Ok(stream) = self.js.stream(&self.info.stream).await {
+            for s in sequence..=seen {
+                let _ = stream.delete_message(s).await;
+            }
+        }
+        backend(
+            "enqueue",
+            SequenceWentBackwards {
+                queue: self.info.name.to_string(),
+                sequence,
+                seen,
+            },
+        )
     }
 
     /// Fetches up to `max` deliveries in one pull request; with `wait`, the request waits
@@ -231,6 +291,7 @@ impl JetStreamQueue {
         }
         let stream = self.js.stream(&self.info.stream).await?;
         let last = self.stream_state(&stream).await?.last_sequence;
+        self.info.seen_sequence.fetch_max(last, Ordering::AcqRel);
         self.info.trust_from.fetch_max(last + 1, Ordering::AcqRel);
         self.info.trusted_epoch.store(epoch, Ordering::Release);
         Ok(())

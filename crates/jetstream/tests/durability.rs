@@ -135,3 +135,44 @@ fn an_old_server_is_refused_at_connect() {
     assert!(err.to_string().contains("2.10.0 or later"), "{err}");
     fake.join().unwrap();
 }
+
+/// A queue's stream that starts its sequences again (here: deleted and created anew
+/// under a live handle, as a server that lost the stream would) is detected at the next
+/// enqueue: the enqueue fails with `SequenceWentBackwards`, the message stored under a
+/// reused sequence is deleted, and no id is ever given to two messages.
+#[test]
+fn a_stream_that_went_backwards_is_refused() {
+    let url = common::server_url();
+    let namespace = common::unique_namespace("backwards");
+    let js = JetStream::connect_with(&url, JetStreamOptions::new(namespace.clone())).unwrap();
+    let queue = js.queue("orders").unwrap();
+    let first = queue.enqueue_batch(&["a", "b", "c"]).unwrap();
+
+    let stream = format!("{namespace}-q-orders");
+    let raw = JetStream::connect_with(&url, JetStreamOptions::new(namespace.clone())).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let nats = async_nats::connect(&url).await.unwrap();
+        async_nats::jetstream::new(nats)
+            .delete_stream(&stream)
+            .await
+            .unwrap();
+    });
+    // Another process opens the queue: its stream is created anew, sequences from 1.
+    raw.queue("orders").unwrap();
+
+    let err = queue
+        .enqueue("d")
+        .expect_err("a reused sequence is refused");
+    let backwards = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<deadletter_jetstream::SequenceWentBackwards>())
+        .unwrap_or_else(|| panic!("not SequenceWentBackwards: {err}"));
+    assert_eq!((backwards.sequence, backwards.seen), (1, 3));
+    assert_eq!(first.len(), 3);
+    // Nothing was kept under the reused id.
+    assert_eq!(
+        raw.queue("orders").unwrap().stats().unwrap().counts.ready,
+        0
+    );
+    js.delete_namespace().unwrap();
+}
