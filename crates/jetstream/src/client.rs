@@ -12,7 +12,7 @@
 //! the server's INFO at connect); an older one is refused with [`UnsupportedServer`].
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,9 +25,10 @@ pub(crate) struct Conn {
     runtime: tokio::runtime::Runtime,
     pub(crate) client: async_nats::Client,
     pub(crate) js: jetstream::Context,
-    /// How many times the client has (re)connected: a change means the server may have
-    /// restarted in between (see `QueueInfo::trust_from`).
-    epoch: Arc<AtomicU64>,
+    /// The client's counters; `connects` counts its (re)connections, a change of which
+    /// means the server may have restarted in between (see `QueueInfo::trust_from`). It
+    /// is counted before the new connection carries anything.
+    stats: Arc<async_nats::Statistics>,
 }
 
 impl Conn {
@@ -69,14 +70,6 @@ impl Conn {
             .enable_all()
             .build()
             .map_err(|e| backend("start the client runtime", e))?;
-        let epoch = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&epoch);
-        let options = options.event_callback(move |event| {
-            if matches!(event, async_nats::Event::Connected) {
-                counter.fetch_add(1, Ordering::AcqRel);
-            }
-            std::future::ready(())
-        });
         let client = runtime
             .block_on(
                 options
@@ -92,17 +85,18 @@ impl Conn {
                 .timeout(timeout)
                 .build(client.clone())
         });
+        let stats = client.statistics();
         Ok(Conn {
             runtime,
             client,
             js,
-            epoch,
+            stats,
         })
     }
 
     /// The count of (re)connections so far (see the field).
     pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
+        self.stats.connects.load(Ordering::Acquire)
     }
 
     /// Runs `f` to completion on this thread.

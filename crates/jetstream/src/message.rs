@@ -33,6 +33,8 @@ pub struct JetStreamMessage {
     /// A first delivery of a message stored since the last server restart: it has no
     /// history and no DLQ entry (see `queue`'s `admit`).
     pub(crate) trusted: bool,
+    /// The connection's count of (re)connections when it was fetched (`Conn::epoch`).
+    pub(crate) epoch: u64,
 }
 
 impl std::fmt::Debug for JetStreamMessage {

@@ -83,12 +83,20 @@ impl JetStream {
         }
     }
 
-    /// Sends an acknowledgement and waits for its confirmation, retrying while the server
-    /// cannot be reached, for up to the move patience. An `+ACK` or `+TERM` whose
-    /// confirmation did not come is done once its message is gone from the work-queue
-    /// stream: a server that restarted does not answer an acknowledgement of a delivery
-    /// it no longer holds (the first one was applied, only its answer was lost).
-    pub(crate) async fn ack_retrying(&self, reply: &str, kind: bytes::Bytes) -> Result<()> {
+    /// Sends an acknowledgement of a delivery received over connection `delivered_in` (see
+    /// `Conn::epoch`) and waits for its confirmation, retrying while the server cannot be
+    /// reached, for up to the move patience. An `+ACK` or `+TERM` whose confirmation did
+    /// not come is done once its message is gone from the work-queue stream (the first
+    /// one was applied, only its answer was lost). Once the client has reconnected since
+    /// the delivery, an unanswered acknowledgement fails at once: a server that restarted
+    /// may no longer hold the delivery, and then answers nothing for it; the message's
+    /// next delivery settles it.
+    pub(crate) async fn ack_retrying(
+        &self,
+        reply: &str,
+        delivered_in: u64,
+        kind: bytes::Bytes,
+    ) -> Result<()> {
         let give_up = Instant::now() + self.inner.options.move_patience;
         let mut pause = Duration::from_millis(50);
         let removes = kind.starts_with(b"+ACK") || kind.starts_with(b"+TERM");
@@ -96,6 +104,7 @@ impl JetStream {
             match self.inner.conn.ack_confirmed(reply, kind.clone()).await {
                 Ok(()) => return Ok(()),
                 Err(_) if removes && self.delivery_gone(reply).await => return Ok(()),
+                Err(e) if self.inner.conn.epoch() != delivered_in => return Err(e),
                 Err(_) if Instant::now() < give_up => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
@@ -321,7 +330,7 @@ impl JetStream {
             )
             .await?;
         }
-        self.ack_retrying(&msg.reply, acks::term()).await?;
+        self.ack_retrying(&msg.reply, msg.epoch, acks::term()).await?;
         if !fresh {
             self.forget_history(msg.id).await;
         }

@@ -89,7 +89,7 @@ impl JetStreamQueue {
         let mut history = js.read_history(msg.id, msg.generation).await?;
         history.deferred = history.deferred.max(msg.deferred) + 1;
         js.write_history(msg.id, &history).await?;
-        js.ack_retrying(&msg.reply, acks::nak(Duration::ZERO)).await
+        js.ack_retrying(&msg.reply, msg.epoch, acks::nak(Duration::ZERO)).await
     }
 }
 

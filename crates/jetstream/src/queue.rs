@@ -251,6 +251,7 @@ impl JetStreamQueue {
         let give_up = wait.map(|w| std::time::Instant::now() + w);
         loop {
             let left = give_up.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+            let epoch = self.js.inner.conn.epoch();
             let raw = self.fetch(max, left).await?;
             if !raw.is_empty() {
                 self.renew_trust().await?;
@@ -260,7 +261,7 @@ impl JetStreamQueue {
             let fetched = raw.len();
             // Admitted together: their lookups overlap, one round trip for the batch.
             let admitted = futures_util::future::join_all(
-                raw.into_iter().map(|m| self.admit(m, now, trust_from)),
+                raw.into_iter().map(|m| self.admit(m, now, trust_from, epoch)),
             )
             .await;
             let mut out = Vec::with_capacity(fetched);
@@ -300,12 +301,14 @@ impl JetStreamQueue {
     /// Turns a delivery into a message for the caller, or settles it (see the module
     /// documentation) and returns `None`. A delivery is trusted when it is the first of a
     /// message stored at or after `trust_from` (not a replay): nothing can have been
-    /// recorded about it, so it is handed out with no lookup at all.
+    /// recorded about it, so it is handed out with no lookup at all. `epoch` is the
+    /// connection's (see `Conn::epoch`) when the delivery was fetched.
     async fn admit(
         &self,
         m: jetstream::Message,
         now: u64,
         trust_from: u64,
+        epoch: u64,
     ) -> Result<Option<JetStreamMessage>> {
         let info = m.info().map_err(|e| backend("read a delivery", e))?;
         let sequence = info.stream_sequence;
@@ -354,7 +357,7 @@ impl JetStreamQueue {
                 history.deferred = deferred + 1;
                 self.js.write_history(id, &history).await?;
                 let wait = Duration::from_millis(nb - now);
-                self.js.ack_retrying(&reply, acks::nak(wait)).await?;
+                self.js.ack_retrying(&reply, epoch, acks::nak(wait)).await?;
                 return Ok(None);
             }
         }
@@ -377,6 +380,7 @@ impl JetStreamQueue {
             sequence,
             payload: m.message.payload.clone(),
             trusted,
+            epoch,
         };
         if !trusted && self.settled_before(&msg).await? {
             return Ok(None);
@@ -418,7 +422,7 @@ impl JetStreamQueue {
         let own = self.js.find_entry(&self.info.name, msg.id).await?;
         if let Some(found) = &own {
             if found.entry.generation == msg.generation {
-                self.js.ack_retrying(&msg.reply, acks::term()).await?;
+                self.js.ack_retrying(&msg.reply, msg.epoch, acks::term()).await?;
                 return Ok(true);
             }
         }
@@ -466,7 +470,7 @@ impl JetStreamQueue {
                     Some(format!("ev-dr-{key}")),
                 )
                 .await?;
-            self.js.ack_retrying(&msg.reply, acks::term()).await
+            self.js.ack_retrying(&msg.reply, msg.epoch, acks::term()).await
         }
     }
 
