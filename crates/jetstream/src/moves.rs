@@ -330,7 +330,8 @@ impl JetStream {
             )
             .await?;
         }
-        self.ack_retrying(&msg.reply, msg.epoch, acks::term()).await?;
+        self.ack_retrying(&msg.reply, msg.epoch, acks::term())
+            .await?;
         if !fresh {
             self.forget_history(msg.id).await;
         }

@@ -74,6 +74,10 @@ pub(crate) struct QueueInfo {
     /// The highest stream sequence this process has seen the stream give: a new message
     /// below it means the stream went backwards (see `queue`).
     pub(crate) seen_sequence: AtomicU64,
+    /// Messages (id, generation) whose handler succeeded in this process but whose ack
+    /// the server did not confirm: their next delivery here is acked again, not handed to
+    /// a handler a second time nor dead-lettered as a lost lease (see `pool`).
+    pub(crate) unconfirmed: Mutex<std::collections::HashSet<(u64, u32)>>,
 }
 
 /// An alert hook on a queue's DLQ (see `counts`).
@@ -293,6 +297,7 @@ impl JetStream {
             trust_from: AtomicU64::new(trust_from),
             trusted_epoch: AtomicU64::new(epoch),
             seen_sequence: AtomicU64::new(trust_from - 1),
+            unconfirmed: Mutex::new(std::collections::HashSet::new()),
         });
         if set_lease {
             self.set_ack_wait(&info, options.visibility_timeout).await?;

@@ -13,7 +13,8 @@
 //!   that came too early is), then a negative acknowledgement without delay.
 //! - **A server that is away** (restarting, unreachable) never stops the pool: a
 //!   reservation that fails returns nothing after a short pause, an ack that is not
-//!   confirmed is counted as a lost lease (the server delivers the message again), and a
+//!   confirmed is counted as a lost lease (the server delivers the message again, and
+//!   its next delivery in this process is only acked again: its handler succeeded), and a
 //!   failure report that cannot be written is reported to the pool as a lost lease too
 //!   (the next delivery reports again). Errors other than the backend's own (a message
 //!   in a state the pool cannot have made) still stop it.
@@ -58,7 +59,10 @@ impl JetStreamQueue {
         for (m, r) in done.iter().zip(results) {
             match r {
                 Ok(()) => self.count_reprocessed(m).await?,
-                Err(e) if is_away(&e) => lost += 1,
+                Err(e) if is_away(&e) => {
+                    self.info().unconfirmed.lock().insert((m.id, m.generation));
+                    lost += 1;
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -89,7 +93,8 @@ impl JetStreamQueue {
         let mut history = js.read_history(msg.id, msg.generation).await?;
         history.deferred = history.deferred.max(msg.deferred) + 1;
         js.write_history(msg.id, &history).await?;
-        js.ack_retrying(&msg.reply, msg.epoch, acks::nak(Duration::ZERO)).await
+        js.ack_retrying(&msg.reply, msg.epoch, acks::nak(Duration::ZERO))
+            .await
     }
 }
 

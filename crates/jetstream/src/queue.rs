@@ -115,6 +115,10 @@ impl JetStreamQueue {
         JetStreamDlq::new(self.js.clone(), Arc::clone(&self.info.name))
     }
 
+    pub(crate) fn info(&self) -> &QueueInfo {
+        &self.info
+    }
+
     fn consumer(&self) -> &PullConsumer {
         &self.info.consumer
     }
@@ -261,7 +265,8 @@ impl JetStreamQueue {
             let fetched = raw.len();
             // Admitted together: their lookups overlap, one round trip for the batch.
             let admitted = futures_util::future::join_all(
-                raw.into_iter().map(|m| self.admit(m, now, trust_from, epoch)),
+                raw.into_iter()
+                    .map(|m| self.admit(m, now, trust_from, epoch)),
             )
             .await;
             let mut out = Vec::with_capacity(fetched);
@@ -382,8 +387,18 @@ impl JetStreamQueue {
             trusted,
             epoch,
         };
-        if !trusted && self.settled_before(&msg).await? {
-            return Ok(None);
+        if !trusted {
+            // Its handler succeeded here and only the ack was lost: ack it again.
+            let key = (msg.id, msg.generation);
+            if self.info.unconfirmed.lock().contains(&key) {
+                self.js.ack_retrying(&msg.reply, epoch, acks::ack()).await?;
+                self.info.unconfirmed.lock().remove(&key);
+                self.count_reprocessed(&msg).await?;
+                return Ok(None);
+            }
+            if self.settled_before(&msg).await? {
+                return Ok(None);
+            }
         }
         if let Some(expires) = header_u64(h, headers::EXPIRES_AT) {
             if expires <= now {
@@ -422,7 +437,9 @@ impl JetStreamQueue {
         let own = self.js.find_entry(&self.info.name, msg.id).await?;
         if let Some(found) = &own {
             if found.entry.generation == msg.generation {
-                self.js.ack_retrying(&msg.reply, msg.epoch, acks::term()).await?;
+                self.js
+                    .ack_retrying(&msg.reply, msg.epoch, acks::term())
+                    .await?;
                 return Ok(true);
             }
         }
@@ -470,7 +487,9 @@ impl JetStreamQueue {
                     Some(format!("ev-dr-{key}")),
                 )
                 .await?;
-            self.js.ack_retrying(&msg.reply, msg.epoch, acks::term()).await
+            self.js
+                .ack_retrying(&msg.reply, msg.epoch, acks::term())
+                .await
         }
     }
 
