@@ -82,13 +82,14 @@ impl Fingerprint {
     }
 
     pub(crate) fn of_template(kind: &str, template: &str, frames: &str) -> Self {
-        let mut h = Fnv::new();
-        h.write(kind.as_bytes());
-        h.write(&[0]);
-        h.write(template.as_bytes());
-        h.write(&[0]);
-        h.write(frames.as_bytes());
-        Fingerprint(h.0)
+        let parts = [
+            kind.as_bytes(),
+            &[0],
+            template.as_bytes(),
+            &[0],
+            frames.as_bytes(),
+        ];
+        Fingerprint(fnv1a(FNV64, &parts) as u64)
     }
 }
 
@@ -138,19 +139,22 @@ impl FromStr for Fingerprint {
     }
 }
 
-/// 64-bit FNV-1a: stable across processes and builds (unlike `std`'s random hasher).
-struct Fnv(u64);
+/// FNV-1a's 64-bit offset basis and prime.
+pub(crate) const FNV64: (u128, u128) = (0xcbf2_9ce4_8422_2325, 0x0000_0100_0000_01b3);
+/// FNV-1a's 128-bit offset basis and prime.
+pub(crate) const FNV128: (u128, u128) = (
+    0x6c62_272e_07bb_0142_62b8_2175_6295_c58d,
+    0x0000_0000_0100_0000_0000_0000_0000_013b,
+);
 
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
+/// FNV-1a of `parts` read one after another, with the offset and prime of [`FNV64`] or
+/// [`FNV128`]: written out because fingerprints and entry identities must be the same in
+/// every process, build and machine, which `std`'s hashers do not promise. Both widths run
+/// in `u128`; the 64-bit hash is the low 64 bits (`as u64`), which XOR and a wrapping
+/// multiply compute exactly whatever the bits above them hold.
+pub(crate) fn fnv1a((offset, prime): (u128, u128), parts: &[&[u8]]) -> u128 {
+    let bytes = parts.iter().copied().flatten();
+    bytes.fold(offset, |h, &b| (h ^ u128::from(b)).wrapping_mul(prime))
 }
 
 /// The template of an error message: its variable parts replaced by placeholders (see the

@@ -126,6 +126,14 @@ fn frames_count_only_when_asked() {
     assert_eq!(one(x), one(Some("at handler.rs:77")));
 }
 
+/// A fingerprint is FNV-1a (64 bits) of kind, NUL, template, NUL, frames: the value
+/// stays the same from one release to the next.
+#[test]
+fn a_fingerprint_has_its_released_value() {
+    let f = Fingerprint::compute("NotFound", "order ORD-123 not found", None, 0);
+    assert_eq!(f, Fingerprint(0x6a5a_0bd3_d12d_7995));
+}
+
 #[test]
 fn fingerprints_print_and_parse() {
     let f = Fingerprint(0x00ab_cdef_0123_4567);

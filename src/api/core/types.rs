@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo, MessageId};
-use crate::engine::fingerprint::Fingerprint;
+use crate::engine::fingerprint::{fnv1a, Fingerprint, FNV128};
 
 /// Whether a failure is worth retrying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -375,32 +375,10 @@ impl DeadLetter {
     /// disk to know which identities it holds. An import skips entries whose identity the
     /// store already holds (see [`crate::dlq::Importer`]).
     pub fn identity(&self) -> u128 {
-        let mut h = Fnv128::new();
-        h.write(&self.original_id.unwrap_or(self.metadata.id).to_le_bytes());
-        h.write(&self.metadata.enqueued_at_ms.to_le_bytes());
-        h.write(&self.dlq.dead_lettered_at_ms.to_le_bytes());
-        h.write(&(self.payload.len() as u64).to_le_bytes());
-        h.write(&self.payload);
-        h.0
-    }
-}
-
-/// FNV-1a with 128-bit state: written out (a dozen lines) because an entry's identity must
-/// be the same in every build and on every machine, which std's hashers do not promise.
-struct Fnv128(u128);
-
-impl Fnv128 {
-    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
-    const PRIME: u128 = 0x0000000001000000000000000000013B;
-
-    fn new() -> Self {
-        Fnv128(Self::OFFSET)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u128;
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
+        let id = self.original_id.unwrap_or(self.metadata.id).to_le_bytes();
+        let enqueued = self.metadata.enqueued_at_ms.to_le_bytes();
+        let dead = self.dlq.dead_lettered_at_ms.to_le_bytes();
+        let len = (self.payload.len() as u64).to_le_bytes();
+        fnv1a(FNV128, &[&id, &enqueued, &dead, &len, &self.payload])
     }
 }
