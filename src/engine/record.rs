@@ -247,7 +247,7 @@ pub type GuardId = u64;
 
 /// What a guarded replay is asked to do: which DLQ entries, where to,
 /// and the rules of its waves. Written once, in its [`GuardEvent::Start`] record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GuardPlan {
     /// The DLQ (by the id of the queue whose DLQ it is).
     pub dlq: QueueId,

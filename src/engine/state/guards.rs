@@ -36,10 +36,11 @@ use crate::engine::record::{GuardEvent, GuardId, GuardPlan, GuardRelease};
 
 /// Where a guarded replay is (public as `deadletter::replay::GuardedReplayState`: the one type for
 /// the index and the reports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GuardedReplayState {
-    /// Releasing waves.
+    /// Releasing waves (where every guarded replay starts: the default).
+    #[default]
     Running,
     /// Paused by the operator: nothing is released until it resumes.
     Paused,
@@ -112,7 +113,7 @@ pub enum Outcome {
 }
 
 /// One guarded replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Guard {
     /// What it was asked to do.
     pub plan: GuardPlan,
@@ -160,19 +161,7 @@ impl Guard {
             plan,
             started_at: at,
             updated_at: at,
-            status: GuardedReplayState::Running,
-            next: 0,
-            wave: 0,
-            wave_released: 0,
-            wave_handled: 0,
-            wave_failed: 0,
-            outstanding: BTreeSet::new(),
-            rate_anchor: None,
-            replayed: 0,
-            succeeded: 0,
-            failed_again: 0,
-            removed: 0,
-            skipped: 0,
+            ..Guard::default()
         }
     }
 
