@@ -515,10 +515,7 @@ pub(super) mod tests {
         assert_eq!(decode(&[9, 1, 2]), Err(BadContent));
         assert_eq!(decode(&[TAG_PUT, 255, 255, 255, 255]), Err(BadContent));
         assert_eq!(decode(&[TAG_OP, 200]), Err(BadContent));
-        // An Op followed by stray bytes.
-        let mut body = encode_op(&Op::Ack { at: 1, ids: vec![] }).unwrap();
-        body.push(0);
-        assert_eq!(decode(&body), Err(BadContent));
+        // (An Op followed by stray bytes: every_record_round_trips_and_relocates.)
         // A relocated copy of a relocated copy is not a record.
         assert_eq!(
             decode(&[TAG_RELOCATED, TAG_RELOCATED, TAG_OP]),
