@@ -71,7 +71,7 @@ use super::record::{self, Decoded};
 use super::reserve::{self, Reserve};
 use super::state::State;
 use super::wire;
-use super::Engine;
+use super::{bad_content, Engine};
 use crate::error::{Error, Result};
 use crate::storage::format::{frame_len, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
@@ -302,8 +302,7 @@ fn relocate(
             }
             copied = Some(r.pos);
             let rec = engine.log.read(r.pos)?;
-            let original =
-                wire::decode(rec.version(), &rec).map_err(|_| engine.bad_content(r.pos))?;
+            let original = wire::decode(rec.version(), &rec).map_err(|_| bad_content(r.pos))?;
             let body = wire::encode_relocated(&original)?;
             copies.push((body, detach(original), r.pos));
         }

@@ -46,7 +46,7 @@ use compaction::Shadow;
 use state::State;
 
 pub(crate) use commit::{op_entry, Batch, Settle};
-pub(crate) use read::RecordReader;
+pub(crate) use read::{bad_content, RecordReader};
 
 /// How to open an engine: the log's settings and the engine's own.
 pub(crate) struct EngineOptions {
@@ -186,7 +186,7 @@ impl Engine {
                 break;
             }
             let decoded =
-                wire::decode_for_apply(rec.version(), &rec).map_err(|_| read::bad_content(pos))?;
+                wire::decode_for_apply(rec.version(), &rec).map_err(|_| bad_content(pos))?;
             state.apply(&decoded, pos);
         }
         Ok(())

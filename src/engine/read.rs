@@ -71,13 +71,8 @@ impl Engine {
         let rec = self.read_record(pos)?;
         match wire::decode(rec.version(), &rec) {
             Ok(Decoded::Put(put)) => Ok(put.meta.enqueued_at),
-            _ => Err(self.bad_content(pos)),
+            _ => Err(bad_content(pos)),
         }
-    }
-
-    /// The error for a record at `pos` that does not hold what its reader expected.
-    pub(crate) fn bad_content(&self, pos: u64) -> Error {
-        bad_content(pos)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
 use crate::engine::record::Decoded;
 use crate::engine::state::{DeadStatus, Place};
-use crate::engine::wire;
+use crate::engine::{bad_content, wire};
 use crate::error::{Error, Result};
 
 /// Where a message is.
@@ -105,7 +105,7 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
             let rec = store.engine().read_record(m.payload_pos)?;
             match wire::decode(rec.version(), &rec) {
                 Ok(Decoded::Put(put)) => (put.payload.to_vec(), None, None),
-                _ => return Err(store.engine().bad_content(m.payload_pos)),
+                _ => return Err(bad_content(m.payload_pos)),
             }
         };
         out.insert(

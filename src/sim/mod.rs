@@ -34,7 +34,7 @@ use crate::api::core::store::Store;
 use crate::engine::checkpoint::{self, SlotState};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::Decoded;
-use crate::engine::wire;
+use crate::engine::{bad_content, wire};
 use crate::error::{Error, Result};
 
 pub use crate::api::core::store::DebugMessage;
@@ -111,8 +111,7 @@ impl StoreHooks for Store {
             .map(|m| m.payload_pos)
             .ok_or(Error::NotFound(id))?;
         let rec = self.engine().read_record(pos)?;
-        let range =
-            wire::put_payload(rec.version(), &rec).map_err(|_| self.engine().bad_content(pos))?;
+        let range = wire::put_payload(rec.version(), &rec).map_err(|_| bad_content(pos))?;
         Ok(rec[range].to_vec())
     }
 

@@ -17,7 +17,7 @@ use crate::api::core::types::{DeadLetter, EntryStatus, MessageId, OriginalMetada
 use crate::engine::record::{Decoded, Op, PutCause, PutMeta};
 use crate::engine::state::{DeadStatus, State};
 use crate::engine::wire;
-use crate::engine::RecordReader;
+use crate::engine::{bad_content, RecordReader};
 use crate::error::{Error, Result};
 
 /// Most entries picked under one hold of the index lock.
@@ -281,7 +281,7 @@ impl Dlq {
                         first_received_at,
                         ..
                     })) => (failure, dlq, first_received_at),
-                    _ => return Err(self.store.engine().bad_content(r.info.envelope_pos)),
+                    _ => return Err(bad_content(r.info.envelope_pos)),
                 }
             }
         };
@@ -324,7 +324,7 @@ impl Dlq {
                 };
                 Ok((put.meta, put.payload.to_vec(), replaced))
             }
-            _ => Err(self.store.engine().bad_content(pos)),
+            _ => Err(bad_content(pos)),
         }
     }
 }

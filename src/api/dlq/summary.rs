@@ -14,7 +14,7 @@ use crate::api::core::types::{DeadLetter, EntryStatus, MessageId};
 use crate::engine::record::PutCause;
 use crate::engine::state::State;
 use crate::engine::wire;
-use crate::engine::RecordReader;
+use crate::engine::{bad_content, RecordReader};
 use crate::error::Result;
 
 /// What a listing shows of one DLQ entry: enough for a table a person pages through, and
@@ -121,26 +121,25 @@ impl Dlq {
         reader: &mut RecordReader<'_>,
         SummaryRef(r, error_kind): SummaryRef,
     ) -> Result<DeadLetterSummary> {
-        let engine = self.store.engine();
         let (envelope_pos, payload_pos) = (r.info.envelope_pos, r.msg.payload_pos);
         let (payload, error_message) = if envelope_pos == payload_pos {
             // An imported entry: its envelope is in its payload record.
             let (meta, payload, _) = self.load_put(reader, payload_pos)?;
             match meta.cause {
                 PutCause::Imported(entry) => (payload, entry.failure.error_message),
-                _ => return Err(engine.bad_content(envelope_pos)),
+                _ => return Err(bad_content(envelope_pos)),
             }
         } else {
             let (version, body) = reader.read(payload_pos)?;
             let payload = wire::put_payload(version, body)
                 .ok()
                 .and_then(|range| body.get(range))
-                .ok_or_else(|| engine.bad_content(payload_pos))?
+                .ok_or_else(|| bad_content(payload_pos))?
                 .to_vec();
             let (version, body) = reader.read(envelope_pos)?;
             let message = match wire::dead_letter_error(version, body) {
                 Ok(Some((id, message))) if id == r.id => message.to_owned(),
-                _ => return Err(engine.bad_content(envelope_pos)),
+                _ => return Err(bad_content(envelope_pos)),
             };
             (payload, message)
         };

@@ -16,7 +16,7 @@ use crate::api::core::types::{Failure, MessageId};
 use crate::engine::record::{Decoded, Op};
 use crate::engine::state::{IdHashSet, Msg, Place, State};
 use crate::engine::wire;
-use crate::engine::{op_entry, Batch, Settle};
+use crate::engine::{bad_content, op_entry, Batch, Settle};
 use crate::error::{Error, Result};
 
 /// What a delivery records: a lease, or a reservation (see [`Queue::reserve_wait`]).
@@ -331,7 +331,7 @@ impl Queue {
             wire::decode(version, &record).map(|d| (d, wire::put_payload(version, &record)));
         let (meta, payload) = match decoded {
             Ok((Decoded::Put(put), Ok(range))) => (put.meta, range),
-            _ => return Err(self.store.engine().bad_content(m.payload_pos)),
+            _ => return Err(bad_content(m.payload_pos)),
         };
         Ok(Message {
             id,
