@@ -246,12 +246,9 @@ impl State {
             }
             Op::Retry { id, visible_at, .. } => {
                 self.suspects.remove(id);
-                let Some(m) = self.msgs.get(id).copied() else {
+                let Some(m) = self.msg_in(*id, |p| p != Place::Dead) else {
                     return Effects::default();
                 };
-                if m.place() == Place::Dead {
-                    return Effects::default();
-                }
                 self.extras.entry(*id).or_default().history_pos = Some(pos);
                 self.make_ready(*id, m, *visible_at, Place::Ready);
                 self.queue_mut(m.queue()).counters.retried += 1;
@@ -260,12 +257,9 @@ impl State {
             }
             Op::Release { id, visible_at } => {
                 self.suspects.remove(id);
-                let Some(m) = self.msgs.get(id).copied() else {
+                let Some(m) = self.msg_in(*id, |p| p == Place::Leased) else {
                     return Effects::default();
                 };
-                if m.place() != Place::Leased {
-                    return Effects::default();
-                }
                 if !self.end_reservation(*id, *visible_at) {
                     self.make_ready(*id, m, *visible_at, Place::Ready);
                 }
@@ -367,6 +361,11 @@ impl State {
         }
     }
 
+    /// Message `id`, if it is in the index and its place passes `place`.
+    fn msg_in(&self, id: MessageId, place: impl Fn(Place) -> bool) -> Option<Msg> {
+        self.msgs.get(&id).copied().filter(|m| place(m.place()))
+    }
+
     /// Moves DLQ entry `id` back to `queue` at time `at`, visible at `visible_at`, with
     /// `attempts` and `generation`: a replay, a step of its lineage. False (and nothing
     /// changes) if it is not a DLQ entry.
@@ -379,12 +378,9 @@ impl State {
         attempts: u32,
         generation: u32,
     ) -> bool {
-        let Some(m) = self.msgs.get(&id).copied() else {
+        let Some(m) = self.msg_in(id, |p| p == Place::Dead) else {
             return false;
         };
-        if m.place() != Place::Dead {
-            return false;
-        }
         let from = m.queue();
         let history = self.replay_history(id, m.payload_pos, attempts, false);
         self.leave_dlq(id, Leave::Replayed);
@@ -497,12 +493,9 @@ impl State {
 
     fn ack_one(&mut self, id: MessageId, at: u64) {
         self.suspects.remove(&id);
-        let Some(m) = self.msgs.get(&id).copied() else {
+        let Some(m) = self.msg_in(id, |p| p != Place::Dead) else {
             return;
         };
-        if m.place() == Place::Dead {
-            return;
-        }
         self.msgs.remove(&id);
         let extra = self.remove_extra(id);
         let qs = self.queue_mut(m.queue());
@@ -533,12 +526,9 @@ impl State {
         dlq: &DlqMetadata,
     ) -> bool {
         self.suspects.remove(&id);
-        let Some(m) = self.msgs.get(&id).copied() else {
+        let Some(m) = self.msg_in(id, |p| p != Place::Dead) else {
             return false;
         };
-        if m.place() == Place::Dead {
-            return false;
-        }
         let kind = self.strings.intern(&failure.error_kind);
         let worker = dlq
             .worker
