@@ -615,13 +615,19 @@ impl JetStreamQueue {
         let events = event_counts(&self.js, &self.info.name).await?;
         let count = |e: Event| events.get(&e).copied().unwrap_or(0);
         let mut s = QueueStats::new(&*self.info.name, self.js.dlq_name(&self.info.name));
-        s.counts.ready = c.num_pending;
-        // A server that was killed can come back counting as pending deliveries whose
-        // acknowledgements it had not yet written to disk, of messages the stream no
-        // longer holds (nats-server 2.9 writes consumer state lazily). What the stream
-        // holds bounds what can be in flight.
-        s.counts.in_flight =
-            (c.num_ack_pending as u64).min(state.messages.saturating_sub(c.num_pending));
+        // The queue's stream (work-queue retention, one consumer) holds exactly the
+        // messages not yet delivered plus those delivered and not acknowledged. Either
+        // count of the consumer can be off for a moment: `num_pending` may not yet count a
+        // message whose publish the stream has just confirmed (the consumer learns of new
+        // messages after the stream stores them), and a server that was killed can come
+        // back counting as pending deliveries whose acknowledgements it had not yet written
+        // to disk. What the stream holds settles both: ready is at least what it holds
+        // beyond the deliveries, and what it holds bounds what can be in flight.
+        let in_flight_reported = c.num_ack_pending as u64;
+        s.counts.ready = c
+            .num_pending
+            .max(state.messages.saturating_sub(in_flight_reported));
+        s.counts.in_flight = in_flight_reported.min(state.messages.saturating_sub(s.counts.ready));
         s.counts.enqueued = state.last_sequence;
         s.counts.retried = count(Event::Retried);
         s.counts.dead_lettered = count(Event::DeadLettered);
