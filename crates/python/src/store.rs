@@ -44,27 +44,29 @@ pub struct Shared {
     pools: Mutex<Vec<Weak<PoolCell>>>,
 }
 
+/// Remembers `cell` in `cells` (dropping the entries whose objects are gone), so that
+/// closing the store reaches it.
+fn remember<T>(cells: &Mutex<Vec<Weak<T>>>, cell: &Arc<T>) {
+    let mut cells = cells.lock();
+    cells.retain(|w| w.strong_count() > 0);
+    cells.push(Arc::downgrade(cell));
+}
+
 impl Shared {
     /// Remembers a pool's cell, so that closing the store stops the pool first.
     pub fn register_pool(&self, cell: &Arc<PoolCell>) {
-        let mut pools = self.pools.lock();
-        pools.retain(|w| w.strong_count() > 0);
-        pools.push(Arc::downgrade(cell));
+        remember(&self.pools, cell);
     }
 
     fn queue_cell(&self, queue: Queue) -> Arc<Cell<Queue>> {
         let cell = Arc::new(RwLock::new(Some(queue)));
-        let mut queues = self.queues.lock();
-        queues.retain(|w| w.strong_count() > 0);
-        queues.push(Arc::downgrade(&cell));
+        remember(&self.queues, &cell);
         cell
     }
 
     fn dlq_cell(&self, dlq: Dlq) -> Arc<Cell<Dlq>> {
         let cell = Arc::new(RwLock::new(Some(dlq)));
-        let mut dlqs = self.dlqs.lock();
-        dlqs.retain(|w| w.strong_count() > 0);
-        dlqs.push(Arc::downgrade(&cell));
+        remember(&self.dlqs, &cell);
         cell
     }
 
