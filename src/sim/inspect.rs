@@ -60,7 +60,7 @@ pub fn census(store: &Store) -> Result<BTreeMap<MessageId, Entry>> {
         let orders: Vec<Vec<MessageId>> = st
             .queues
             .iter()
-            .map(|q| q.dlq_order.keys().map(|(_, id)| id).collect())
+            .map(|q| q.dlq_order.keys().map(|&(_, id)| id).collect())
             .collect();
         let counters: Vec<(u64, u64)> = st
             .queues

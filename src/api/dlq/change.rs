@@ -143,7 +143,7 @@ impl Dlq {
                 .dlq_order
                 .keys()
                 .filter(|(_, id)| retention_passed(&st, id, now))
-                .map(|(_, id)| id)
+                .map(|&(_, id)| id)
                 .collect()
         };
         self.delete_ids(&ids, None)

@@ -166,7 +166,7 @@ impl Dlq {
         let now = self.store.now();
         let st = self.store.engine().lock();
         let mut groups: HashMap<Fingerprint, FingerprintStats> = HashMap::new();
-        for (at, id) in st.queues[self.queue as usize].dlq_order.keys() {
+        for &(at, id) in st.queues[self.queue as usize].dlq_order.keys() {
             let Some(def) = st.fingerprints.of(id) else {
                 continue;
             };

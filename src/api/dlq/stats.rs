@@ -116,8 +116,14 @@ impl Dlq {
             replayed: d.replayed,
             deleted: d.deleted,
             expired: d.expired,
-            oldest_age_ms: qs.dlq_order.first().map(|(t, _)| now.saturating_sub(t)),
-            newest_age_ms: qs.dlq_order.last().map(|(t, _)| now.saturating_sub(t)),
+            oldest_age_ms: qs
+                .dlq_order
+                .first_key_value()
+                .map(|((t, _), _)| now.saturating_sub(*t)),
+            newest_age_ms: qs
+                .dlq_order
+                .last_key_value()
+                .map(|((t, _), _)| now.saturating_sub(*t)),
             by_error_kind: names(&d.by_kind),
             by_worker: names(&d.by_worker),
             by_fingerprint: st

@@ -21,9 +21,7 @@
 //! B-tree node instead of the 16 of the key alone (about 37 bytes more per entry in nodes
 //! filled in order, which are a little over half full).
 
-use std::collections::btree_map;
 use std::collections::BTreeMap;
-use std::ops::RangeBounds;
 
 use super::{DeadInfo, DeadStatus, State};
 use crate::engine::envelope::MessageId;
@@ -64,65 +62,7 @@ impl EntrySummary {
 }
 
 /// A DLQ's entries by `(dead_at, id)`, each with its [`EntrySummary`].
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct DlqOrder {
-    entries: BTreeMap<(u64, MessageId), EntrySummary>,
-}
-
-impl DlqOrder {
-    /// Entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// The oldest entry's key.
-    pub fn first(&self) -> Option<(u64, MessageId)> {
-        self.entries.first_key_value().map(|(k, _)| *k)
-    }
-
-    /// The newest entry's key.
-    pub fn last(&self) -> Option<(u64, MessageId)> {
-        self.entries.last_key_value().map(|(k, _)| *k)
-    }
-
-    /// Every key, oldest first.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = (u64, MessageId)> + '_ {
-        self.entries.keys().copied()
-    }
-
-    /// The entries in `range` of keys, with their summaries.
-    pub fn range<R: RangeBounds<(u64, MessageId)>>(
-        &self,
-        range: R,
-    ) -> btree_map::Range<'_, (u64, MessageId), EntrySummary> {
-        self.entries.range(range)
-    }
-
-    /// Adds an entry.
-    pub fn insert(&mut self, key: (u64, MessageId), summary: EntrySummary) {
-        self.entries.insert(key, summary);
-    }
-
-    /// Removes an entry.
-    pub fn remove(&mut self, key: &(u64, MessageId)) {
-        self.entries.remove(key);
-    }
-
-    /// The summary of an entry, to change it as its entry changes.
-    pub fn get_mut(&mut self, key: &(u64, MessageId)) -> Option<&mut EntrySummary> {
-        self.entries.get_mut(key)
-    }
-
-    /// An estimate of the heap memory held, in bytes (B-tree nodes between half and
-    /// completely full, plus per-node overhead).
-    #[cfg(feature = "sim")]
-    pub fn heap_bytes(&self) -> usize {
-        self.entries.len()
-            * (std::mem::size_of::<(u64, MessageId)>() + std::mem::size_of::<EntrySummary>())
-            * 3
-            / 2
-    }
-}
+pub type DlqOrder = BTreeMap<(u64, MessageId), EntrySummary>;
 
 impl State {
     /// The first DLQ entry whose summary disagrees with the tables (or that the tables do
@@ -166,9 +106,15 @@ mod tests {
         o.insert((5, 2), summary(1));
         o.insert((5, 1), summary(2));
         o.insert((3, 9), summary(3));
-        assert_eq!(o.keys().collect::<Vec<_>>(), [(3, 9), (5, 1), (5, 2)]);
         assert_eq!(
-            (o.first(), o.last(), o.len()),
+            o.keys().copied().collect::<Vec<_>>(),
+            [(3, 9), (5, 1), (5, 2)]
+        );
+        fn key(e: Option<(&(u64, MessageId), &EntrySummary)>) -> Option<(u64, MessageId)> {
+            e.map(|(k, _)| *k)
+        }
+        assert_eq!(
+            (key(o.first_key_value()), key(o.last_key_value()), o.len()),
             (Some((3, 9)), Some((5, 2)), 3)
         );
         if let Some(s) = o.get_mut(&(5, 1)) {
@@ -183,7 +129,7 @@ mod tests {
             .collect();
         assert_eq!(after, [((5, 1), 2, false), ((5, 2), 1, true)]);
         o.remove(&(3, 9));
-        assert_eq!(o.keys().collect::<Vec<_>>(), [(5, 1), (5, 2)]);
-        assert_eq!(o.first(), Some((5, 1)));
+        assert_eq!(o.keys().copied().collect::<Vec<_>>(), [(5, 1), (5, 2)]);
+        assert_eq!(key(o.first_key_value()), Some((5, 1)));
     }
 }

@@ -384,18 +384,19 @@ impl State {
     /// idempotency keys are not counted). Payloads and envelopes are in the log, not here.
     #[cfg(feature = "sim")]
     pub fn index_bytes(&self) -> u64 {
-        fn ordered<T>(s: &BTreeSet<T>) -> usize {
+        fn ordered(len: usize, entry: usize) -> usize {
             // B-tree nodes are between half and completely full, plus per-node overhead.
-            s.len() * std::mem::size_of::<T>() * 3 / 2
+            len * entry * 3 / 2
         }
+        let key = std::mem::size_of::<(u64, MessageId)>();
         let mut bytes =
             self.msgs.heap_bytes() as usize + table_bytes(&self.extras) + table_bytes(&self.dead);
-        bytes += ordered(&self.ttl);
+        bytes += ordered(self.ttl.len(), key);
         for q in &self.queues {
             bytes += q.fresh.heap_bytes();
             bytes += q.delayed.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
             bytes += q.leases.capacity() * std::mem::size_of::<Reverse<(u64, MessageId)>>();
-            bytes += q.dlq_order.heap_bytes();
+            bytes += ordered(q.dlq_order.len(), key + std::mem::size_of::<EntrySummary>());
             bytes += table_bytes(&q.dlq.by_kind) + table_bytes(&q.dlq.by_worker);
         }
         bytes as u64
