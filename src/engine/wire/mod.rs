@@ -55,9 +55,11 @@ pub(crate) use checkpoint::{
     decode_checkpoint, encode_checkpoint, CheckpointError, CheckpointFile,
 };
 
-use crate::engine::record::{Decoded, Op, PutMeta};
+use crate::engine::record::Decoded;
 use crate::error::Result;
 
+/// The encoders write the current version only.
+pub(crate) use current::{encode_op, encode_put, encode_relocated};
 /// The wire structs records and checkpoints are written with. The next version moves this
 /// alias to its own module; `v1` keeps its decoders.
 use v1 as current;
@@ -67,26 +69,6 @@ use v1 as current;
 /// position, which only the reader knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BadContent;
-
-/// Encodes a payload record into `out` (cleared first), in the current version.
-#[inline]
-pub(crate) fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
-    current::encode_put(out, meta, payload)
-}
-
-/// Encodes any other record, in the current version.
-#[inline]
-pub(crate) fn encode_op(op: &Op) -> Result<Vec<u8>> {
-    current::encode_op(op)
-}
-
-/// The body of a relocated copy of a record, from the record as [`decode`] gave it:
-/// compaction writes it to move a live record out of a segment it reclaims. The copy is
-/// written in the current version whatever version the original was read in, so it says
-/// what the original says; a copy of a copy is a copy of the original.
-pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
-    current::encode_relocated(original)
-}
 
 /// Decodes a record body written in format `version`, as the state machine applies it: a
 /// relocated copy decodes as [`Decoded::Relocated`]. Readers that want only the content
@@ -158,7 +140,7 @@ pub(crate) fn dead_letter_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::record::{GuardEvent, GuardPlan};
+    use crate::engine::record::{GuardEvent, GuardPlan, Op, PutMeta};
     use crate::engine::state::MAX_QUEUES;
     use v1::tests::{every_put_meta, guard_steps};
 

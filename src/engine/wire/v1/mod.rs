@@ -46,7 +46,8 @@ fn codec_error(e: bincode::error::EncodeError) -> Error {
 }
 
 /// Encodes a payload record into `out` (cleared first).
-pub(super) fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
+#[inline]
+pub(crate) fn encode_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
     out.clear();
     append_put(out, meta, payload)
 }
@@ -67,7 +68,7 @@ fn append_put(out: &mut Vec<u8>, meta: &PutMeta, payload: &[u8]) -> Result<()> {
 
 /// Encodes any other record.
 #[inline]
-pub(super) fn encode_op(op: &Op) -> Result<Vec<u8>> {
+pub(crate) fn encode_op(op: &Op) -> Result<Vec<u8>> {
     let mut out = vec![TAG_OP];
     append_op(&mut out, op)?;
     Ok(out)
@@ -81,8 +82,11 @@ fn append_op(out: &mut Vec<u8>, op: &Op) -> Result<()> {
     Ok(())
 }
 
-/// Encodes a relocated copy of `original`.
-pub(super) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
+/// The body of a relocated copy of a record, from the record as `wire::decode` gave it:
+/// compaction writes it to move a live record out of a segment it reclaims. The copy is
+/// written in the current version whatever version the original was read in, so it says
+/// what the original says; a copy of a copy is a copy of the original.
+pub(crate) fn encode_relocated(original: &Decoded<'_>) -> Result<Vec<u8>> {
     match original {
         Decoded::Relocated(inner) => encode_relocated(inner),
         Decoded::Put(put) => {
