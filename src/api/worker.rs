@@ -719,37 +719,30 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
             }
         };
         running.store(false, Ordering::Release);
-        let outcome = match outcome {
-            Ok(mark) if !mark.is_durable() => {
-                // Held until the next reservation's fsync covers it (settle_reports).
-                self.unsynced += 1;
-                self.mark = self.mark.max(mark);
-                Ok(())
-            }
-            Ok(_) => {
-                self.release_held(1);
-                Ok(())
-            }
-            Err(e) => {
-                self.release_held(1);
-                Err(e)
-            }
-        };
         // No wake-up here: a failure leaves its message held (until its report is durable)
         // or releases it through `release_held`, which wakes the waiters when the workers
         // hold nothing; waking them at every failure cost each failure two context
         // switches (the idle waiter's and the heartbeat's).
         match outcome {
-            // A failure report wrote a record: the next handler starts now.
-            Ok(()) => Ok((false, Instant::now())),
+            Ok(mark) if !mark.is_durable() => {
+                // Held until the next reservation's fsync covers it (settle_reports).
+                self.unsynced += 1;
+                self.mark = self.mark.max(mark);
+            }
+            Ok(_) => self.release_held(1),
             // The lease was lost meanwhile (expired and redelivered): the other delivery
             // decides.
-            Err(Error::InvalidState { .. }) | Err(Error::NotFound(_)) => {
+            Err(Error::InvalidState { .. } | Error::NotFound(_)) => {
+                self.release_held(1);
                 c.lost_leases.fetch_add(1, Ordering::Relaxed);
-                Ok((false, Instant::now()))
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                self.release_held(1);
+                return Err(e);
+            }
         }
+        // A failure report wrote a record: the next handler starts now.
+        Ok((false, Instant::now()))
     }
 
     /// Reports a failed delivery (deferred: see [`WorkerQueue::retry_deferred`]) and

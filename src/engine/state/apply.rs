@@ -201,20 +201,11 @@ impl State {
                 self.names.insert(name.clone(), *queue);
                 Effects::default()
             }
-            Op::Lease { at, deadline, ids } => {
+            Op::Lease { at, deadline, ids } | Op::Reserve { at, deadline, ids } => {
+                let reserve = matches!(op, Op::Reserve { .. });
                 for id in ids {
                     self.lease_one(*id, *at, *deadline);
-                }
-                Effects::default()
-            }
-            Op::Reserve { at, deadline, ids } => {
-                for id in ids {
-                    self.lease_one(*id, *at, *deadline);
-                    if self
-                        .msgs
-                        .get(id)
-                        .is_some_and(|m| m.place() == Place::Leased)
-                    {
+                    if reserve && self.msg_in(*id, |p| p == Place::Leased).is_some() {
                         self.extras.entry(*id).or_default().awaiting_start = true;
                     }
                 }
@@ -345,11 +336,8 @@ impl State {
                     d.pending = d.pending.saturating_sub(1);
                     d.reprocessed_kept += 1;
                 }
-                if *success {
-                    d.reprocessed_ok += 1;
-                } else {
-                    d.reprocessed_failed += 1;
-                }
+                d.reprocessed_ok += u64::from(*success);
+                d.reprocessed_failed += u64::from(!*success);
                 self.record_step(*id, *at, Event::Marked { success: *success });
                 Effects::of(false, true)
             }
@@ -693,27 +681,19 @@ impl State {
             return false;
         };
         let was_dead = m.place() == Place::Dead;
-        let (how, actor) = match (was_dead, expired) {
-            (_, false) => (Removal::Deleted, None),
-            (true, true) => (Removal::Retention, Some(STORE_ACTOR)),
-            (false, true) => (Removal::Ttl, Some(STORE_ACTOR)),
+        let (how, actor, why) = match (was_dead, expired) {
+            (_, false) => (Removal::Deleted, None, Leave::Deleted),
+            (true, true) => (Removal::Retention, Some(STORE_ACTOR), Leave::Expired),
+            (false, true) => (Removal::Ttl, Some(STORE_ACTOR), Leave::Expired),
         };
         self.audit.remove(id, at, how, actor);
         if was_dead {
-            let why = if expired {
-                Leave::Expired
-            } else {
-                Leave::Deleted
-            };
             self.leave_dlq(id, why);
         } else {
             let qs = self.queue_mut(m.queue());
             uncount(qs, m.place());
-            if expired {
-                qs.counters.expired += 1;
-            } else {
-                qs.counters.deleted += 1;
-            }
+            qs.counters.expired += u64::from(expired);
+            qs.counters.deleted += u64::from(!expired);
             self.guard_outcome(id, Outcome::Removed);
         }
         self.msgs.remove(&id);
