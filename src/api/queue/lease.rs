@@ -267,18 +267,10 @@ impl Queue {
             st.push_back_ready(id);
         }
         if !ids.is_empty() {
-            let ids = ids.clone();
+            let (at, ids) = (now, ids.clone());
             batch.push(op_entry(match mode {
-                Mode::Lease => Op::Lease {
-                    at: now,
-                    deadline,
-                    ids,
-                },
-                Mode::Reserve => Op::Reserve {
-                    at: now,
-                    deadline,
-                    ids,
-                },
+                Mode::Lease => Op::Lease { at, deadline, ids },
+                Mode::Reserve => Op::Reserve { at, deadline, ids },
             })?);
         }
         if batch.is_empty() {
