@@ -185,11 +185,7 @@ impl State {
                 failed,
                 original_id: e.original_id,
             };
-            let step = Step {
-                at: e.dlq.dead_lettered_at_ms,
-                actor: None,
-                event: imported,
-            };
+            let step = Step::new(e.dlq.dead_lettered_at_ms, None, imported);
             self.audit.record(id, Some(enqueued_at), step);
         }
     }
@@ -267,11 +263,8 @@ impl State {
                     let failed = self.failed(*id, failure, dlq, *first_received_at);
                     let expired = failure.error_kind == EXPIRED_KIND;
                     let at = dlq.dead_lettered_at_ms;
-                    let step = Step {
-                        at,
-                        actor: expired.then(|| STORE_ACTOR.to_string()),
-                        event: Event::DeadLettered(Box::new(failed)),
-                    };
+                    let actor = expired.then_some(STORE_ACTOR);
+                    let step = Step::new(at, actor, Event::DeadLettered(Box::new(failed)));
                     self.audit.record(*id, Some(*enqueued_at), step);
                     if expired {
                         let ids = IdSet::of(&[*id]);
@@ -599,12 +592,7 @@ impl State {
 
     /// Adds a step to the lineage of `id`, if it has one (every DLQ entry has).
     fn record_step(&mut self, id: MessageId, at: u64, event: Event) {
-        let step = Step {
-            at,
-            actor: None,
-            event,
-        };
-        self.audit.record_if_known(id, step);
+        self.audit.record_if_known(id, Step::new(at, None, event));
     }
 
     /// Where the history of DLQ entry `id` is found once it is replayed with `attempts`: its

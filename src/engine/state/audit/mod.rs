@@ -200,6 +200,14 @@ pub struct Step {
     pub event: Event,
 }
 
+impl Step {
+    /// A step at `at`, by `actor` where known.
+    pub fn new(at: u64, actor: Option<&str>, event: Event) -> Step {
+        let actor = actor.map(str::to_string);
+        Step { at, actor, event }
+    }
+}
+
 /// A message's life from its first dead-lettering on.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lineage {
@@ -388,12 +396,7 @@ impl AuditLog {
     /// `id` left the store at `at` (`how`): if it has a lineage, the lineage ends with the
     /// removal and becomes a tombstone.
     pub fn remove(&mut self, id: MessageId, at: u64, how: Removal, actor: Option<&str>) {
-        let step = Step {
-            at,
-            actor: actor.map(str::to_string),
-            event: Event::Removed(how),
-        };
-        if !self.record_if_known(id, step) {
+        if !self.record_if_known(id, Step::new(at, actor, Event::Removed(how))) {
             return;
         }
         let Some(lineage) = self.lineage.remove(&id) else {
@@ -515,11 +518,7 @@ mod tests {
     use super::*;
 
     fn step(at: u64, event: Event) -> Step {
-        Step {
-            at,
-            actor: None,
-            event,
-        }
+        Step::new(at, None, event)
     }
 
     fn marked(at: u64) -> Step {
