@@ -284,8 +284,10 @@ impl FaultyFs {
         self.ctl.injected.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// A read (`k` is READ or MAP) fails at random while read errors are on.
+    /// A read (`k` is READ or MAP) fails as the plan says, or at random while read errors
+    /// are on.
     fn read_error(&self, k: OpKinds) -> io::Result<()> {
+        self.simple(k)?;
         let ppm = self.ctl.read_error_ppm.load(Ordering::SeqCst);
         if ppm == 0 || self.ctl.rng.lock().below(1_000_000) >= ppm {
             return Ok(());
@@ -332,7 +334,6 @@ struct FaultyFile {
 
 impl VfsFile for FaultyFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.fs.simple(OpKinds::READ)?;
         self.fs.read_error(OpKinds::READ)?;
         self.inner.read_at(buf, offset)
     }
@@ -375,13 +376,11 @@ impl VfsFile for FaultyFile {
     }
 
     fn len(&self) -> io::Result<u64> {
-        self.fs.simple(OpKinds::MAP)?;
         self.fs.read_error(OpKinds::MAP)?;
         self.inner.len()
     }
 
     fn map(&self) -> io::Result<Arc<dyn MappedView>> {
-        self.fs.simple(OpKinds::MAP)?;
         self.fs.read_error(OpKinds::MAP)?;
         self.inner.map()
     }

@@ -406,20 +406,17 @@ impl SimDisk {
         let dirs_snapshot = dirs.clone();
         dirs.retain(|d| alive(d, &dirs_snapshot));
         names.retain(|p, _| alive(p, &dirs));
-        let mut images: BTreeMap<Ino, Vec<u8>> = BTreeMap::new();
         let inos: BTreeSet<Ino> = names.values().copied().collect();
-        for ino in inos {
-            let img = match st.inodes.get(&ino) {
-                Some(inode) => crash_image(&inode.lock(), rng, o),
-                None => Vec::new(),
-            };
-            images.insert(ino, img);
-        }
-        st.inodes.clear();
-        for (ino, img) in images {
-            st.inodes
-                .insert(ino, Arc::new(Mutex::new(Inode::settled(img))));
-        }
+        st.inodes = inos
+            .into_iter()
+            .map(|ino| {
+                let img = st.inodes.get(&ino).map(|i| crash_image(&i.lock(), rng, o));
+                (
+                    ino,
+                    Arc::new(Mutex::new(Inode::settled(img.unwrap_or_default()))),
+                )
+            })
+            .collect();
         st.names = names.clone();
         st.durable_names = names;
         st.dirs = dirs.clone();
