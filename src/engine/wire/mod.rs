@@ -142,7 +142,7 @@ mod tests {
     use super::*;
     use crate::engine::record::{GuardEvent, GuardPlan, Op, PutMeta};
     use crate::engine::state::MAX_QUEUES;
-    use v1::tests::{every_put_meta, guard_steps};
+    use v1::tests::{every_put_meta, guard_plan};
 
     #[test]
     fn unknown_versions_do_not_decode() {
@@ -190,20 +190,17 @@ mod tests {
             let name = "q".to_string();
             op(Op::DeclareQueue { queue, name })
         };
-        let guard_target = |queue| match guard_steps().remove(0) {
-            Op::Guard {
-                guard,
-                at,
-                event: GuardEvent::Start(plan),
-            } => {
-                let plan = GuardPlan {
-                    target: Some(queue),
-                    ..*plan
-                };
-                let event = GuardEvent::Start(Box::new(plan));
-                op(Op::Guard { guard, at, event })
-            }
-            _ => unreachable!("a guarded replay's first step is its start"),
+        let guard_target = |queue| {
+            let plan = GuardPlan {
+                target: Some(queue),
+                ..guard_plan()
+            };
+            let event = GuardEvent::Start(Box::new(plan));
+            op(Op::Guard {
+                guard: 7,
+                at: 1,
+                event,
+            })
         };
         for body in [put, replay, declare, guard_target] {
             let last = body(MAX_QUEUES - 1);

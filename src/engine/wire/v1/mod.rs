@@ -296,9 +296,9 @@ pub(super) mod tests {
         .collect()
     }
 
-    /// A guarded replay's steps, one of each event.
-    pub(in crate::engine::wire) fn guard_steps() -> Vec<Op> {
-        let plan = GuardPlan {
+    /// A guarded replay's plan, with a target and a rate.
+    pub(in crate::engine::wire) fn guard_plan() -> GuardPlan {
+        GuardPlan {
             dlq: 1,
             target: Some(3),
             reset_attempts: true,
@@ -310,7 +310,11 @@ pub(super) mod tests {
             selection: "kind=Timeout".into(),
             actor: "ana@ops-1".into(),
             ids: vec![4, 9, 300_000],
-        };
+        }
+    }
+
+    /// A guarded replay's steps, one of each event.
+    fn guard_steps() -> Vec<Op> {
         let release = GuardEvent::Release {
             consumed: 2,
             released: vec![GuardRelease {
@@ -321,7 +325,7 @@ pub(super) mod tests {
             }],
         };
         [
-            GuardEvent::Start(Box::new(plan)),
+            GuardEvent::Start(Box::new(guard_plan())),
             release,
             GuardEvent::Pause,
             GuardEvent::Resume,

@@ -413,21 +413,9 @@ mod tests {
     #[test]
     fn guarded_replays_round_trip_after_the_audit_part() {
         let mut snapshot = State::default().snapshot();
-        let plan = GuardPlan {
-            dlq: 0,
-            target: None,
-            reset_attempts: false,
-            force: true,
-            canary: 3,
-            growth_permille: 1500,
-            max_failure_permille: 250,
-            rate_per_sec: None,
-            selection: "all".into(),
-            actor: "ana@ops-1".into(),
-            ids: vec![1, 2, 3, 4],
-        };
+        let plan = crate::engine::wire::v1::tests::guard_plan();
         let mut guard = engine::Guard::new(plan.clone(), 10);
-        guard.outstanding.insert(2);
+        guard.outstanding.insert(9);
         guard.status = GuardedReplayState::Stopped {
             wave: 1,
             failed: 2,
