@@ -179,10 +179,9 @@ pub fn message_template(message: &str) -> String {
             continue;
         }
         // Copy one character (whole, when it is not ASCII).
-        let len = utf8_len(b[i]);
-        let end = (i + len).min(b.len());
-        out.push_str(message.get(i..end).unwrap_or(""));
-        i = end;
+        let c = message.get(i..).and_then(|rest| rest.chars().next());
+        out.extend(c);
+        i += c.map_or(1, char::len_utf8);
     }
     out
 }
@@ -204,15 +203,6 @@ fn token_at(b: &[u8], i: usize) -> Option<(usize, &'static str)> {
 
 fn is_word(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
-}
-
-fn utf8_len(first: u8) -> usize {
-    match first {
-        0xF0..=0xFF => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
-    }
 }
 
 /// The longest quoted string (and URL scheme, and e-mail local part) a matcher looks for.
