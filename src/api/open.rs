@@ -123,38 +123,3 @@ fn engine_options(config: &Config) -> EngineOptions {
         audit: config.audit,
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::storage::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
-    use crate::storage::log::DEFAULT_SEGMENT_SIZE;
-    use crate::storage::segment;
-
-    #[test]
-    fn an_existing_store_gives_its_segment_size() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(
-            Config::for_existing_store(dir.path()).segment_size,
-            DEFAULT_SEGMENT_SIZE
-        );
-        let size = 128 << 10;
-        let config = Config::default()
-            .segment_size(size)
-            .max_message_size(16 << 10);
-        Store::open(dir.path(), config).unwrap().close().unwrap();
-        let found = Config::for_existing_store(dir.path());
-        assert_eq!(found.segment_size, size);
-        assert_eq!(
-            found.max_message_size,
-            (size - (RECORD_OVERHEAD + SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64) as usize
-        );
-        // A newer file named like a segment that is not one is passed over.
-        std::fs::write(
-            dir.path().join(segment::segment_name(1 << 40)),
-            b"not a segment",
-        )
-        .unwrap();
-        assert_eq!(Config::for_existing_store(dir.path()).segment_size, size);
-    }
-}

@@ -8,7 +8,8 @@
 //! - `bad_input`: records too large or empty, bad positions, bad options;
 //! - `lock`: one process at a time, across processes;
 //! - `group_commit`: concurrent appends share fsyncs;
-//! - `segments`: rolling at the size limit and deleting whole segments;
+//! - `segments`: rolling at the size limit and deleting whole segments; a store's segment
+//!   size read back from its files;
 //! - `spare_segment`: the background spare is never damaged by a roll (a regression test);
 //! - `format`: the segment header and the record frame, byte by byte;
 //! - `failed_fsync`: a failed fsync poisons the log until it is reopened;

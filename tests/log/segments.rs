@@ -1,8 +1,12 @@
 //! Segments roll at the configured size, never split a record, and are deleted whole
-//! (never the active one); what remains reads back after a reopen.
+//! (never the active one); what remains reads back after a reopen. A store's segment size
+//! is read back from its files.
 
-use deadletter::sim::Log;
-use deadletter::Error;
+use deadletter::sim::{
+    segment_name, Log, DEFAULT_SEGMENT_SIZE, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
+use deadletter::verify::VerifyOptions;
+use deadletter::{Config, Error, Store};
 
 use crate::helpers::{body, opts, read_all, FRAME, HEADER};
 
@@ -72,4 +76,29 @@ fn segments_roll_at_the_configured_size_and_delete_whole() {
     assert_eq!(read_all(&log), from(first));
     let p = log.append(b"after deletion").unwrap();
     assert_eq!(&*log.read(p).unwrap(), b"after deletion");
+}
+
+#[test]
+fn an_existing_store_gives_its_segment_size() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        Config::for_existing_store(dir.path()).segment_size,
+        DEFAULT_SEGMENT_SIZE
+    );
+    let size = 128 << 10;
+    let config = Config::default()
+        .segment_size(size)
+        .max_message_size(16 << 10);
+    Store::open(dir.path(), config).unwrap().close().unwrap();
+    let found = Config::for_existing_store(dir.path());
+    assert_eq!(found.segment_size, size);
+    // The room a record keeps besides its message, as the verifier allows it.
+    let overhead = VerifyOptions::default().max_record_size - Config::default().max_message_size;
+    assert_eq!(
+        found.max_message_size,
+        (size - (overhead + SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64) as usize
+    );
+    // A newer file named like a segment that is not one is passed over.
+    std::fs::write(dir.path().join(segment_name(1 << 40)), b"not a segment").unwrap();
+    assert_eq!(Config::for_existing_store(dir.path()).segment_size, size);
 }
