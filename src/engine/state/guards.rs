@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::State;
 use crate::engine::envelope::MessageId;
-use crate::engine::record::{GuardEvent, GuardId, GuardPlan, GuardRelease};
+use crate::engine::record::{GuardEvent, GuardId, GuardPlan};
 
 /// Where a guarded replay is (public as `deadletter::replay::GuardedReplayState`: the one type for
 /// the index and the reports).
@@ -261,7 +261,7 @@ impl State {
         let moved: Vec<MessageId> = match event {
             GuardEvent::Release { released, .. } => released
                 .iter()
-                .filter(|r| self.release_one(r, at))
+                .filter(|r| self.replay_entry(r.id, r.queue, at, at, r.attempts, r.generation))
                 .map(|r| r.id)
                 .collect(),
             _ => Vec::new(),
@@ -271,11 +271,8 @@ impl State {
         };
         g.updated_at = g.updated_at.max(at);
         match event {
-            GuardEvent::Start(_) => {}
             GuardEvent::Release { consumed, .. } => {
-                if g.rate_anchor.is_none() {
-                    g.rate_anchor = Some((at, g.wave_released));
-                }
+                g.rate_anchor.get_or_insert((at, g.wave_released));
                 let n = moved.len() as u64;
                 g.next += u64::from(*consumed);
                 g.skipped += u64::from(*consumed).saturating_sub(n);
@@ -286,22 +283,16 @@ impl State {
                     self.guards.waiting.insert(id, guard);
                 }
             }
-            GuardEvent::Pause => {
-                if g.status == GuardedReplayState::Running {
-                    g.status = GuardedReplayState::Paused;
-                }
+            GuardEvent::Pause if g.status == GuardedReplayState::Running => {
+                g.status = GuardedReplayState::Paused;
             }
-            GuardEvent::Resume => {
-                if g.status == GuardedReplayState::Paused {
-                    g.status = GuardedReplayState::Running;
-                    g.rate_anchor = None;
-                }
+            GuardEvent::Resume if g.status == GuardedReplayState::Paused => {
+                g.status = GuardedReplayState::Running;
+                g.rate_anchor = None;
             }
-            GuardEvent::Cancel => {
-                if g.status.is_active() {
-                    g.status = GuardedReplayState::Cancelled;
-                }
-            }
+            GuardEvent::Cancel if g.status.is_active() => g.status = GuardedReplayState::Cancelled,
+            // A start is applied above; a step the replay's state does not allow is none.
+            _ => {}
         }
         let due = g.settle();
         self.guards.due |= due;
@@ -312,10 +303,8 @@ impl State {
         if self.guards.waiting.is_empty() {
             return;
         }
-        let Some(guard) = self.guards.waiting.remove(&id) else {
-            return;
-        };
-        let Some(g) = self.guards.all.get_mut(&guard) else {
+        let waiting = self.guards.waiting.remove(&id);
+        let Some(g) = waiting.and_then(|guard| self.guards.all.get_mut(&guard)) else {
             return;
         };
         if !g.outstanding.remove(&id) {
@@ -332,10 +321,5 @@ impl State {
         }
         let due = g.settle();
         self.guards.due |= due;
-    }
-
-    /// Moves one released entry back to its queue; false if it is not in a DLQ any more.
-    fn release_one(&mut self, r: &GuardRelease, at: u64) -> bool {
-        self.replay_entry(r.id, r.queue, at, at, r.attempts, r.generation)
     }
 }
