@@ -330,14 +330,11 @@ impl Store {
     /// checkpoints and the checkpoint reserve, the lock), or `None` if the directory
     /// cannot be read.
     pub fn disk_bytes(&self) -> Option<u64> {
-        let mut total = 0u64;
-        for entry in std::fs::read_dir(self.dir()).ok()? {
+        let files = std::fs::read_dir(self.dir()).ok()?.map(|entry| {
             let meta = entry.ok()?.metadata().ok()?;
-            if meta.is_file() {
-                total += meta.len();
-            }
-        }
-        Some(total)
+            Some(if meta.is_file() { meta.len() } else { 0 })
+        });
+        files.sum()
     }
 
     /// The log's segment files and positions, and what it has done since open: disk use,

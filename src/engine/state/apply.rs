@@ -20,21 +20,18 @@ impl State {
         match rec {
             Decoded::Put(put) => self.apply_put(put, pos),
             Decoded::Op(op) => self.apply_op(op, pos),
-            Decoded::Relocated(inner) => {
-                self.apply_relocated(inner, pos);
-                Effects::default()
-            }
+            Decoded::Relocated(inner) => self.apply_relocated(inner, pos),
         }
     }
 
     /// A relocated copy at `pos`: the pointer to the original moves here, if the original is
     /// still the one the index points to's record kind (payload, envelope, history).
-    fn apply_relocated(&mut self, original: &Decoded<'_>, pos: u64) {
+    fn apply_relocated(&mut self, original: &Decoded<'_>, pos: u64) -> Effects {
         match original {
             Decoded::Put(put) => {
                 let id = put.meta.id;
                 let Some(m) = self.msgs.get_mut(&id) else {
-                    return;
+                    return Effects::default();
                 };
                 let old = m.payload_pos;
                 m.payload_pos = pos;
@@ -63,6 +60,7 @@ impl State {
             Decoded::Op(Op::Retry { id, .. }) => self.move_history(*id, pos),
             _ => {}
         }
+        Effects::default()
     }
 
     /// The history of `id`, if it has one, is now the relocated copy at `pos`.

@@ -136,7 +136,7 @@ impl PowerCutOptions {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct State {
     dirs: BTreeSet<PathBuf>,
     durable_dirs: BTreeSet<PathBuf>,
@@ -429,19 +429,15 @@ impl SimDisk {
     pub fn fork(&self) -> SimDisk {
         let st = self.shared.state.lock();
         let copy = SimDisk::new();
-        {
-            let mut c = copy.shared.state.lock();
-            c.dirs = st.dirs.clone();
-            c.durable_dirs = st.durable_dirs.clone();
-            c.names = st.names.clone();
-            c.durable_names = st.durable_names.clone();
-            c.pending = st.pending.clone();
-            c.next_ino = st.next_ino;
-            for (&ino, inode) in &st.inodes {
-                let copy = inode.lock().clone();
-                c.inodes.insert(ino, Arc::new(Mutex::new(copy)));
-            }
-        }
+        // Its own files, and none of them locked.
+        let inodes = st.inodes.iter();
+        *copy.shared.state.lock() = State {
+            inodes: inodes
+                .map(|(&i, inode)| (i, Arc::new(Mutex::new(inode.lock().clone()))))
+                .collect(),
+            locks: HashMap::new(),
+            ..st.clone()
+        };
         let capacity = self.shared.capacity.load(Ordering::SeqCst);
         copy.shared.capacity.store(capacity, Ordering::SeqCst);
         copy
