@@ -176,15 +176,6 @@ struct Slot<M> {
     running: AtomicBool,
 }
 
-impl<M> Default for Slot<M> {
-    fn default() -> Self {
-        Slot {
-            held: Mutex::new(Held::default()),
-            running: AtomicBool::new(false),
-        }
-    }
-}
-
 /// The batch a worker holds, as the heartbeat sees it.
 struct Held<M> {
     /// The batch.
@@ -320,7 +311,12 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
             classifier: self.classifier,
             stop: AtomicBool::new(false),
             counters: Counters::default(),
-            slots: (0..self.workers).map(|_| Slot::default()).collect(),
+            slots: (0..self.workers)
+                .map(|_| Slot {
+                    held: Mutex::new(Held::default()),
+                    running: AtomicBool::new(false),
+                })
+                .collect(),
             done: Condvar::new(),
             done_lock: Mutex::new(()),
             fatal: Mutex::new(None),

@@ -223,19 +223,15 @@ impl Engine {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::try_open_read_only(dir, &options) {
+            let fs = &options.fs;
+            let open_log = |o| Log::open_read_only(Arc::clone(fs), dir, o);
+            match Engine::recover(dir, &options, true, open_log) {
                 Err(e) if attempt < 5 && may_be_a_race(&e) => {
                     std::thread::sleep(std::time::Duration::from_millis(10 * attempt));
                 }
                 result => return result,
             }
         }
-    }
-
-    fn try_open_read_only(dir: &Path, options: &EngineOptions) -> Result<Engine> {
-        Engine::recover(dir, options, true, |o| {
-            Log::open_read_only(Arc::clone(&options.fs), dir, o)
-        })
     }
 
     /// The store directory.
