@@ -88,11 +88,7 @@ impl Log {
             return Err(Error::InvalidPosition(pos));
         }
         if seg.quarantine_at(d).is_some() {
-            return Err(Error::corrupt_file(
-                CorruptionKind::BadRecord,
-                &seg.path,
-                SEGMENT_HEADER_LEN as u64 + d,
-            ));
+            return Err(bad_record(seg, d));
         }
         Ok(d)
     }
@@ -221,16 +217,11 @@ impl Iterator for LogIter<'_> {
                     .read()
                     .range(seg.base + 1..)
                     .next()
-                    .map(|(_, s)| Arc::clone(s));
-                match next {
-                    Some(n) => {
-                        self.pos = n.base;
-                        self.seg = Some(n);
-                        self.view = None;
-                        continue;
-                    }
-                    _ => return None,
-                }
+                    .map(|(_, s)| Arc::clone(s))?;
+                self.pos = next.base;
+                self.seg = Some(next);
+                self.view = None;
+                continue;
             }
             if let Some((_, e)) = seg.quarantine_at(d) {
                 self.pos = seg.base + e;
@@ -302,14 +293,16 @@ fn frame_in(
 /// position (a position inside a record, or past the data).
 fn decode_error(seg: &Segment, view: &dyn MappedView, d: u64) -> Error {
     if is_record_start(seg, view, d) {
-        Error::corrupt_file(
-            CorruptionKind::BadRecord,
-            &seg.path,
-            SEGMENT_HEADER_LEN as u64 + d,
-        )
+        bad_record(seg, d)
     } else {
         Error::InvalidPosition(seg.base + d)
     }
+}
+
+/// A damaged record at data offset `d` of `seg`.
+fn bad_record(seg: &Segment, d: u64) -> Error {
+    let offset = SEGMENT_HEADER_LEN as u64 + d;
+    Error::corrupt_file(CorruptionKind::BadRecord, &seg.path, offset)
 }
 
 /// True when walking the frame lengths of `seg` from its first record lands on data offset
