@@ -30,7 +30,7 @@ pub mod inspect;
 
 use std::path::Path;
 
-use crate::api::core::store::Store;
+use crate::api::core::store::{queue_name, Store};
 use crate::engine::checkpoint::{self, SlotState};
 use crate::engine::envelope::MessageId;
 use crate::engine::record::Decoded;
@@ -85,11 +85,7 @@ impl StoreHooks for Store {
                 let extra = st.extras.get(&id);
                 DebugMessage {
                     id,
-                    queue: st
-                        .queues
-                        .get(m.queue() as usize)
-                        .map(|q| q.name.clone())
-                        .unwrap_or_default(),
+                    queue: queue_name(&st, m.queue()),
                     place: m.place(),
                     attempts: m.attempts,
                     visible_at_ms: m.visible_at,

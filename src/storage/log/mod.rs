@@ -336,13 +336,8 @@ impl Log {
 
     /// Position of the first record still in the log.
     pub fn first_position(&self) -> u64 {
-        self.inner
-            .segments
-            .read()
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(0)
+        let segments = self.inner.segments.read();
+        segments.first_key_value().map_or(0, |(&base, _)| base)
     }
 
     /// Position just past the last appended record.
