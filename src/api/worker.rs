@@ -668,21 +668,9 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
         self.queue.observe_handlers(&self.durations);
         let handling: Duration = self.durations.iter().sum();
         if succeeded.contains(&true) {
-            let flags = succeeded.into_iter();
-            match Arc::try_unwrap(batch) {
-                Ok(msgs) => self.done.extend(
-                    msgs.into_iter()
-                        .zip(flags)
-                        .filter_map(|(m, ok)| ok.then_some(m)),
-                ),
-                // The heartbeat holds the batch for a moment.
-                Err(msgs) => self.done.extend(
-                    msgs.iter()
-                        .zip(flags)
-                        .filter(|&(_, ok)| ok)
-                        .map(|(m, _)| m.clone()),
-                ),
-            }
+            // Moved out, unless the heartbeat holds the batch for a moment (cloned then).
+            let msgs = Arc::unwrap_or_clone(batch).into_iter().zip(succeeded);
+            self.done.extend(msgs.filter_map(|(m, ok)| ok.then_some(m)));
         }
         Ok(handling < QUICK_BATCH)
     }

@@ -140,18 +140,14 @@ impl State {
                 self.ttl.insert((exp, m.id));
             }
         }
-        if let Some(key) = &m.idempotency_key {
-            if matches!(m.cause, PutCause::Enqueue) {
-                self.idempotency.insert(key.clone(), (m.id, m.enqueued_at));
-                self.idempotency_order
-                    .push_back((m.enqueued_at, key.clone()));
-            }
+        if let (Some(key), PutCause::Enqueue) = (&m.idempotency_key, &m.cause) {
+            self.idempotency.insert(key.clone(), (m.id, m.enqueued_at));
+            self.idempotency_order
+                .push_back((m.enqueued_at, key.clone()));
         }
         let q = self.queue_mut(m.queue);
         q.counters.ready += 1;
-        if previous_place.is_none() {
-            q.counters.enqueued += 1;
-        }
+        q.counters.enqueued += u64::from(previous_place.is_none());
         let fresh = m.visible_at <= m.enqueued_at && previous_place.is_none();
         self.push_ready(m.queue, m.visible_at, m.id, fresh);
         Effects::of(true, previous_place.is_some())
