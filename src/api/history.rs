@@ -194,23 +194,17 @@ impl Store {
             .unwrap_or(0);
         if let Some(at) = enqueued_at {
             let queue = queue_name(first_queue);
-            steps.push(plain(at, HistoryEvent::Enqueued { queue }));
+            steps.push(step(at, None, HistoryEvent::Enqueued { queue }));
         }
         if let Some(l) = lineage {
             for s in &l.steps {
-                steps.push(HistoryStep {
-                    at_ms: s.at,
-                    actor: s.actor.clone(),
-                    event: event_of(s, &queue_name, &dlq_name),
-                });
+                let event = event_of(s, &queue_name, &dlq_name);
+                steps.push(step(s.at, s.actor.clone(), event));
             }
         } else {
             for e in st.audit.trail().filter(|e| e.ids.contains(id)) {
-                steps.push(HistoryStep {
-                    at_ms: e.at_ms,
-                    actor: Some(e.actor.clone()),
-                    event: HistoryEvent::Audited { action: e.action },
-                });
+                let audited = HistoryEvent::Audited { action: e.action };
+                steps.push(step(e.at_ms, Some(e.actor.clone()), audited));
             }
         }
         // The current generation's failed deliveries, while the message is in a queue.
@@ -224,7 +218,7 @@ impl Store {
                         error_kind: a.error_kind,
                         message: a.error_message,
                     };
-                    steps.push(plain(a.at_ms, failed));
+                    steps.push(step(a.at_ms, None, failed));
                 }
             }
         }
@@ -259,10 +253,10 @@ impl Store {
     }
 }
 
-fn plain(at_ms: u64, event: HistoryEvent) -> HistoryStep {
+fn step(at_ms: u64, actor: Option<String>, event: HistoryEvent) -> HistoryStep {
     HistoryStep {
         at_ms,
-        actor: None,
+        actor,
         event,
     }
 }

@@ -209,12 +209,11 @@ impl State {
             }
             Op::Extend { deadline, ids } => {
                 for id in ids {
-                    if let Some(m) = self.msgs.get_mut(id) {
-                        if m.place() == Place::Leased {
-                            m.visible_at = *deadline;
-                            let q = m.queue();
-                            self.push_lease(q, *deadline, *id);
-                        }
+                    let leased = self.msgs.get_mut(id).filter(|m| m.place() == Place::Leased);
+                    if let Some(m) = leased {
+                        m.visible_at = *deadline;
+                        let q = m.queue();
+                        self.push_lease(q, *deadline, *id);
                     }
                 }
                 Effects::default()

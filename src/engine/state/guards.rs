@@ -63,10 +63,7 @@ pub enum GuardedReplayState {
 impl GuardedReplayState {
     /// True while it may still release entries (running or paused).
     pub fn is_active(self) -> bool {
-        matches!(
-            self,
-            GuardedReplayState::Running | GuardedReplayState::Paused
-        )
+        matches!(self, Self::Running | Self::Paused)
     }
 
     /// Its name: `running`, `paused`, `completed`, `stopped` or `cancelled`.

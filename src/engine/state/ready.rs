@@ -194,8 +194,7 @@ impl State {
     /// Puts back a message popped by [`State::pop_visible`] but not leased after all.
     pub fn push_back_ready(&mut self, id: MessageId) {
         if let Some(m) = self.msgs.get(&id) {
-            let q = m.queue();
-            let at = m.visible_at;
+            let (q, at) = (m.queue(), m.visible_at);
             self.queue_mut(q).delayed.push(Reverse((at, id)));
         }
     }

@@ -432,15 +432,14 @@ impl AuditLog {
     }
 
     fn name_actor(&mut self, id: MessageId, entry: &AuditEntry) {
-        let lineage = self.lineage.get_mut(&id).or_else(|| {
+        let Some(lineage) = self.lineage.get_mut(&id).or_else(|| {
             let seq = *self.by_id.get(&id)?;
             let t = self.tombstones.get_mut((seq - self.first_seq) as usize)?;
             Some(&mut t.lineage)
-        });
-        let Some(steps) = lineage.map(|l| &mut l.steps) else {
+        }) else {
             return;
         };
-        let Some(step) = steps.iter_mut().rev().find(|s| {
+        let Some(step) = lineage.steps.iter_mut().rev().find(|s| {
             s.actor.is_none()
                 && matches!(
                     (&s.event, entry.action),
