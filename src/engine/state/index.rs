@@ -240,11 +240,9 @@ impl MsgIndex {
         self.open_pages -= 1;
         self.paged -= page.live as usize;
         let base = p << PAGE_BITS;
-        for (s, m) in page.slots.iter().enumerate() {
-            if let Some(m) = m {
-                self.sparse.insert(base | s as u64, *m);
-            }
-        }
+        let live = page.slots.iter().enumerate();
+        self.sparse
+            .extend(live.filter_map(|(s, m)| Some((base | s as u64, (*m)?))));
     }
 
     /// Retires every closed page less than half full.
@@ -285,9 +283,7 @@ impl MsgIndex {
                 self.pages.clear();
                 self.first_page = p;
             } else {
-                for _ in end..p {
-                    self.pages.push_back(None);
-                }
+                self.pages.extend((end..p).map(|_| None));
             }
         }
         self.pages.push_back(Some(Page::new()));
