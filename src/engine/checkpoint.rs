@@ -169,11 +169,9 @@ pub(crate) fn load_newest(
     read_only: bool,
 ) -> Result<(State, u64, CheckpointSlots)> {
     for (name, state) in SLOTS.iter().zip(&read) {
-        if let SlotState::Valid(pos, _) = state {
-            if read_only && *pos > log.end_position() {
-                let path = dir.join(name);
-                return Err(Error::corrupt_file(CorruptionKind::BadCheckpoint, path, 16));
-            }
+        if matches!(state, SlotState::Valid(pos, _) if read_only && *pos > log.end_position()) {
+            let path = dir.join(name);
+            return Err(Error::corrupt_file(CorruptionKind::BadCheckpoint, path, 16));
         }
     }
     // Past here a read-only snapshot has no slot past the log's end: nothing is removed.

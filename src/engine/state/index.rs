@@ -263,11 +263,9 @@ impl MsgIndex {
     /// Creates page `p`, above every page used so far.
     fn create_page(&mut self, p: u64) {
         // The page that was last is closed now: free it if it is empty.
-        if let Some(Some(last)) = self.pages.back() {
-            if last.live == 0 {
-                let last_p = self.first_page + self.pages.len() as u64 - 1;
-                self.free_page(last_p);
-            }
+        if matches!(self.pages.back(), Some(Some(last)) if last.live == 0) {
+            let last_p = self.first_page + self.pages.len() as u64 - 1;
+            self.free_page(last_p);
         }
         if self.open_pages == 0 {
             self.pages.clear();

@@ -51,14 +51,12 @@ impl State {
     pub fn dlq_as_of(&self, queue: QueueId, t: u64) -> Vec<PastEntry> {
         let mut out = Vec::new();
         let mut take = |id: MessageId, lineage: &Lineage| {
-            if let Some((failed, status)) = at_time(lineage, t) {
-                if failed.queue == queue {
-                    out.push(PastEntry {
-                        id,
-                        failed: failed.clone(),
-                        status,
-                    });
-                }
+            if let Some((failed, status)) = at_time(lineage, t).filter(|(f, _)| f.queue == queue) {
+                out.push(PastEntry {
+                    id,
+                    failed: failed.clone(),
+                    status,
+                });
             }
         };
         for (id, lineage) in self.audit.lineages() {

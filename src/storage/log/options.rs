@@ -117,10 +117,8 @@ impl LogOptions {
         if self.max_record_size > format::MAX_FRAME_BODY {
             return Err(Error::InvalidConfig("max_record_size above 4 GiB".into()));
         }
-        if let Durability::Interval(d) = self.durability {
-            if d.is_zero() {
-                return Err(Error::InvalidConfig("durability interval of zero".into()));
-            }
+        if matches!(self.durability, Durability::Interval(d) if d.is_zero()) {
+            return Err(Error::InvalidConfig("durability interval of zero".into()));
         }
         Ok(())
     }

@@ -154,10 +154,8 @@ impl Reader<'_> {
         let max = self.log.inner.opts.max_record_size;
         // A kept view that is a snapshot may end before the record: map again then (a live
         // one shows every byte written).
-        let kept = match &self.views[0] {
-            Some(v) => frame_in(seg, v.as_ref(), d, max).ok(),
-            None => None,
-        };
+        let held = self.views[0].as_ref();
+        let kept = held.and_then(|v| frame_in(seg, v.as_ref(), d, max).ok());
         let range = match kept {
             Some(range) => range,
             None => {
