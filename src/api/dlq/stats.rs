@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::fingerprints::Grouper;
 use super::{Dlq, Filter, FingerprintStats};
 
-use crate::api::core::types::DeadLetter;
+use crate::api::core::types::{DeadLetter, MessageId};
 use crate::engine::fingerprint::Fingerprint;
 use crate::engine::state::IdMap;
 use crate::error::Result;
@@ -106,6 +106,7 @@ impl Dlq {
                 .map(|(k, v)| (st.strings.name(*k).to_string(), *v))
                 .collect::<BTreeMap<_, _>>()
         };
+        let age = |&(t, _): &(u64, MessageId)| now.saturating_sub(t);
         DlqStats {
             name: self.name(),
             total: qs.dlq_order.len() as u64,
@@ -116,14 +117,8 @@ impl Dlq {
             replayed: d.replayed,
             deleted: d.deleted,
             expired: d.expired,
-            oldest_age_ms: qs
-                .dlq_order
-                .first_key_value()
-                .map(|((t, _), _)| now.saturating_sub(*t)),
-            newest_age_ms: qs
-                .dlq_order
-                .last_key_value()
-                .map(|((t, _), _)| now.saturating_sub(*t)),
+            oldest_age_ms: qs.dlq_order.keys().next().map(age),
+            newest_age_ms: qs.dlq_order.keys().next_back().map(age),
             by_error_kind: names(&d.by_kind),
             by_worker: names(&d.by_worker),
             by_fingerprint: st
@@ -160,9 +155,7 @@ impl Analysis {
     /// [`Dlq::analyze`] does, for backends that hold their entries elsewhere.
     pub fn of<'a>(entries: impl IntoIterator<Item = &'a DeadLetter>) -> Analysis {
         let mut analyzer = Analyzer::default();
-        for e in entries {
-            analyzer.add(e);
-        }
+        entries.into_iter().for_each(|e| analyzer.add(e));
         analyzer.finish()
     }
 }
