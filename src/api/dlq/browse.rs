@@ -65,10 +65,7 @@ impl Dlq {
         let from = match (page.before_cursor, page.after_cursor, page.after) {
             (Some(c), _, _) => Start::Before((c.dead_lettered_at_ms, c.id)),
             (None, Some(c), _) => Start::After(Some((c.dead_lettered_at_ms, c.id))),
-            (None, None, Some(id)) => {
-                let c = self.cursor_of(id)?;
-                Start::After(Some((c.dead_lettered_at_ms, c.id)))
-            }
+            (None, None, Some(id)) => Start::After(Some(self.key_of(id)?)),
             (None, None, None) => Start::After(None),
         };
         self.walk(filter, from, page.limit, pick, load, |entry| {
@@ -82,13 +79,9 @@ impl Dlq {
     }
 
     /// The place of entry `id` in the browse order.
-    fn cursor_of(&self, id: MessageId) -> Result<Cursor> {
+    fn key_of(&self, id: MessageId) -> Result<(u64, MessageId)> {
         let st = self.store.engine().lock();
-        let r = self.entry_ref(&st, id)?;
-        Ok(Cursor {
-            dead_lettered_at_ms: r.info.dead_at,
-            id,
-        })
+        Ok((self.entry_ref(&st, id)?.info.dead_at, id))
     }
 
     /// How many entries to pick next when `remaining` more are wanted.

@@ -68,11 +68,9 @@ impl FingerprintStats {
     }
 
     fn count_hour(&mut self, at: u64, as_of: u64) {
-        if at <= as_of {
-            let hour = ((as_of - at) / HOUR_MS) as usize;
-            if let Some(n) = self.last_day_by_hour.get_mut(hour) {
-                *n += 1;
-            }
+        let hour = as_of.checked_sub(at).map(|ago| (ago / HOUR_MS) as usize);
+        if let Some(n) = hour.and_then(|h| self.last_day_by_hour.get_mut(h)) {
+            *n += 1;
         }
     }
 
@@ -80,9 +78,7 @@ impl FingerprintStats {
     /// entries first; hourly counts end at the newest entry's time.
     pub fn group<'a>(entries: impl IntoIterator<Item = &'a DeadLetter>) -> Vec<FingerprintStats> {
         let mut grouper = Grouper::default();
-        for e in entries {
-            grouper.add(e);
-        }
+        entries.into_iter().for_each(|e| grouper.add(e));
         grouper.finish()
     }
 }
