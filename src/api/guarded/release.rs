@@ -122,11 +122,9 @@ fn releases<'a>(st: &State, now: u64) -> Result<(Batch<'a>, Next)> {
             }
         };
         let n = room.min(allowed).min(MAX_RELEASE);
-        if let Some(event) = release(st, g, n) {
-            let ids: Vec<MessageId> = match &event {
-                GuardEvent::Release { released, .. } => released.iter().map(|r| r.id).collect(),
-                _ => Vec::new(),
-            };
+        if let Some((consumed, released)) = release(st, g, n) {
+            let ids: Vec<MessageId> = released.iter().map(|r| r.id).collect();
+            let event = GuardEvent::Release { consumed, released };
             batch.push(op_entry(Op::Guard {
                 guard: id,
                 at: now,
@@ -146,8 +144,9 @@ fn releases<'a>(st: &State, now: u64) -> Result<(Batch<'a>, Next)> {
     Ok((batch, next))
 }
 
-/// The release of up to `n` of `g`'s next selected entries that are still in its DLQ.
-fn release(st: &State, g: &Guard, n: u64) -> Option<GuardEvent> {
+/// The release of up to `n` of `g`'s next selected entries that are still in its DLQ: how many
+/// selected entries it consumed, and those it releases.
+fn release(st: &State, g: &Guard, n: u64) -> Option<(u32, Vec<GuardRelease>)> {
     let plan = &g.plan;
     let mut released = Vec::new();
     let mut consumed = 0u64;
@@ -172,8 +171,5 @@ fn release(st: &State, g: &Guard, n: u64) -> Option<GuardEvent> {
             generation: st.extras.get(&id).map_or(0, |e| e.generation) + 1,
         });
     }
-    (consumed > 0).then_some(GuardEvent::Release {
-        consumed: consumed as u32,
-        released,
-    })
+    (consumed > 0).then_some((consumed as u32, released))
 }
