@@ -156,6 +156,19 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(std::array::from_fn(|i| b[at + i]))
 }
 
+/// The largest body a frame in a segment of `size` bytes (its header's `size`) can hold:
+/// the segment's data room less one frame header, at most [`MAX_FRAME_BODY`].
+///
+/// This, and not the limit of the process that opens the store, is what bounds a frame's
+/// length at recovery, in `verify` and on reads: the segment's size is recorded in its
+/// header when it is created, so a record any writer could put in it is judged by its
+/// framing alone (length, checksum over its position), whatever `max_message_size` the
+/// reader was configured with.
+pub fn max_body_in(size: u64) -> usize {
+    let room = size.saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);
+    room.min(MAX_FRAME_BODY as u64) as usize
+}
+
 /// Total bytes a frame with a body of `body_len` bytes occupies.
 pub const fn frame_len(body_len: usize) -> usize {
     FRAME_HEADER_LEN + body_len

@@ -137,6 +137,12 @@ impl Segment {
         Ok(fresh)
     }
 
+    /// The longest record body this segment can hold, by its own size: the bound reads
+    /// judge its frames by (see [`format::max_body_in`]).
+    pub fn max_body(&self) -> usize {
+        format::max_body_in(self.capacity + SEGMENT_HEADER_LEN as u64)
+    }
+
     /// The quarantined range containing data offset `d`, if any.
     pub fn quarantine_at(&self, d: u64) -> Option<(u64, u64)> {
         self.quarantined

@@ -1,32 +1,12 @@
 //! What a verification is asked to do ([`VerifyOptions`]) and how far it got
 //! ([`VerifyProgress`], handed to the callback of [`verify_with`](super::verify_with) after each segment).
 
-use crate::api::core::config::DEFAULT_MAX_MESSAGE_SIZE;
-use crate::engine::record::RECORD_OVERHEAD;
-
-/// Settings of a verification.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Settings of a verification. It has none yet: what a valid record is comes from the
+/// store's own files (each segment's header records its size, which bounds its frames),
+/// never from settings of the reader, so there is no record limit to pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct VerifyOptions {
-    /// Largest record body to accept, as the store's log does: the store's
-    /// `max_message_size` plus 64 KiB of metadata room.
-    pub max_record_size: usize,
-}
-
-impl VerifyOptions {
-    setters! {
-        /// Sets the largest record body accepted (a store's `max_message_size` plus 64 KiB).
-        max_record_size(bytes: usize) => max_record_size = bytes;
-    }
-}
-
-impl Default for VerifyOptions {
-    fn default() -> Self {
-        VerifyOptions {
-            max_record_size: DEFAULT_MAX_MESSAGE_SIZE + RECORD_OVERHEAD,
-        }
-    }
-}
+pub struct VerifyOptions {}
 
 /// Progress of a verification, passed to the callback of [`verify_with`](super::verify_with).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

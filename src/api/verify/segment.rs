@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::options::VerifyOptions;
 use crate::storage::format::{self, HeaderError, FORMAT_VERSION, SEGMENT_HEADER_LEN};
 use crate::storage::segment;
 
@@ -161,13 +160,7 @@ impl SegmentReport {
 }
 
 /// Checks one segment's bytes.
-pub(super) fn check_segment(
-    name: &str,
-    base: u64,
-    bytes: &[u8],
-    last: bool,
-    options: &VerifyOptions,
-) -> SegmentReport {
+pub(super) fn check_segment(name: &str, base: u64, bytes: &[u8], last: bool) -> SegmentReport {
     let mut seg = SegmentReport {
         file_len: bytes.len() as u64,
         empty: bytes.iter().all(|&b| b == 0),
@@ -191,7 +184,10 @@ pub(super) fn check_segment(
     }
     let data = &bytes[SEGMENT_HEADER_LEN..];
     // A cut last segment is sealed where it is, as an open in quarantine does.
-    let scan = segment::scan(data, base, options.max_record_size, !last || seg.is_short());
+    // Frames are judged by the segment's own size, as recovery judges them: never by a
+    // record limit of whoever reads the store.
+    let max_body = format::max_body_in(seg.declared_len.unwrap_or(0).max(seg.file_len));
+    let scan = segment::scan(data, base, max_body, !last || seg.is_short());
     let header_len = SEGMENT_HEADER_LEN as u64;
     seg.records = scan.records;
     seg.end = base + scan.end;
@@ -241,7 +237,7 @@ mod tests {
     #[test]
     fn clean_segment_counts_records() {
         let bytes = segment_bytes(0, &[b"one", b"two"], 4096);
-        let seg = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
+        let seg = check_segment("x", 0, &bytes, true);
         assert_eq!(seg.header, HeaderStatus::Ok);
         assert_eq!(seg.version, Some(FORMAT_VERSION));
         assert_eq!(seg.records, 2);
@@ -254,7 +250,7 @@ mod tests {
     fn bad_magic_is_reported() {
         let mut bytes = segment_bytes(0, &[b"one"], 4096);
         bytes[0] = b'X';
-        let seg = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
+        let seg = check_segment("x", 0, &bytes, true);
         assert_eq!(seg.header, HeaderStatus::BadMagic);
         assert!(!seg.is_sound());
     }
@@ -264,7 +260,7 @@ mod tests {
         let mut bytes = segment_bytes(0, &[b"one", b"two"], 4096);
         let second = SEGMENT_HEADER_LEN + 19 + 17;
         bytes[second] ^= 0xff;
-        let seg = check_segment("x", 0, &bytes, true, &VerifyOptions::default());
+        let seg = check_segment("x", 0, &bytes, true);
         assert_eq!(seg.records, 1);
         let torn = seg.torn_tail.clone().expect("torn tail");
         assert_eq!(torn.position, 19);

@@ -58,8 +58,7 @@ impl Log {
         let d = self.locate(pos, &mut seg)?;
         let seg = seg.ok_or(Error::InvalidPosition(pos))?;
         let view = seg.view()?;
-        decode_in(&seg, Arc::clone(&view), d, self.inner.opts.max_record_size)
-            .map_err(|_| decode_error(&seg, view.as_ref(), d))
+        decode_in(&seg, Arc::clone(&view), d).map_err(|_| decode_error(&seg, view.as_ref(), d))
     }
 
     /// The offset in its segment's data of the record at `pos`, with the checks every read
@@ -151,16 +150,15 @@ impl Reader<'_> {
         if base != Some(seg.base) {
             self.views[0] = None;
         }
-        let max = self.log.inner.opts.max_record_size;
         // A kept view that is a snapshot may end before the record: map again then (a live
         // one shows every byte written).
         let held = self.views[0].as_ref();
-        let kept = held.and_then(|v| frame_in(seg, v.as_ref(), d, max).ok());
+        let kept = held.and_then(|v| frame_in(seg, v.as_ref(), d).ok());
         let range = match kept {
             Some(range) => range,
             None => {
                 let view = seg.view()?;
-                let range = frame_in(seg, view.as_ref(), d, max)
+                let range = frame_in(seg, view.as_ref(), d)
                     .map_err(|_| decode_error(seg, view.as_ref(), d))?;
                 self.views[0] = Some(view);
                 range
@@ -239,7 +237,7 @@ impl Iterator for LogIter<'_> {
                     }
                 },
             };
-            return match decode_in(&seg, Arc::clone(&view), d, inner.opts.max_record_size) {
+            return match decode_in(&seg, Arc::clone(&view), d) {
                 Ok(rec) => {
                     let pos = self.pos;
                     self.pos += format::frame_len(rec.len) as u64;
@@ -258,9 +256,8 @@ fn decode_in(
     seg: &Segment,
     view: Arc<dyn MappedView>,
     d: u64,
-    max_body: usize,
 ) -> std::result::Result<Record, FrameError> {
-    let range = frame_in(seg, view.as_ref(), d, max_body)?;
+    let range = frame_in(seg, view.as_ref(), d)?;
     Ok(Record {
         view,
         start: range.start,
@@ -270,18 +267,18 @@ fn decode_in(
 }
 
 /// Where the body of the record at data offset `d` of `seg` lies in `view`, its checksum
-/// checked.
+/// checked. Its length is bounded by the segment's own size, never by the opener's record
+/// limit (a writer with a larger one may have written it).
 fn frame_in(
     seg: &Segment,
     view: &dyn MappedView,
     d: u64,
-    max_body: usize,
 ) -> std::result::Result<Range<usize>, FrameError> {
     let start = SEGMENT_HEADER_LEN + d as usize;
     // A sealed segment whose lost tail is quarantined has an end past its file's bytes.
     let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.len());
     let bytes = view.range(start, stop).ok_or(FrameError::Short)?;
-    let frame = format::decode_frame(bytes, seg.base + d, max_body)?;
+    let frame = format::decode_frame(bytes, seg.base + d, seg.max_body())?;
     let body = start + FRAME_HEADER_LEN;
     Ok(body..body + frame.body.len())
 }

@@ -277,19 +277,22 @@ pub(super) fn recover(
             Some((b, bound)) if b == base && !sealed => tail_hint::read_limit(bound, data_len),
             _ => data_len,
         };
-        let clean = segment::scan_clean(file.as_ref(), base, zero_from, opts.max_record_size)
-            .io("read", &path)?;
+        // A frame is judged by the segment's own size (its header's), never by the
+        // opener's record limit: a writer with a larger limit may have written it.
+        let max_body = format::max_body_in(declared.max(len));
+        let clean =
+            segment::scan_clean(file.as_ref(), base, zero_from, max_body).io("read", &path)?;
         let scan = match clean {
             Some(scan) => scan,
             None if read_only => {
                 let mut data = vec![0u8; data_len as usize];
                 segment::read_exact_at(file.as_ref(), &mut data, header_len).io("read", &path)?;
-                segment::scan(&data, base, opts.max_record_size, sealed)
+                segment::scan(&data, base, max_body, sealed)
             }
             None => {
                 let view = file.map().io("mmap", &path)?;
                 let data = view.range(SEGMENT_HEADER_LEN, view.len()).unwrap_or(&[]);
-                segment::scan(data, base, opts.max_record_size, sealed)
+                segment::scan(data, base, max_body, sealed)
             }
         };
         let mut quarantined = Vec::new();

@@ -16,7 +16,8 @@
 //! - `forward`: the forwarder, from a store filled offline to its limit;
 //! - `features`: what the `jetstream` feature adds, and what a build without it says;
 //! - `trace`: a message's life after compactions;
-//! - `as_of`: `list` and `stats` of the DLQs as they were at a past time.
+//! - `as_of`: `list` and `stats` of the DLQs as they were at a past time;
+//! - `limits`: records larger than the tool's own message limit, kept by every command.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -38,6 +39,7 @@ mod fingerprints;
 #[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;
+mod limits;
 mod live;
 #[cfg(feature = "jetstream")]
 mod nats;
