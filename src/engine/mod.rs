@@ -38,7 +38,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::log::{Log, LogOptions, RecoveryMode, RecoveryReport};
 use crate::storage::vfs::Vfs;
 use checkpoint::CheckpointSlots;
@@ -72,7 +72,6 @@ pub(crate) struct EngineOptions {
 /// True for the errors a read-only open meets when the owner compacts under it: a segment
 /// gone, a checkpoint the log no longer reaches (or that reaches past it).
 fn may_be_a_race(e: &crate::error::Error) -> bool {
-    use crate::error::Error;
     match e {
         Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
         Error::Corruption { .. } | Error::InvalidPosition(_) => true,
@@ -145,12 +144,26 @@ impl Engine {
         let mut log_options = options.log.clone();
         log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
         let (log, report) = open_log(log_options)?;
-        let (mut state, from, slots) =
-            checkpoint::load_newest(fs, dir, slots, &log, &report, strict, read_only)?;
-        state.fingerprints.enable(options.fingerprint_frames);
-        state.audit.set_limits(options.audit);
-        state.audit_frames = options.fingerprint_frames;
-        Engine::replay(&log, from, u64::MAX, &mut state)?;
+        let rebuilt = (|| {
+            let (mut state, from, slots) =
+                checkpoint::load_newest(fs, dir, slots, &log, &report, strict, read_only)?;
+            state.fingerprints.enable(options.fingerprint_frames);
+            state.audit.set_limits(options.audit);
+            state.audit_frames = options.fingerprint_frames;
+            Engine::replay(&log, from, u64::MAX, &mut state)?;
+            Ok((state, slots))
+        })();
+        let (mut state, slots) = match rebuilt {
+            Ok(rebuilt) => rebuilt,
+            Err(e) => {
+                // A failed open leaves no new segment behind: the next open finds the
+                // directory as this one did (its error is the one reported).
+                if let Some(created) = &report.created_segment {
+                    let _ = log.discard_created(created);
+                }
+                return Err(e);
+            }
+        };
         if read_only {
             state.rebuild_ready_lists();
         } else {
@@ -174,7 +187,13 @@ impl Engine {
             slots: Mutex::new(slots),
             shadow: Mutex::new(None),
         };
-        engine.fingerprint_restored_entries()?;
+        if let Err(e) = engine.fingerprint_restored_entries() {
+            if let Some(created) = &engine.report.created_segment {
+                let created = created.clone();
+                let _ = engine.log.discard_created(&created);
+            }
+            return Err(e);
+        }
         Ok(engine)
     }
 
@@ -205,7 +224,15 @@ impl Engine {
             let Some(queue) = st.msgs.get(&id).map(|m| m.queue()) else {
                 continue;
             };
-            let failure = self.read_failure(info.envelope_pos)?;
+            let failure = match self.read_failure(info.envelope_pos) {
+                Ok(failure) => failure,
+                // Under quarantine an envelope in a range recovery skipped (a cut segment
+                // whose records a checkpoint covers) is lost: the entry stays, without a
+                // fingerprint, and reading it is `Corruption`, as for any quarantined
+                // record. A strict open has no such range, and refuses.
+                Err(Error::Corruption { .. }) if !self.strict => continue,
+                Err(e) => return Err(e),
+            };
             st.add_fingerprint(queue, id, info.dead_at, &failure);
         }
         Ok(())

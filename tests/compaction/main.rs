@@ -6,7 +6,8 @@
 //! - `expiry`: TTL expiry, DLQ retention, clock jumps;
 //! - `checkpoints`: the two slots, damaged and missing checkpoints, reopen from one;
 //! - `relocation`: relocated records keep their envelopes and TTLs;
-//! - `history`: the failure history outlives replays, deletes, compaction and reopens.
+//! - `history`: the failure history outlives replays, deletes, compaction and reopens;
+//! - `mending`: quarantine opens a store whose active segment a checkpoint covers was cut.
 //!
 //! `helpers` holds the configuration and the steps they share.
 
@@ -17,5 +18,6 @@ mod helpers;
 mod checkpoints;
 mod expiry;
 mod history;
+mod mending;
 mod reclaim;
 mod relocation;

@@ -34,7 +34,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, IoContext, Result};
 use crate::storage::segment::{self, Segment};
-use crate::storage::tail_hint::HintKeeper;
+use crate::storage::tail_hint::{self, HintKeeper};
 use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 
 use append::{spawn_preparer, PrepMsg};
@@ -426,6 +426,36 @@ impl Log {
     pub fn abandon(self) {
         self.inner.writer.lock().buf.clear();
         self.inner.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Closes a log whose opener failed after its recovery (the store's state could not be
+    /// rebuilt), removing the segment the open created (`created`, from its
+    /// [`RecoveryReport::created_segment`]) and that segment's tail hint, then syncing the
+    /// directory: a failed open leaves no new segment behind. Nothing is removed if a
+    /// record was appended to it.
+    pub fn discard_created(self, created: &Path) -> Result<()> {
+        let (base, empty) = {
+            let w = self.inner.writer.lock();
+            (w.active.base, w.active.end() == 0 && w.buf.is_empty())
+        };
+        if !empty || self.inner.dir.join(segment::segment_name(base)) != created {
+            return Ok(());
+        }
+        // Removed while the log still holds the directory's lock (its open files keep
+        // their inodes until it is dropped, below).
+        let (fs, dir) = (&self.inner.fs, &self.inner.dir);
+        for name in [segment::segment_name(base), tail_hint::hint_name(base)] {
+            let path = dir.join(name);
+            match fs.remove(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("remove", &path, e));
+                }
+                _ => {}
+            }
+        }
+        fs.sync_dir(dir).io("fsync dir", dir)?;
+        drop(self);
+        Ok(())
     }
 
     /// Writes and fsyncs everything, stops the background flusher. Dropping the log does the

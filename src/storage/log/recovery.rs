@@ -81,6 +81,11 @@ pub struct RecoveryReport {
     pub removed_temp_files: Vec<String>,
     /// Files that are not the log's, left untouched.
     pub ignored_files: Vec<String>,
+    /// The segment this open created to append to (none was usable: a new log, a cut, an
+    /// older format's or a quarantined last segment), if it did. An open of the store that
+    /// fails after the log's recovery removes it again, so a failed open leaves no new
+    /// segment behind.
+    pub created_segment: Option<PathBuf>,
 }
 
 /// What the header pass found under one segment name.
@@ -479,6 +484,7 @@ pub(super) fn recover(
         )?;
         segments.insert(base, Arc::new(seg));
         report.segments = segments.len();
+        report.created_segment = Some(dir.join(segment::segment_name(base)));
     }
     Ok((segments, report, kept_hint.map(|(_, bound)| bound)))
 }
