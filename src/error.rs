@@ -45,6 +45,16 @@ pub enum CorruptionKind {
         /// Where the log's records end.
         actual: u64,
     },
+    /// Log positions `[start, end)` that the store needs lie in no segment: the segments
+    /// that held them are gone (a first segment deleted, say). The store's state (its
+    /// newest checkpoint) refers to records there, or, without a checkpoint, the log no
+    /// longer starts at position 0. Log positions.
+    MissingRange {
+        /// The lowest position needed.
+        start: u64,
+        /// The first position the log still holds.
+        end: u64,
+    },
     /// A record decoded with a valid checksum but its content is not a valid record.
     BadContent,
     /// A checkpoint file failed its checksum or could not be decoded.
@@ -70,6 +80,13 @@ impl fmt::Display for CorruptionKind {
                     f,
                     "the log ends at position {actual}, before position {expected}, which \
                      it had made durable (its tail was lost)"
+                );
+            }
+            CorruptionKind::MissingRange { start, end } => {
+                return write!(
+                    f,
+                    "log positions {start} to {end} are in no segment: the segments that \
+                     held them are missing"
                 );
             }
             CorruptionKind::BadContent => "record content cannot be decoded",

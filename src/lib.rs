@@ -269,14 +269,16 @@ pub mod recovery {
 
 pub mod verify {
     //! A read-only check of a store's files ([`verify`], [`verify_with`] and its
-    //! [`VerifyOptions`]): it opens no store, takes no lock and changes nothing, and
-    //! reports each segment ([`SegmentReport`], [`HeaderStatus`], [`TornTailReport`],
-    //! [`DamagedRange`], [`LostTailReport`]), the checkpoints ([`CheckpointReport`]) and
-    //! the boundaries between segments ([`Boundary`], [`BoundaryKind`]) in a
+    //! [`VerifyOptions`]): it takes no lock and changes nothing, and reports each segment
+    //! ([`SegmentReport`], [`HeaderStatus`], [`TornTailReport`], [`DamagedRange`],
+    //! [`LostTailReport`]), the checkpoints ([`CheckpointReport`]), the boundaries between
+    //! segments ([`Boundary`], [`BoundaryKind`]) and positions the store needs below its
+    //! first segment ([`MissingRangeReport`]) in a
     //! [`VerifyReport`], with [`VerifyProgress`] as it goes.
     pub use crate::api::verify::{
         verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
-        LostTailReport, SegmentReport, TornTailReport, VerifyOptions, VerifyProgress, VerifyReport,
+        LostTailReport, MissingRangeReport, SegmentReport, TornTailReport, VerifyOptions,
+        VerifyProgress, VerifyReport,
     };
 }
 

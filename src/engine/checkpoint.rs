@@ -25,7 +25,7 @@ use crate::engine::failpoint::failpoint;
 use crate::engine::state::{Snapshot, State};
 use crate::engine::wire::{self, CheckpointError, CheckpointFile, FORMAT_VERSION};
 use crate::error::{CorruptionKind, Error, IoContext, Result};
-use crate::storage::log::{Log, RecoveryReport};
+use crate::storage::log::{Log, QuarantinedRange, RecoveryReport};
 use crate::storage::vfs::Vfs;
 
 /// The two slot file names.
@@ -144,9 +144,14 @@ pub(crate) struct CheckpointSlots {
 }
 
 /// Loads the newest usable checkpoint of the two `read` (by [`read_slots`]): the state it
-/// holds, the position to replay from, and the slots. Without one, replays from the start
-/// of the log, which is only possible while the log still starts at position 0 (a log
-/// whose first segment recovery quarantined still does).
+/// holds, the position to replay from, the slots, and a range of positions the store
+/// needs that no segment holds (quarantine only: strict refuses it with
+/// [`CorruptionKind::MissingRange`]). Without a checkpoint, replays from the start of the
+/// log, which is only possible while the log still starts at position 0 (a log whose
+/// first segment recovery quarantined still does); a log that starts later has lost its
+/// head: missing `[0, first)`. With one, every position its state refers to must be in
+/// the log once the records after it are applied: the caller checks that (see
+/// [`missing_range`]).
 ///
 /// A checkpoint is usable when its position lies within the log's records. One past them
 /// covers records the log no longer has (compaction makes its position durable before
@@ -167,7 +172,7 @@ pub(crate) fn load_newest(
     report: &RecoveryReport,
     strict: bool,
     read_only: bool,
-) -> Result<(State, u64, CheckpointSlots)> {
+) -> Result<(State, u64, CheckpointSlots, Option<QuarantinedRange>)> {
     for (name, state) in SLOTS.iter().zip(&read) {
         if matches!(state, SlotState::Valid(pos, _) if read_only && *pos > log.end_position()) {
             let path = dir.join(name);
@@ -218,14 +223,43 @@ pub(crate) fn load_newest(
         _ => 0,
     };
     if let Some((pos, _, snap)) = candidates.into_iter().next() {
-        return Ok((State::restore(*snap), pos, slots));
+        return Ok((State::restore(*snap), pos, slots, None));
     }
     if first == 0 {
-        return Ok((State::default(), 0, slots));
+        return Ok((State::default(), 0, slots, None));
     }
-    Err(damage.unwrap_or(Error::corrupt_file(
-        CorruptionKind::BadCheckpoint,
-        dir.join(SLOTS[0]),
-        0,
-    )))
+    // A damaged checkpoint is the error to report (it names a file that is there).
+    if let Some(damage) = damage {
+        return Err(damage);
+    }
+    // Without a checkpoint the log must start at 0: its head is missing.
+    let lost = missing_range(log, dir, 0, first, strict || read_only)?;
+    Ok((State::default(), first, slots, lost))
+}
+
+/// Positions `[start, end)` the store needs that no segment holds (the log's first segment
+/// starts at `end`): [`CorruptionKind::MissingRange`] against the first segment that is
+/// there, an error when `refuse` (strict, or a snapshot, which tries again), otherwise the
+/// range to list with what recovery quarantined.
+pub(crate) fn missing_range(
+    log: &Log,
+    dir: &Path,
+    start: u64,
+    end: u64,
+    refuse: bool,
+) -> Result<Option<QuarantinedRange>> {
+    let path = log
+        .segments()
+        .first()
+        .map_or_else(|| dir.to_path_buf(), |s| s.path.clone());
+    let kind = CorruptionKind::MissingRange { start, end };
+    if refuse {
+        return Err(Error::corrupt_file(kind, path, 0));
+    }
+    Ok(Some(QuarantinedRange {
+        path,
+        kind,
+        start,
+        end,
+    }))
 }

@@ -171,7 +171,7 @@ fn catch_up<'s>(engine: &Engine, shadow: &'s mut Option<Shadow>) -> Result<&'s m
         Some(sh) => sh,
         None => {
             let slots = checkpoint::read_slots(engine.fs.as_ref(), &engine.dir)?;
-            let (mut state, position, _) = checkpoint::load_newest(
+            let (mut state, position, _, _) = checkpoint::load_newest(
                 engine.fs.as_ref(),
                 &engine.dir,
                 slots,

@@ -143,14 +143,29 @@ impl Engine {
         // again.
         let mut log_options = options.log.clone();
         log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
-        let (log, report) = open_log(log_options)?;
+        let (log, mut report) = open_log(log_options)?;
         let rebuilt = (|| {
-            let (mut state, from, slots) =
+            let (mut state, from, slots, lost) =
                 checkpoint::load_newest(fs, dir, slots, &log, &report, strict, read_only)?;
+            // Reported with what recovery found, so later loads (compaction's) and the
+            // ids skipped past lost ranges take it into account.
+            report.quarantined.extend(lost);
             state.fingerprints.enable(options.fingerprint_frames);
             state.audit.set_limits(options.audit);
             state.audit_frames = options.fingerprint_frames;
             Engine::replay(&log, from, u64::MAX, &mut state)?;
+            // Every record the index refers to must be in the log: one below the first
+            // segment (or the first range recovery quarantined) was in a segment that is
+            // gone (a first segment deleted).
+            let first = report
+                .quarantined
+                .iter()
+                .map(|q| q.start)
+                .fold(log.first_position(), u64::min);
+            if let Some(low) = state.lowest_position().filter(|&low| low < first) {
+                let lost = checkpoint::missing_range(&log, dir, low, first, strict || read_only)?;
+                report.quarantined.extend(lost);
+            }
             Ok((state, slots))
         })();
         let (mut state, slots) = match rebuilt {

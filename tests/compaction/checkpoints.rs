@@ -4,7 +4,7 @@
 //! checkpoint, or a checkpoint past the log's end, is `BadCheckpoint`, never a wrong state.
 
 use deadletter::clock::ManualClock;
-use deadletter::recovery::{CorruptionKind, RecoveryMode};
+use deadletter::recovery::{CorruptionKind, CorruptionLocation, RecoveryMode};
 use deadletter::sim::StoreHooks;
 use deadletter::{Error, Store};
 
@@ -152,10 +152,19 @@ fn a_compacted_log_without_a_good_checkpoint_is_a_typed_error() {
     damage(&dir.path().join("checkpoint-0"));
     damage(&dir.path().join("checkpoint-1"));
     expect_bad_checkpoint("both slots damaged");
-    // Both missing.
+    // Both missing: the log's head is missing, named against a file that is there (there
+    // is no checkpoint file to name).
     std::fs::remove_file(dir.path().join("checkpoint-0")).unwrap();
     std::fs::remove_file(dir.path().join("checkpoint-1")).unwrap();
-    expect_bad_checkpoint("both slots missing");
+    match Store::open(dir.path(), config(&clock)) {
+        Err(Error::Corruption {
+            kind: CorruptionKind::MissingRange { start: 0, end },
+            location: CorruptionLocation::File { path, .. },
+        }) => {
+            assert!(end > 0 && path.exists(), "{end} {path:?}");
+        }
+        other => panic!("both slots missing: {other:?}"),
+    }
 }
 
 /// A checkpoint covering more log than there is (the log lost durable records) is a typed

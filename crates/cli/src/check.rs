@@ -166,6 +166,13 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 lost.actual, lost.expected
             ));
         }
+        if let Some(missing) = &report.missing_range {
+            text.push_str(&format!(
+                "MISSING SEGMENTS: the store needs log positions {} to {}, before {}, and no \
+                 segment holds them\n",
+                missing.start, missing.end, missing.file
+            ));
+        }
         if let Some(bound) = report.tail_hint {
             text.push_str(&format!(
                 "tail hint: the last segment was never written past data offset {bound} (an \

@@ -27,14 +27,21 @@
 //! [`VerifyReport::pre_release_files`], left unchecked (its layout is not this build's),
 //! and makes the report not clean.
 //!
+//! Whether the store needs records below its first segment (one deleted) the files alone
+//! cannot tell, since compaction deletes old segments too: `head` asks a read-only open,
+//! which takes no lock and writes nothing, as a snapshot reader does
+//! ([`VerifyReport::missing_range`]).
+//!
 //! The parts, one job each: `listing` sorts the directory's entries; `segment` checks one
 //! segment file; `checkpoint` one checkpoint file; `continuity` judges where segments meet
-//! and where the log ends against the checkpoints; `report` holds the findings and the
+//! and where the log ends against the checkpoints; `head` whether the log still holds what
+//! the store refers to; `report` holds the findings and the
 //! verdicts; `options` the settings and the progress callback's argument. This module runs
 //! them in order.
 
 mod checkpoint;
 mod continuity;
+mod head;
 mod listing;
 mod options;
 mod report;
@@ -48,6 +55,7 @@ use crate::storage::tail_hint;
 
 pub use checkpoint::CheckpointReport;
 pub use continuity::{Boundary, BoundaryKind, LostTailReport};
+pub use head::MissingRangeReport;
 pub use options::{VerifyOptions, VerifyProgress};
 pub use report::VerifyReport;
 pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
@@ -156,5 +164,10 @@ pub fn verify_with(
     }
     report.boundaries = continuity::boundaries(&report.segments);
     report.lost_tail = continuity::lost_tail(&report.segments, &report.checkpoints);
+    // Whether the store needs records below its first segment: only an open of it can
+    // tell (compaction deletes old segments too), and only of files it reads.
+    if report.newer_versions().is_empty() && report.pre_release_files().is_empty() {
+        report.missing_range = head::missing_head(dir);
+    }
     Ok(report)
 }

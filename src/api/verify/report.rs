@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::checkpoint::CheckpointReport;
 use super::continuity::{Boundary, LostTailReport};
+use super::head::MissingRangeReport;
 use super::segment::{HeaderStatus, SegmentReport, TornTailReport};
 
 /// What [`verify`](super::verify) found.
@@ -28,6 +29,12 @@ pub struct VerifyReport {
     /// position was durable in the log before the checkpoint was written): its tail was
     /// lost. An open refuses it ([`crate::recovery::CorruptionKind::LostTail`]).
     pub lost_tail: Option<LostTailReport>,
+    /// Set when the store needs log positions no segment holds, below its first segment:
+    /// its newest checkpoint refers to records there, or without a checkpoint the log does
+    /// not start at 0. The segments that held them are missing (a first segment deleted).
+    /// A strict open refuses it ([`crate::recovery::CorruptionKind::MissingRange`]).
+    #[serde(default)]
+    pub missing_range: Option<MissingRangeReport>,
     /// Temporary files: leftovers of an interrupted segment creation (an open removes
     /// them), the next segment being prepared, or `checkpoint.tmp`, a checkpoint being
     /// written or, between checkpoints, the reserve kept for the next one.
@@ -77,6 +84,7 @@ impl VerifyReport {
             + self.boundaries.len()
             + checkpoints
             + usize::from(self.lost_tail.is_some())
+            + usize::from(self.missing_range.is_some())
             + usize::from(self.written_past_hint().is_some())
     }
 

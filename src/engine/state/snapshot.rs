@@ -56,6 +56,16 @@ impl State {
     /// A message reserved for a worker pool whose handler has not started is written as
     /// ready, its delivery taken back, as a reopen would find it (a checkpoint has no
     /// reservations): the start record, if one follows in the log, delivers it again.
+    /// The lowest log position the index refers to: a payload, a failure history or a
+    /// DLQ envelope. The log must still hold every record from there on (`None`: it
+    /// refers to none).
+    pub fn lowest_position(&self) -> Option<u64> {
+        let payloads = self.msgs.iter().map(|(_, m)| m.payload_pos);
+        let histories = self.extras.values().filter_map(|e| e.history_pos);
+        let envelopes = self.dead.values().map(|d| d.envelope_pos);
+        payloads.chain(histories).chain(envelopes).min()
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let mut queues: Vec<QueueSnapshot> = self
             .queues

@@ -17,7 +17,8 @@
 //! - `features`: what the `jetstream` feature adds, and what a build without it says;
 //! - `trace`: a message's life after compactions;
 //! - `as_of`: `list` and `stats` of the DLQs as they were at a past time;
-//! - `limits`: records larger than the tool's own message limit, kept by every command.
+//! - `limits`: records larger than the tool's own message limit, kept by every command;
+//! - `missing`: a deleted first, middle or last segment, reported and refused.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -41,6 +42,7 @@ mod forward;
 mod guarded;
 mod limits;
 mod live;
+mod missing;
 #[cfg(feature = "jetstream")]
 mod nats;
 mod serve;
