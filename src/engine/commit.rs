@@ -10,6 +10,7 @@ use super::state::{Effects, State};
 use super::wire;
 use super::Engine;
 use crate::error::Result;
+use crate::storage::log::AppendRules;
 
 /// Records to append in one batch, with their decoded form for the index.
 pub(crate) type Batch<'a> = Vec<(Vec<u8>, Decoded<'a>)>;
@@ -81,10 +82,20 @@ impl Engine {
         let consumer = !batch
             .iter()
             .any(|(_, d)| matches!(d, Decoded::Put(_) | Decoded::Relocated(_)));
+        // Compaction's batches (its relocated copies, and its own records with them) are
+        // bounded by what a segment holds: a record a process with a larger message limit
+        // wrote is carried forward by this one. New records keep the record limit.
+        let copies = batch
+            .iter()
+            .any(|(_, d)| matches!(d, Decoded::Relocated(_)));
+        let rules = AppendRules {
+            may_use_reserve: consumer,
+            copies,
+        };
         self.log.append_each_with(
             batch.iter().map(|(b, _)| b.as_slice()),
             |p| positions.push(p),
-            consumer,
+            rules,
         )?;
         let mut effects = Effects::default();
         for ((_, decoded), pos) in batch.iter().zip(positions) {

@@ -93,3 +93,43 @@ fn relocated_messages_keep_their_ttl() {
         assert_eq!(entry.payload, b"short-lived");
     }
 }
+
+/// A message larger than the opener's `max_message_size` (a process with a larger limit
+/// wrote it) is relocated by compaction like any other: the limit applies to new
+/// enqueues, never to carrying a stored record forward.
+#[test]
+fn a_message_over_the_openers_limit_is_relocated() {
+    let clock = ManualClock::new(T0);
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let id = {
+        let store = Store::open(dir.path(), config(&clock).max_message_size(128 << 10)).unwrap();
+        let id = store.queue("big").unwrap().enqueue(&big).unwrap();
+        churn(&store, 400);
+        store.close().unwrap();
+        id
+    };
+    // The opener's limit (4 KiB, the helpers' configuration) is far below the message.
+    let store = Store::open(dir.path(), config(&clock)).unwrap();
+    let q = store.queue("big").unwrap();
+    assert!(matches!(
+        q.enqueue(&big),
+        Err(deadletter::Error::TooLarge { .. })
+    ));
+    let first = store_first_segment(dir.path());
+    let r = store.compact_now().unwrap();
+    assert!(r.records_relocated >= 1, "{r:?}");
+    churn(&store, 400);
+    store.compact_now().unwrap();
+    assert!(
+        store_first_segment(dir.path()) > first,
+        "the original is gone"
+    );
+    drop(q);
+    store.close().unwrap();
+    let store = Store::open(dir.path(), config(&clock)).unwrap();
+    let msgs = store.queue("big").unwrap().lease(10).unwrap();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].id(), id);
+    assert!(msgs[0].payload() == big.as_slice());
+}

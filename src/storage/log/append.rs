@@ -18,6 +18,16 @@ pub(super) enum PrepMsg {
     Stop,
 }
 
+/// How [`Log::append_each_with`] takes a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendRules {
+    /// The batch may go into the segment's reserve (records that carry no payload).
+    pub may_use_reserve: bool,
+    /// The batch holds copies of records the store already holds (compaction's): bounded
+    /// by what a segment holds, not by the record limit for new records.
+    pub copies: bool,
+}
+
 impl Log {
     /// Appends one record; returns its position.
     #[cfg(feature = "sim")]
@@ -42,17 +52,27 @@ impl Log {
         bodies: impl Iterator<Item = &'a [u8]> + Clone,
         on_position: impl FnMut(u64),
     ) -> Result<()> {
-        self.append_each_with(bodies, on_position, true)
+        let rules = AppendRules {
+            may_use_reserve: true,
+            copies: false,
+        };
+        self.append_each_with(bodies, on_position, rules)
     }
 
-    /// Like [`Log::append_each`]; unless `may_use_reserve`, the batch does not go into the
-    /// last [`LogOptions::reserve`](super::LogOptions::reserve) bytes of a segment (it rolls first).
+    /// Like [`Log::append_each`]; unless `rules.may_use_reserve`, the batch does not go
+    /// into the last [`LogOptions::reserve`](super::LogOptions::reserve) bytes of a segment
+    /// (it rolls first). With `rules.copies` the bodies are copies of records the store
+    /// already holds (compaction's relocations): they are bounded by what a new segment can
+    /// hold, not by [`LogOptions::max_record_size`](super::LogOptions::max_record_size),
+    /// which limits what is new (a record written by a process with a larger limit is
+    /// carried forward by one with a smaller one).
     pub fn append_each_with<'a>(
         &self,
         bodies: impl Iterator<Item = &'a [u8]> + Clone,
         mut on_position: impl FnMut(u64),
-        may_use_reserve: bool,
+        rules: AppendRules,
     ) -> Result<()> {
+        let may_use_reserve = rules.may_use_reserve;
         let inner = &*self.inner;
         let reserve = if may_use_reserve {
             0
@@ -73,10 +93,15 @@ impl Log {
             if body.is_empty() {
                 return Err(Error::EmptyRecord);
             }
-            if body.len() > inner.opts.max_record_size {
+            let max = if rules.copies {
+                format::max_body_in(inner.opts.segment_size)
+            } else {
+                inner.opts.max_record_size
+            };
+            if body.len() > max {
                 return Err(Error::TooLarge {
                     size: body.len(),
-                    max: inner.opts.max_record_size,
+                    max,
                 });
             }
             total += format::frame_len(body.len()) as u64;

@@ -37,6 +37,7 @@ use crate::storage::segment::{self, Segment};
 use crate::storage::tail_hint::{self, HintKeeper};
 use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 
+pub use append::AppendRules;
 use append::{spawn_preparer, PrepMsg};
 use group_commit::GroupCommit;
 pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
