@@ -268,8 +268,8 @@ pub mod recovery {
 }
 
 pub mod verify {
-    //! A read-only check of a store's files ([`verify`], [`verify_with`] and its
-    //! [`VerifyOptions`]): it takes no lock and changes nothing, and reports each segment
+    //! A read-only check of a store's files ([`verify`], and [`verify_with`] with a
+    //! progress callback): it takes no lock and changes nothing, and reports each segment
     //! ([`SegmentReport`], [`HeaderStatus`], [`TornTailReport`], [`DamagedRange`],
     //! [`LostTailReport`]), the checkpoints ([`CheckpointReport`]), the boundaries between
     //! segments ([`Boundary`], [`BoundaryKind`]) and positions the store needs below its
@@ -277,8 +277,8 @@ pub mod verify {
     //! [`VerifyReport`], with [`VerifyProgress`] as it goes.
     pub use crate::api::verify::{
         verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
-        LostTailReport, MissingRangeReport, SegmentReport, TornTailReport, VerifyOptions,
-        VerifyProgress, VerifyReport,
+        LostTailReport, MissingRangeReport, SegmentReport, TornTailReport, VerifyProgress,
+        VerifyReport,
     };
 }
 

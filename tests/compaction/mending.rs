@@ -70,6 +70,15 @@ fn fill(dir: &Path, clock: &ManualClock) -> std::path::PathBuf {
     dir.join(active.file_name().unwrap())
 }
 
+/// Cuts the active segment to the 50,176 bytes of the reported case (`truncate -s 50176`).
+fn cut_as_reported(active: &Path) {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(active)
+        .unwrap();
+    file.set_len(50176).unwrap();
+}
+
 #[test]
 fn a_cut_active_segment_under_a_checkpoint_opens_in_quarantine() {
     let clock = ManualClock::new(T0);
@@ -77,12 +86,7 @@ fn a_cut_active_segment_under_a_checkpoint_opens_in_quarantine() {
     let active = fill(dir.path(), &clock);
     let before = deadletter::verify::verify(dir.path()).unwrap();
     assert_eq!(before.problems(), 0);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&active)
-        .unwrap();
-    file.set_len(50176).unwrap();
-    drop(file);
+    cut_as_reported(&active);
     let cut = snapshot(dir.path());
 
     // Strict refuses, and changes nothing.
@@ -151,12 +155,7 @@ fn an_open_that_fails_after_recovery_leaves_no_new_segment() {
         !dir.path().join("00000000000000000000.seg").exists(),
         "compaction reclaimed the first segments"
     );
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&active)
-        .unwrap();
-    file.set_len(50176).unwrap();
-    drop(file);
+    cut_as_reported(&active);
     // Without a usable checkpoint a log that no longer starts at 0 cannot be rebuilt:
     // quarantine's recovery starts a new segment after the cut one, then the open fails.
     for slot in ["checkpoint-0", "checkpoint-1"] {

@@ -7,7 +7,7 @@
 //! damage (the next open truncates it, as after any crash during a write).
 
 use deadletter::store::FORMAT_VERSION;
-use deadletter::verify::{verify_with, HeaderStatus, SegmentReport, VerifyOptions};
+use deadletter::verify::{verify_with, HeaderStatus, SegmentReport};
 
 use crate::cli::VerifyArgs;
 use crate::error::CliError;
@@ -81,7 +81,7 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
     // Refuse a mistyped path rather than report "no problems" on an empty directory.
     store_access::check_is_store(&args.dir)?;
     let mut progress: Option<Progress> = None;
-    let report = verify_with(&args.dir, &VerifyOptions::default(), |p| {
+    let report = verify_with(&args.dir, |p| {
         let bar =
             progress.get_or_insert_with(|| Progress::new("verifying", p.bytes_total, Unit::Bytes));
         bar.set(p.bytes_done);

@@ -36,14 +36,14 @@
 //! segment file; `checkpoint` one checkpoint file; `continuity` judges where segments meet
 //! and where the log ends against the checkpoints; `head` whether the log still holds what
 //! the store refers to; `report` holds the findings and the
-//! verdicts; `options` the settings and the progress callback's argument. This module runs
+//! verdicts; `progress` the progress callback's argument. This module runs
 //! them in order.
 
 mod checkpoint;
 mod continuity;
 mod head;
 mod listing;
-mod options;
+mod progress;
 mod report;
 mod segment;
 
@@ -56,7 +56,7 @@ use crate::storage::tail_hint;
 pub use checkpoint::CheckpointReport;
 pub use continuity::{Boundary, BoundaryKind, LostTailReport};
 pub use head::MissingRangeReport;
-pub use options::{VerifyOptions, VerifyProgress};
+pub use progress::VerifyProgress;
 pub use report::VerifyReport;
 pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 
@@ -96,13 +96,14 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
-    verify_with(dir, &VerifyOptions::default(), |_| {})
+    verify_with(dir, |_| {})
 }
 
-/// Like [`verify`], with options and a callback called after each segment.
+/// Like [`verify`], with a callback called after each segment. Nothing of the reader's
+/// configures it: what a valid record is comes from the store's own files (each segment's
+/// header records its size, which bounds its frames).
 pub fn verify_with(
     dir: impl AsRef<Path>,
-    _options: &VerifyOptions,
     mut progress: impl FnMut(VerifyProgress),
 ) -> Result<VerifyReport> {
     let dir = dir.as_ref();
