@@ -46,6 +46,7 @@ mod counts;
 mod dlq;
 mod forward;
 mod handles;
+mod holds;
 #[cfg(feature = "local-server")]
 pub mod local_server;
 mod message;

@@ -25,6 +25,7 @@ use deadletter::Result;
 use parking_lot::Mutex;
 
 use crate::client::{backend, Conn};
+use crate::holds::Holds;
 use crate::names::{self, Names, CONSUMER};
 use crate::options::{JetStreamOptions, Storage};
 
@@ -78,6 +79,9 @@ pub(crate) struct QueueInfo {
     /// the server did not confirm: their next delivery here is acked again, not handed to
     /// a handler a second time nor dead-lettered as a lost lease (see `pool`).
     pub(crate) unconfirmed: Mutex<std::collections::HashSet<(u64, u32)>>,
+    /// The messages a worker of this process holds, and those whose handler succeeded
+    /// here (see `holds`).
+    pub(crate) holds: Holds,
 }
 
 /// An alert hook on a queue's DLQ (see `counts`).
@@ -298,6 +302,7 @@ impl JetStream {
             trusted_epoch: AtomicU64::new(epoch),
             seen_sequence: AtomicU64::new(trust_from - 1),
             unconfirmed: Mutex::new(std::collections::HashSet::new()),
+            holds: Holds::default(),
         });
         if set_lease {
             self.set_ack_wait(&info, options.visibility_timeout).await?;

@@ -51,6 +51,11 @@ impl JetStreamQueue {
     /// confirmed (their messages come back after the visibility timeout).
     async fn ack_batch(&self, done: &[JetStreamMessage]) -> Result<u64> {
         let conn = &self.backend().inner.conn;
+        // Recorded before the acks are sent (see `holds`): a delivery of one of them that
+        // comes meanwhile, or after a server that confirmed an ack forgot it, is only acked.
+        for m in done {
+            self.info().holds.succeeded((m.id, m.generation));
+        }
         let confirmations = done
             .iter()
             .map(|m| conn.ack_confirmed(&m.reply, acks::ack()));
@@ -93,6 +98,8 @@ impl JetStreamQueue {
         let mut history = js.read_history(msg.id, msg.generation).await?;
         history.deferred = history.deferred.max(msg.deferred) + 1;
         js.write_history(msg.id, &history).await?;
+        // Released before the NAK: its redelivery must find it free.
+        self.release_hold(msg);
         js.ack_retrying(&msg.reply, msg.epoch, acks::nak(Duration::ZERO))
             .await
     }
@@ -137,6 +144,9 @@ impl WorkerQueue for JetStreamQueue {
         self.backend().inner.conn.run(async {
             let released =
                 futures_util::future::join_all(msgs.iter().map(|m| self.release_async(m))).await;
+            for m in msgs {
+                self.release_hold(m);
+            }
             for r in released {
                 match r {
                     Ok(()) => {}

@@ -157,6 +157,12 @@ impl JetStreamQueue {
     ) -> Result<Vec<MessageId>> {
         let now = now_ms();
         let js = &self.js.inner.conn.js;
+        // Every sequence the stream had given before these publishes are sent: a new
+        // message gets a sequence above it. (Compared with the highest sequence seen when
+        // the acknowledgement arrives instead, a publish of another thread, or the stream's
+        // last sequence read after a reconnect, both of which can be above this message's
+        // own, would make a good message look reused, and its deletion would lose it.)
+        let floor = self.info.seen_sequence.load(Ordering::Acquire);
         // Send every publish first, then wait for the acknowledgements: one round trip
         // for the batch.
         let mut pending = Vec::new();
@@ -173,14 +179,13 @@ impl JetStreamQueue {
         for ack in pending {
             let ack = ack.await.map_err(|e| backend("enqueue", e))?;
             // A new message (not a duplicate of a key) always gets a sequence past every
-            // one the stream gave before: if not, the stream went backwards, and the id
-            // would be one already given to another message.
-            let seen = self
-                .info
+            // one the stream gave before it was sent: if not, the stream went backwards,
+            // and the id would be one already given to another message.
+            self.info
                 .seen_sequence
                 .fetch_max(ack.sequence, Ordering::AcqRel);
-            if !ack.duplicate && ack.sequence <= seen {
-                backwards = Some((ack.sequence, seen));
+            if !ack.duplicate && ack.sequence <= floor {
+                backwards = Some((ack.sequence, floor));
             }
             ids.push(names::message_id(self.info.number, ack.sequence)?);
         }
@@ -190,9 +195,10 @@ impl JetStreamQueue {
         Ok(ids)
     }
 
-    /// The queue's stream gave `sequence` after `seen`: its messages from `sequence` on
-    /// would reuse ids. They are deleted (never delivered under a reused id) and the
-    /// enqueue fails with [`SequenceWentBackwards`].
+    /// The queue's stream gave `sequence` after it had given `seen` before the publish
+    /// was sent: its messages from `sequence` to `seen` would reuse ids. They are deleted
+    /// (never delivered under a reused id) and the enqueue fails with
+    /// [`SequenceWentBackwards`].
     async fn went_backwards(&self, sequence: u64, seen: u64) -> Error {
         if let Ok(stream) = self.js.stream(&self.info.stream).await {
             for s in sequence..=seen {
@@ -270,8 +276,19 @@ impl JetStreamQueue {
             )
             .await;
             let mut out = Vec::with_capacity(fetched);
+            let mut failed = None;
             for m in admitted {
-                out.extend(m?);
+                match m {
+                    Ok(m) => out.extend(m),
+                    Err(e) => failed = failed.or(Some(e)),
+                }
+            }
+            if let Some(e) = failed {
+                // None of the batch is handed out: none stays held.
+                for m in &out {
+                    self.release_hold(m);
+                }
+                return Err(e);
             }
             // Nothing to deliver yet (each pull waits at most `PULL_SLICE`), or everything
             // fetched was settled rather than delivered: look again while the caller is
@@ -317,6 +334,58 @@ impl JetStreamQueue {
     ) -> Result<Option<JetStreamMessage>> {
         let info = m.info().map_err(|e| backend("read a delivery", e))?;
         let sequence = info.stream_sequence;
+        let h = m.headers.as_ref();
+        let id = match header_u64(h, headers::ID) {
+            Some(id) => id,
+            None => names::message_id(self.info.number, sequence)?,
+        };
+        let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
+        // A server that restarted may redeliver a message a worker of this process still
+        // holds: that worker's outcome settles it (see `holds`), so it is not handed out.
+        let key = (id, generation);
+        let held_from = std::time::Instant::now();
+        if !self
+            .info
+            .holds
+            .try_hold(key, held_from, self.hold_until(held_from))
+        {
+            return Ok(None);
+        }
+        let admitted = self
+            .admit_held(&m, id, generation, now, trust_from, epoch)
+            .await;
+        if !matches!(admitted, Ok(Some(_))) {
+            self.info.holds.release(key);
+        }
+        admitted
+    }
+
+    /// Until when a delivery leased (or extended) at `from` is held (see `holds`): a
+    /// tenth of the lease before it ends, so that the server's own redelivery at the end
+    /// of the lease (it started the lease a moment before this process did) is never
+    /// refused as held.
+    fn hold_until(&self, from: std::time::Instant) -> std::time::Instant {
+        let lease = self.options.visibility_timeout;
+        from + (lease - lease / 10)
+    }
+
+    /// Stops holding `msg` (see `holds`).
+    pub(crate) fn release_hold(&self, msg: &JetStreamMessage) {
+        self.info.holds.release((msg.id, msg.generation));
+    }
+
+    /// `admit` of a delivery of message `id` in `generation` that this process now holds.
+    async fn admit_held(
+        &self,
+        m: &jetstream::Message,
+        id: MessageId,
+        generation: u32,
+        now: u64,
+        trust_from: u64,
+        epoch: u64,
+    ) -> Result<Option<JetStreamMessage>> {
+        let info = m.info().map_err(|e| backend("read a delivery", e))?;
+        let sequence = info.stream_sequence;
         let delivered = info.delivered.max(1) as u32;
         let published = (info.published.unix_timestamp_nanos() / 1_000_000) as u64;
         let reply: Arc<str> = match &m.reply {
@@ -329,11 +398,6 @@ impl JetStreamQueue {
             }
         };
         let h = m.headers.as_ref();
-        let id = match header_u64(h, headers::ID) {
-            Some(id) => id,
-            None => names::message_id(self.info.number, sequence)?,
-        };
-        let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
         let base = header_u64(h, headers::ATTEMPTS_BASE).unwrap_or(0) as u32;
         let not_before = header_u64(h, headers::NOT_BEFORE);
         let replayed_from = h
@@ -388,12 +452,14 @@ impl JetStreamQueue {
             epoch,
         };
         if !trusted {
-            // Its handler succeeded here and only the ack was lost: ack it again.
+            // Its handler succeeded here and only the ack was lost (unconfirmed, or
+            // confirmed by a server that was killed before it kept it): ack it again.
             let key = (msg.id, msg.generation);
-            if self.info.unconfirmed.lock().contains(&key) {
+            if self.info.holds.has_succeeded(key) {
                 self.js.ack_retrying(&msg.reply, epoch, acks::ack()).await?;
-                self.info.unconfirmed.lock().remove(&key);
-                self.count_reprocessed(&msg).await?;
+                if self.info.unconfirmed.lock().remove(&key) {
+                    self.count_reprocessed(&msg).await?;
+                }
                 return Ok(None);
             }
             if self.settled_before(&msg).await? {
@@ -528,6 +594,8 @@ impl JetStreamQueue {
         counted?;
         let visible_at = retry_at_ms.max(now + 1);
         let delay = Duration::from_millis(visible_at - now);
+        // Released before the NAK: its redelivery must find it free.
+        self.release_hold(msg);
         self.js
             .inner
             .conn
@@ -689,6 +757,11 @@ impl MessageQueue for JetStreamQueue {
         self.js.inner.conn.run(self.lease_async(max, Some(timeout)))
     }
     fn ack_all(&self, msgs: &[JetStreamMessage]) -> Result<()> {
+        // Recorded before the acks are sent: a delivery of one of them that comes
+        // meanwhile, or after a server that confirmed an ack forgot it, is only acked.
+        for m in msgs {
+            self.info.holds.succeeded((m.id, m.generation));
+        }
         self.js.inner.conn.run(async {
             let conn = &self.js.inner.conn;
             let acks = msgs
@@ -704,6 +777,9 @@ impl MessageQueue for JetStreamQueue {
         })
     }
     fn extend(&self, msg: &JetStreamMessage, _visibility: Duration) -> Result<()> {
+        let key = (msg.id, msg.generation);
+        let until = self.hold_until(std::time::Instant::now());
+        self.info.holds.extend(key, until);
         self.js.inner.conn.run(
             self.js
                 .inner
@@ -717,19 +793,24 @@ impl MessageQueue for JetStreamQueue {
         report: &FailureReport<'_>,
         retry_at_ms: u64,
     ) -> Result<FailureOutcome> {
-        self.js
+        let outcome = self
+            .js
             .inner
             .conn
-            .run(self.retry_async(msg, report, retry_at_ms))
+            .run(self.retry_async(msg, report, retry_at_ms));
+        self.release_hold(msg);
+        outcome
     }
     fn dead_letter(&self, msg: &JetStreamMessage, report: &FailureReport<'_>) -> Result<()> {
-        self.js.inner.conn.run(async {
+        let moved = self.js.inner.conn.run(async {
             let now = now_ms();
             let attempt = report.attempt(msg.attempt(), now);
             self.js
                 .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
                 .await
-        })
+        });
+        self.release_hold(msg);
+        moved
     }
     fn stats(&self) -> Result<QueueStats> {
         self.js.inner.conn.run(self.stats_async())
