@@ -55,7 +55,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(store.existing_queue("orders-manual")?.len(), 1);
 /// # Ok::<(), deadletter::Error>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ReplayOptions {
     /// Target queue (`None`: the queue the entry failed in).

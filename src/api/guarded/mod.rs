@@ -63,7 +63,7 @@ use crate::error::{Error, Result};
 /// assert_eq!((done.state, done.succeeded), (GuardedReplayState::Completed, 5));
 /// # Ok::<(), deadletter::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct GuardedReplayOptions {
     /// Where the entries go, their attempts, `force` and `limit`, as for [`Dlq::replay`].

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::protocol::{
-    self, CorrectedReplayRequest, EnqueueRequest, GuardedReplayRequest, GuardedStep, ReplayRequest,
-    Reply, Request, PROTOCOL_VERSION,
-};
+use super::protocol::{self, EnqueueRequest, GuardedStep, Reply, Request, PROTOCOL_VERSION};
 use crate::api::core::actor::Actor;
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
@@ -146,16 +143,12 @@ impl Client {
         options: &ReplayOptions,
         create_target: bool,
     ) -> Result<ReplayReport> {
-        let request = Request::Replay(ReplayRequest {
+        let request = Request::Replay {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
-            target: options.target.clone(),
+            options: options.clone(),
             create_target,
-            reset_attempts: options.reset_attempts,
-            force: options.force,
-            delay_ms: options.delay.as_millis() as u64,
-            dry_run: options.dry_run,
-        });
+        };
         ask!(self, &request, Reply::Replayed(report) => report)
     }
 
@@ -169,19 +162,12 @@ impl Client {
         options: &GuardedReplayOptions,
         create_target: bool,
     ) -> Result<GuardedReplay> {
-        let request = Request::GuardedReplay(GuardedReplayRequest {
+        let request = Request::GuardedReplay {
             dlq: dlq.to_string(),
             ids: ids.to_vec(),
-            target: options.replay.target.clone(),
+            options: options.clone(),
             create_target,
-            reset_attempts: options.replay.reset_attempts,
-            force: options.replay.force,
-            canary: options.canary,
-            growth: options.growth,
-            max_failure_ratio: options.max_failure_ratio,
-            rate_per_sec: options.rate_per_sec,
-            selection: options.selection.clone(),
-        });
+        };
         ask!(self, &request, Reply::Guarded(report) => *report)
     }
 
@@ -213,15 +199,12 @@ impl Client {
         payload: &[u8],
         options: &ReplayOptions,
     ) -> Result<()> {
-        let request = Request::ReplayCorrected(CorrectedReplayRequest {
+        let request = Request::ReplayCorrected {
             dlq: dlq.to_string(),
             id,
             payload: payload.to_vec(),
-            target: options.target.clone(),
-            reset_attempts: options.reset_attempts,
-            force: options.force,
-            delay_ms: options.delay.as_millis() as u64,
-        });
+            options: options.clone(),
+        };
         ask!(self, &request, Reply::Done => ())
     }
 

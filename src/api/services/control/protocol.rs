@@ -12,19 +12,19 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::{ImportReport, ReplayReport};
-use crate::api::guarded::GuardedReplay;
+use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
+use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::error::Error;
 
-/// The control protocol version this build speaks (4: guarded replays, after 3's actor in
-/// `Hello`; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// The control protocol version this build speaks (5: replays carry their options whole,
+/// after 4's guarded replays; see docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
 
-/// What a client asks. A request of many fields holds them in a struct of its own:
-/// bincode encodes a variant holding a struct exactly as a variant with those fields.
+/// What a client asks. A replay carries its options as the API takes them, so the owner
+/// applies exactly what the client was given.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Request {
     /// Who are you? (Answered by [`Reply::Hello`].) Names who the connection's changes
@@ -32,10 +32,21 @@ pub(crate) enum Request {
     Hello { actor: Option<String> },
     /// Enqueue one message on a queue (created if missing).
     Enqueue(EnqueueRequest),
-    /// Replay entries of a DLQ (`Dlq::replay_ids`).
-    Replay(ReplayRequest),
+    /// Replay entries of a DLQ (`Dlq::replay_ids`); a target queue that does not exist is
+    /// refused unless `create_target`.
+    Replay {
+        dlq: String,
+        ids: Vec<MessageId>,
+        options: ReplayOptions,
+        create_target: bool,
+    },
     /// Replay one entry with a corrected payload (`Dlq::replay_corrected`).
-    ReplayCorrected(CorrectedReplayRequest),
+    ReplayCorrected {
+        dlq: String,
+        id: MessageId,
+        payload: Vec<u8>,
+        options: ReplayOptions,
+    },
     /// Delete entries of a DLQ (those still there).
     Delete { dlq: String, ids: Vec<MessageId> },
     /// Purge a DLQ (`Dlq::purge`).
@@ -55,13 +66,20 @@ pub(crate) enum Request {
         queue: Option<String>,
         entries: Vec<DeadLetter>,
     },
-    /// Start a guarded replay of entries of a DLQ (`Dlq::replay_guarded_ids`; version 4).
-    GuardedReplay(GuardedReplayRequest),
+    /// Start a guarded replay of entries of a DLQ (`Dlq::replay_guarded_ids`; version 4),
+    /// its target as for [`Request::Replay`].
+    GuardedReplay {
+        dlq: String,
+        ids: Vec<MessageId>,
+        options: GuardedReplayOptions,
+        create_target: bool,
+    },
     /// Pause, resume or cancel a guarded replay (version 4).
     GuardedStep { id: u64, step: GuardedStep },
 }
 
-/// The fields of [`Request::Enqueue`], in their order on the wire.
+/// The fields of [`Request::Enqueue`], in their order on the wire (bincode encodes a
+/// variant holding a struct exactly as a variant with those fields).
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct EnqueueRequest {
     pub(crate) queue: String,
@@ -70,47 +88,6 @@ pub(crate) struct EnqueueRequest {
     pub(crate) delay_ms: Option<u64>,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) idempotency_key: Option<String>,
-}
-
-/// The fields of [`Request::Replay`], in their order on the wire.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct ReplayRequest {
-    pub(crate) dlq: String,
-    pub(crate) ids: Vec<MessageId>,
-    pub(crate) target: Option<String>,
-    pub(crate) create_target: bool,
-    pub(crate) reset_attempts: bool,
-    pub(crate) force: bool,
-    pub(crate) delay_ms: u64,
-    pub(crate) dry_run: bool,
-}
-
-/// The fields of [`Request::ReplayCorrected`], in their order on the wire.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct CorrectedReplayRequest {
-    pub(crate) dlq: String,
-    pub(crate) id: MessageId,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) target: Option<String>,
-    pub(crate) reset_attempts: bool,
-    pub(crate) force: bool,
-    pub(crate) delay_ms: u64,
-}
-
-/// The fields of [`Request::GuardedReplay`], in their order on the wire.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct GuardedReplayRequest {
-    pub(crate) dlq: String,
-    pub(crate) ids: Vec<MessageId>,
-    pub(crate) target: Option<String>,
-    pub(crate) create_target: bool,
-    pub(crate) reset_attempts: bool,
-    pub(crate) force: bool,
-    pub(crate) canary: u32,
-    pub(crate) growth: f64,
-    pub(crate) max_failure_ratio: f64,
-    pub(crate) rate_per_sec: Option<u32>,
-    pub(crate) selection: String,
 }
 
 /// What the operator asks of a guarded replay.

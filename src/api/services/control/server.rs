@@ -27,8 +27,7 @@ use std::time::Duration;
 use super::protocol::{self, GuardedStep, RemoteError, Reply, Request, PROTOCOL_VERSION};
 use crate::api::core::actor::Actor;
 use crate::api::core::store::{Store, WeakStore};
-use crate::api::dlq::{Importer, ReplayOptions};
-use crate::api::guarded::GuardedReplayOptions;
+use crate::api::dlq::Importer;
 use crate::api::queue::EnqueueOptions;
 use crate::error::{Error, Result};
 
@@ -198,38 +197,38 @@ fn handle(
                 id: handle.enqueue_with(r.payload, &options)?,
             }
         }
-        Request::Replay(r) => {
-            let dlq = store.dlq(&r.dlq)?;
-            check_target(store, r.target.as_deref(), r.create_target)?;
-            let options = ReplayOptions {
-                dry_run: r.dry_run,
-                ..replay_options(r.target, r.reset_attempts, r.force, r.delay_ms)
-            };
-            Reply::Replayed(dlq.replay_ids(&r.ids, &options)?)
+        Request::Replay {
+            dlq,
+            ids,
+            options,
+            create_target,
+        } => {
+            let dlq = store.dlq(&dlq)?;
+            check_target(store, options.target.as_deref(), create_target)?;
+            Reply::Replayed(dlq.replay_ids(&ids, &options)?)
         }
-        Request::GuardedReplay(r) => {
-            let dlq = store.dlq(&r.dlq)?;
-            check_target(store, r.target.as_deref(), r.create_target)?;
-            let options = GuardedReplayOptions {
-                replay: replay_options(r.target, r.reset_attempts, r.force, 0),
-                canary: r.canary,
-                growth: r.growth,
-                max_failure_ratio: r.max_failure_ratio,
-                rate_per_sec: r.rate_per_sec,
-                selection: r.selection,
-            };
-            Reply::Guarded(Box::new(dlq.replay_guarded_ids(&r.ids, &options)?))
+        Request::GuardedReplay {
+            dlq,
+            ids,
+            options,
+            create_target,
+        } => {
+            let dlq = store.dlq(&dlq)?;
+            check_target(store, options.replay.target.as_deref(), create_target)?;
+            Reply::Guarded(Box::new(dlq.replay_guarded_ids(&ids, &options)?))
         }
         Request::GuardedStep { id, step } => Reply::Guarded(Box::new(match step {
             GuardedStep::Pause => store.pause_guarded_replay(id)?,
             GuardedStep::Resume => store.resume_guarded_replay(id)?,
             GuardedStep::Cancel => store.cancel_guarded_replay(id)?,
         })),
-        Request::ReplayCorrected(r) => {
-            let options = replay_options(r.target, r.reset_attempts, r.force, r.delay_ms);
-            store
-                .dlq(&r.dlq)?
-                .replay_corrected(r.id, r.payload, &options)?;
+        Request::ReplayCorrected {
+            dlq,
+            id,
+            payload,
+            options,
+        } => {
+            store.dlq(&dlq)?.replay_corrected(id, payload, &options)?;
             Reply::Done
         }
         Request::Delete { dlq, ids } => Reply::Deleted {
@@ -272,22 +271,6 @@ fn handle(
             Reply::Imported(importer.import_batch(&entries)?)
         }
     })
-}
-
-/// A replay's options as a request gives them.
-fn replay_options(
-    target: Option<String>,
-    reset_attempts: bool,
-    force: bool,
-    delay_ms: u64,
-) -> ReplayOptions {
-    ReplayOptions {
-        target,
-        reset_attempts,
-        force,
-        delay: Duration::from_millis(delay_ms),
-        ..ReplayOptions::to_origin()
-    }
 }
 
 /// [`Error::UnknownQueue`] for a replay's target queue that does not exist, unless the
