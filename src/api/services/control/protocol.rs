@@ -184,7 +184,7 @@ impl From<&Error> for RemoteError {
                 reason: reason.clone(),
             },
             other => RemoteError::Other {
-                kind: error_kind(other).to_string(),
+                kind: error_kind(other),
                 message: other.to_string(),
             },
         }
@@ -223,21 +223,12 @@ impl From<RemoteError> for Error {
     }
 }
 
-/// The name of an error's variant, for [`RemoteError::Other`].
-fn error_kind(e: &Error) -> &'static str {
-    match e {
-        Error::Io { .. } => "Io",
-        Error::DiskFull { .. } => "DiskFull",
-        Error::Locked { .. } => "Locked",
-        Error::ReadOnly { .. } => "ReadOnly",
-        Error::Corruption { .. } => "Corruption",
-        Error::UnsupportedFormat { .. } => "UnsupportedFormat",
-        Error::Poisoned => "Poisoned",
-        Error::InvalidState { .. } => "InvalidState",
-        Error::Closed => "Closed",
-        Error::Codec(_) => "Codec",
-        _ => "Other",
-    }
+/// The name of an error's variant, for [`RemoteError::Other`]: where its derived `Debug`
+/// form starts (`Io { .. }`, `Closed`).
+fn error_kind(e: &Error) -> String {
+    let debug = format!("{e:?}");
+    let end = debug.find(|c: char| !c.is_alphanumeric());
+    debug[..end.unwrap_or(debug.len())].to_string()
 }
 
 /// Writes one frame holding `message`.
