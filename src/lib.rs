@@ -136,6 +136,23 @@
 )]
 #![cfg(unix)]
 
+/// Builder setters of the public types (in the API and the engine alike), one line each:
+/// `name(arg: Type) => field = value;` becomes a `pub fn name(mut self, arg: Type) -> Self`
+/// that sets `self.field` to `value` (several fields with commas), keeping the doc comment
+/// written above it.
+macro_rules! setters {
+    ($($(#[$attr:meta])* $name:ident($($arg:ident: $ty:ty),*)
+        => $($($field:ident).+ = $value:expr),+;)*) => {
+        $(
+            $(#[$attr])*
+            pub fn $name(mut self $(, $arg: $ty)*) -> Self {
+                $(self.$($field).+ = $value;)+
+                self
+            }
+        )*
+    };
+}
+
 mod api;
 mod engine;
 mod error;

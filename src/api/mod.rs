@@ -21,22 +21,6 @@
 //! briefly and read the log outside it. The crate root re-exports this layer's public
 //! types; the modules themselves are private.
 
-/// Builder setters, one line each: `name(arg: Type) => field = value;` becomes a
-/// `pub fn name(mut self, arg: Type) -> Self` that sets `self.field` to `value` (several
-/// fields with commas), keeping the doc comment written above it.
-macro_rules! setters {
-    ($($(#[$attr:meta])* $name:ident($($arg:ident: $ty:ty),*)
-        => $($($field:ident).+ = $value:expr),+;)*) => {
-        $(
-            $(#[$attr])*
-            pub fn $name(mut self $(, $arg: $ty)*) -> Self {
-                $(self.$($field).+ = $value;)+
-                self
-            }
-        )*
-    };
-}
-
 pub mod backend;
 pub mod classify;
 mod compaction;

@@ -79,18 +79,6 @@ pub struct DlqMetadata {
     pub expires_at_ms: Option<u64>,
 }
 
-/// Chained setters, each documented: `name(arg: type) => value;` sets field `name` to
-/// `value` and returns the value it was called on.
-macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident($arg:ident: $t:ty) => $value:expr;)*) => {$(
-        $(#[$doc])*
-        pub fn $name(mut self, $arg: $t) -> Self {
-            self.$name = $value;
-            self
-        }
-    )*};
-}
-
 impl Attempt {
     /// Attempt `number` (1 for the first delivery), failed at `at_ms` with this error; no
     /// details, duration or worker (set them with the setters of the same names).
@@ -113,11 +101,11 @@ impl Attempt {
 
     setters! {
         /// Sets the error's details.
-        details(details: impl Into<String>) => Some(details.into());
+        details(details: impl Into<String>) => details = Some(details.into());
         /// Sets how long the handler ran, in milliseconds.
-        duration_ms(ms: u64) => ms;
+        duration_ms(ms: u64) => duration_ms = ms;
         /// Sets the worker that handled it.
-        worker(worker: impl Into<String>) => Some(worker.into());
+        worker(worker: impl Into<String>) => worker = Some(worker.into());
     }
 }
 
@@ -144,15 +132,15 @@ impl FailureInfo {
 
     setters! {
         /// Sets the final error's details.
-        details(details: impl Into<String>) => Some(details.into());
+        details(details: impl Into<String>) => details = Some(details.into());
         /// Sets the final error's stack trace.
-        stack_trace(trace: impl Into<String>) => Some(trace.into());
+        stack_trace(trace: impl Into<String>) => stack_trace = Some(trace.into());
         /// Sets the failed attempts kept, oldest first.
-        attempts(attempts: Vec<Attempt>) => attempts;
+        attempts(attempts: Vec<Attempt>) => attempts = attempts;
         /// Sets how many older attempts were dropped.
-        attempts_dropped(dropped: u32) => dropped;
+        attempts_dropped(dropped: u32) => attempts_dropped = dropped;
         /// Sets the processing context of the final failure.
-        context(context: BTreeMap<String, String>) => context;
+        context(context: BTreeMap<String, String>) => context = context;
     }
 }
 
@@ -173,14 +161,14 @@ impl DlqMetadata {
 
     setters! {
         /// Sets the worker that reported the final failure.
-        worker(worker: impl Into<String>) => Some(worker.into());
+        worker(worker: impl Into<String>) => worker = Some(worker.into());
         /// Sets the environment name.
-        environment(environment: impl Into<String>) => Some(environment.into());
+        environment(environment: impl Into<String>) => environment = Some(environment.into());
         /// Sets the code version.
-        code_version(version: impl Into<String>) => Some(version.into());
+        code_version(version: impl Into<String>) => code_version = Some(version.into());
         /// Sets the tags.
-        tags(tags: BTreeMap<String, String>) => tags;
+        tags(tags: BTreeMap<String, String>) => tags = tags;
         /// Sets when retention removes it.
-        expires_at_ms(at_ms: u64) => Some(at_ms);
+        expires_at_ms(at_ms: u64) => expires_at_ms = Some(at_ms);
     }
 }
