@@ -374,6 +374,14 @@ impl Error {
     }
 }
 
+/// [`Error::InvalidConfig`] saying `why` unless `ok`: one check of a setting or an
+/// argument (`why` is formatted only when it fails: pass `format_args!` for a message
+/// with values).
+pub(crate) fn require(ok: bool, why: impl fmt::Display) -> Result<()> {
+    ok.then_some(())
+        .ok_or_else(|| Error::InvalidConfig(why.to_string()))
+}
+
 /// [`Error::io`] on the error of an I/O result: `file.sync().io("fsync", &path)?`. The
 /// path is copied only when there is an error.
 pub(crate) trait IoContext<T> {

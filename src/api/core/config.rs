@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::api::core::clock::{Clock, SystemClock};
 use crate::engine::record::RECORD_OVERHEAD;
 use crate::engine::state::AuditLimits;
-use crate::error::{Error, Result};
+use crate::error::{require, Result};
 use crate::storage::format::{
     self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
@@ -308,30 +308,22 @@ impl Config {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.max_message_size == 0 {
-            return Err(Error::InvalidConfig("max_message_size of zero".into()));
-        }
-        if !self.dlq_name_pattern.contains("{queue_name}") {
-            return Err(Error::InvalidConfig(
-                "dlq_name_pattern must contain {queue_name}".into(),
-            ));
-        }
-        if self.queue_defaults.max_attempts == 0 {
-            return Err(Error::InvalidConfig("max_attempts of zero".into()));
-        }
         let c = &self.compaction;
-        if !(0.0..=1.0).contains(&c.relocate_below) || c.batch == 0 {
-            return Err(Error::InvalidConfig(
-                "compaction: relocate_below must be in [0, 1] and batch above 0".into(),
-            ));
-        }
-        if c.interval.is_some_and(|d| d.is_zero()) {
-            return Err(Error::InvalidConfig("compaction interval of zero".into()));
-        }
-        if self.max_history == 0 {
-            return Err(Error::InvalidConfig("max_history of zero".into()));
-        }
-        Ok(())
+        require(self.max_message_size > 0, "max_message_size of zero")?;
+        require(
+            self.dlq_name_pattern.contains("{queue_name}"),
+            "dlq_name_pattern must contain {queue_name}",
+        )?;
+        require(self.queue_defaults.max_attempts > 0, "max_attempts of zero")?;
+        require(
+            (0.0..=1.0).contains(&c.relocate_below) && c.batch > 0,
+            "compaction: relocate_below must be in [0, 1] and batch above 0",
+        )?;
+        require(
+            !c.interval.is_some_and(|d| d.is_zero()),
+            "compaction interval of zero",
+        )?;
+        require(self.max_history > 0, "max_history of zero")
     }
 }
 

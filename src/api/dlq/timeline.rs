@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Dlq;
 use crate::engine::state::{HISTORY_HOURS as KEPT_HOURS, HOUR_MS};
-use crate::error::{Error, Result};
+use crate::error::{require, Result};
 
 /// Hours of failure history a store keeps: 90 days.
 pub const HISTORY_HOURS: u32 = KEPT_HOURS as u32;
@@ -69,13 +69,10 @@ impl FailureTimeline {
 
     /// Checks a window's length: 1 to [`HISTORY_HOURS`].
     pub fn check_hours(hours: u32) -> Result<()> {
-        if (1..=HISTORY_HOURS).contains(&hours) {
-            Ok(())
-        } else {
-            Err(Error::InvalidConfig(format!(
-                "a failure timeline covers 1 to {HISTORY_HOURS} hours, not {hours}"
-            )))
-        }
+        require(
+            (1..=HISTORY_HOURS).contains(&hours),
+            format_args!("a failure timeline covers 1 to {HISTORY_HOURS} hours, not {hours}"),
+        )
     }
 }
 

@@ -27,7 +27,7 @@ use crate::engine::record::{GuardEvent, GuardId, GuardPlan, Op};
 use crate::engine::state::{Guard, State};
 
 pub use crate::engine::state::GuardedReplayState;
-use crate::error::{Error, Result};
+use crate::error::{require, Error, Result};
 
 /// How to run a guarded replay ([`Dlq::replay_guarded`]): which entries go where, as for
 /// any replay (a [`ReplayOptions`]), and the waves.
@@ -120,32 +120,26 @@ impl GuardedReplayOptions {
     /// The plan's numbers, checked: a canary of at least 1, a growth from 1 to 1000, a
     /// ratio from 0 to 1, a rate of at least 1, and no delay or dry run.
     fn checked(&self) -> Result<(u32, u32, u32)> {
-        if !self.replay.delay.is_zero() || self.replay.dry_run {
-            return Err(Error::InvalidConfig(
-                "a guarded replay releases entries as their waves come: no delay, no dry run"
-                    .into(),
-            ));
-        }
-        if self.canary == 0 {
-            return Err(Error::InvalidConfig("the canary must be at least 1".into()));
-        }
-        if !(1.0..=1000.0).contains(&self.growth) {
-            return Err(Error::InvalidConfig(format!(
-                "the growth must be from 1 to 1000, not {}",
-                self.growth
-            )));
-        }
-        if !(0.0..=1.0).contains(&self.max_failure_ratio) {
-            return Err(Error::InvalidConfig(format!(
+        require(
+            self.replay.delay.is_zero() && !self.replay.dry_run,
+            "a guarded replay releases entries as their waves come: no delay, no dry run",
+        )?;
+        require(self.canary > 0, "the canary must be at least 1")?;
+        require(
+            (1.0..=1000.0).contains(&self.growth),
+            format_args!("the growth must be from 1 to 1000, not {}", self.growth),
+        )?;
+        require(
+            (0.0..=1.0).contains(&self.max_failure_ratio),
+            format_args!(
                 "the maximum failure ratio must be from 0 to 1, not {}",
                 self.max_failure_ratio
-            )));
-        }
-        if self.rate_per_sec == Some(0) {
-            return Err(Error::InvalidConfig(
-                "the rate must be at least 1 per second".into(),
-            ));
-        }
+            ),
+        )?;
+        require(
+            self.rate_per_sec != Some(0),
+            "the rate must be at least 1 per second",
+        )?;
         let growth = (self.growth * 1000.0).round() as u32;
         let ratio = (self.max_failure_ratio * 1000.0).round() as u32;
         Ok((self.canary, growth, ratio))

@@ -28,7 +28,7 @@ use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::State;
 use crate::engine::wire;
 use crate::engine::{Batch, Settle};
-use crate::error::{Error, Result};
+use crate::error::{require, Error, Result};
 
 pub use crate::engine::state::QueueCounters;
 pub use message::{EnqueueOptions, Message};
@@ -313,9 +313,7 @@ impl Store {
 
     /// Opens queue `name` with its own options, creating it if new.
     pub fn queue_with(&self, name: &str, options: QueueOptions) -> Result<Queue> {
-        if options.max_attempts == 0 {
-            return Err(Error::InvalidConfig("max_attempts of zero".into()));
-        }
+        require(options.max_attempts > 0, "max_attempts of zero")?;
         let id = self.declare(name)?;
         self.set_queue_options(id, options);
         Ok(Queue::new(self.clone(), id, name.to_string()))

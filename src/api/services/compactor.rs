@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::api::core::actor::Actor;
 use crate::api::core::store::Store;
 use crate::api::services::thread::ServiceThread;
-use crate::error::{Error, Result};
+use crate::error::{require, Result};
 
 /// A running compaction schedule (a guard): [`Store::compact_now`] every interval, on a
 /// thread of its own, until the guard is dropped. It keeps the store open meanwhile.
@@ -37,12 +37,11 @@ impl std::fmt::Debug for Compactor {
 
 impl Compactor {
     /// Starts compacting `store` every `every`, the first run one interval from now.
-    /// [`Error::ReadOnly`] on a snapshot, [`Error::InvalidConfig`] for an interval of zero.
+    /// [`Error::ReadOnly`](crate::Error::ReadOnly) on a snapshot,
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for an interval of zero.
     pub fn start(store: &Store, every: Duration) -> Result<Compactor> {
         store.writable()?;
-        if every.is_zero() {
-            return Err(Error::InvalidConfig("compaction interval of zero".into()));
-        }
+        require(!every.is_zero(), "compaction interval of zero")?;
         let weak = store.downgrade();
         let thread = ServiceThread::spawn(
             "deadletter-compact",

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{require, Result};
 use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 /// The default size of a segment file, header included.
@@ -33,7 +33,7 @@ pub enum Durability {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecoveryMode {
-    /// Refuse to open, returning [`Error::Corruption`] with the location.
+    /// Refuse to open, returning [`crate::Error::Corruption`] with the location.
     Strict,
     /// Open, skipping damaged ranges, and list them in
     /// [`RecoveryReport::quarantined`](super::RecoveryReport::quarantined).
@@ -63,10 +63,10 @@ pub struct LogOptions {
     pub reserve: u64,
     /// The format version new segments are written in, and the newest one read: segments
     /// of versions 1 to this are opened (each record read knows its segment's version), a
-    /// newer one is [`Error::UnsupportedFormat`]. An active segment of an older version is
-    /// sealed at open and a new one started, so that every segment holds records of one
-    /// version. The store always uses [`FORMAT_VERSION`]; log-level tests set the next one
-    /// to play the next release's build.
+    /// newer one is [`crate::Error::UnsupportedFormat`]. An active segment of an older
+    /// version is sealed at open and a new one started, so that every segment holds records
+    /// of one version. The store always uses [`FORMAT_VERSION`]; log-level tests set the
+    /// next one to play the next release's build.
     pub format_version: u16,
     /// A log position the log is known to have made durable (the store passes the position
     /// of its newest checkpoint): a log whose records end before it lost its tail
@@ -96,30 +96,29 @@ impl LogOptions {
     /// Checks the options; the log's open does, and a caller that creates the directory
     /// before opening the log ([`super::Log::lock_dir`]) does it first.
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.segment_size > MAX_SEGMENT_SIZE {
-            return Err(Error::InvalidConfig(format!(
-                "segment_size above {MAX_SEGMENT_SIZE} bytes (1 TiB)"
-            )));
-        }
-        if self.format_version == 0 {
-            return Err(Error::InvalidConfig("format version 0".into()));
-        }
+        require(
+            self.segment_size <= MAX_SEGMENT_SIZE,
+            format_args!("segment_size above {MAX_SEGMENT_SIZE} bytes (1 TiB)"),
+        )?;
+        require(self.format_version != 0, "format version 0")?;
         let room = self
             .segment_size
             .saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);
-        if self.max_record_size == 0 || self.max_record_size as u64 > room {
-            return Err(Error::InvalidConfig(format!(
+        require(
+            self.max_record_size > 0 && self.max_record_size as u64 <= room,
+            format_args!(
                 "max_record_size {} must be between 1 and segment_size - {} = {room}",
                 self.max_record_size,
                 SEGMENT_HEADER_LEN + FRAME_HEADER_LEN
-            )));
-        }
-        if self.max_record_size > format::MAX_FRAME_BODY {
-            return Err(Error::InvalidConfig("max_record_size above 4 GiB".into()));
-        }
-        if matches!(self.durability, Durability::Interval(d) if d.is_zero()) {
-            return Err(Error::InvalidConfig("durability interval of zero".into()));
-        }
-        Ok(())
+            ),
+        )?;
+        require(
+            self.max_record_size <= format::MAX_FRAME_BODY,
+            "max_record_size above 4 GiB",
+        )?;
+        require(
+            !matches!(self.durability, Durability::Interval(d) if d.is_zero()),
+            "durability interval of zero",
+        )
     }
 }
