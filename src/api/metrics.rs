@@ -334,27 +334,17 @@ fn labels(q: &QueueMetrics) -> String {
 
 /// Milliseconds as decimal seconds, exactly (`1500` -> `1.5`).
 fn seconds(ms: u64) -> String {
-    let (whole, frac) = (ms / 1000, ms % 1000);
-    if frac == 0 {
-        whole.to_string()
-    } else {
-        let s = format!("{whole}.{frac:03}");
-        s.trim_end_matches('0').to_string()
-    }
+    // Exact: a millisecond count below 10^15 divided by 1000 has at most 15 significant
+    // digits, which the shortest form of the nearest f64 gives back.
+    (ms as f64 / 1000.0).to_string()
 }
 
 /// Escapes a label value: backslash, double quote and line feed, as the format requires.
 fn escape_label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
