@@ -131,11 +131,7 @@ impl Queue {
     /// reference on that copy, so a pool worker with its own handle touches no reference
     /// count another worker's messages touch.
     pub(crate) fn worker_handle(&self) -> Queue {
-        Queue {
-            store: self.store.clone(),
-            id: self.id,
-            name: Arc::from(&*self.name),
-        }
+        Queue::new(self.store.clone(), self.id, self.name.to_string())
     }
 
     /// The queue's name.
