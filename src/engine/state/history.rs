@@ -84,21 +84,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_by_hour_and_kind() {
-        let mut h = FailureHistory::default();
-        h.record(10 * HOUR_MS + 5, 1);
-        h.record(10 * HOUR_MS + 9, 1);
-        h.record(10 * HOUR_MS + 9, 2);
-        h.record(12 * HOUR_MS, 1);
-        let (per_hour, earlier) = h.window(11, 2);
-        assert_eq!(per_hour, vec![vec![], vec![(1, 1)]]);
-        assert_eq!(earlier, 3);
-        let (per_hour, _) = h.window(10, 1);
-        assert_eq!(per_hour, vec![vec![(1, 2), (2, 1)]]);
-        assert_eq!(FailureHistory::from_counts(h.counts()), h);
-    }
-
-    #[test]
     fn keeps_a_bounded_window() {
         let mut h = FailureHistory::default();
         h.record(0, 1);
