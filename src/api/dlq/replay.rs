@@ -8,10 +8,10 @@ use std::time::Duration;
 use super::{Dlq, EntryRef, Filter};
 use crate::api::core::store::Store;
 use crate::api::core::types::MessageId;
+use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::{AuditAction, DeadStatus, State};
 use crate::engine::wire;
-use crate::engine::{op_entry, Settle};
 use crate::error::{Error, Result};
 
 /// How to replay DLQ entries ([`Dlq::replay`], [`Dlq::replay_one`], [`Dlq::replay_ids`],
@@ -176,38 +176,36 @@ impl Dlq {
         let target = options.declare_target(&self.store)?;
         let now = self.store.now();
         let visible_at = now + options.delay.as_millis() as u64;
-        let mut report = ReplayReport::new(options.dry_run);
-        let mut st = self.store.engine().lock();
-        let mut batch = Vec::new();
-        for &id in ids {
-            let r = match self.replayable(&st, id, options) {
-                Ok(r) => r,
-                Err(e) => {
-                    report.failed.push((id, e.to_string()));
-                    continue;
-                }
-            };
-            report.replayed.push(id);
-            batch.push(op_entry(Op::Replay {
-                id,
-                queue: target.unwrap_or(r.msg.queue()),
-                at: now,
-                visible_at,
-                attempts: options.attempts_of(&r),
-                generation: r.generation + 1,
-            })?);
-        }
-        if options.dry_run || batch.is_empty() {
-            return Ok(report);
-        }
-        batch.push(
-            self.store
-                .audit_record(now, AuditAction::Replay, &report.replayed)?,
-        );
-        let effects = self.store.engine().write_locked(&mut st, batch)?;
-        drop(st);
-        self.store.finish(Settle::Durable, effects)?;
-        Ok(report)
+        self.store.commit_with(|st| {
+            let mut report = ReplayReport::new(options.dry_run);
+            let mut batch = Vec::new();
+            for &id in ids {
+                let r = match self.replayable(st, id, options) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        report.failed.push((id, e.to_string()));
+                        continue;
+                    }
+                };
+                report.replayed.push(id);
+                batch.push(op_entry(Op::Replay {
+                    id,
+                    queue: target.unwrap_or(r.msg.queue()),
+                    at: now,
+                    visible_at,
+                    attempts: options.attempts_of(&r),
+                    generation: r.generation + 1,
+                })?);
+            }
+            if options.dry_run || batch.is_empty() {
+                return Ok((Vec::new(), report));
+            }
+            let audit = self
+                .store
+                .audit_record(now, AuditAction::Replay, &report.replayed)?;
+            batch.push(audit);
+            Ok((batch, report))
+        })
     }
 
     /// Replays one entry with a corrected payload (the failed bytes stay in its history as

@@ -102,23 +102,19 @@ impl Queue {
     /// lost, and whether `next` could start (false: its reservation ended meanwhile).
     pub fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {
         let now = self.store.now();
-        let mut st = self.store.engine().lock();
-        let (mut batch, lost) = self.ack_entries(&st, done, now)?;
-        let started = self.check_lease(&st, next).is_ok()
-            && st.extras.get(&next.id).is_some_and(|e| e.awaiting_start);
-        if started {
-            batch.push(op_entry(Op::Start {
-                at: now,
-                ids: vec![next.id],
-            })?);
-        }
-        if batch.is_empty() {
-            return Ok((lost, started));
-        }
-        let effects = self.store.engine().write_locked(&mut st, batch)?;
-        drop(st);
-        self.store.finish(Settle::Written, effects)?;
-        Ok((lost, started))
+        let (outcome, _) = self.store.commit_as(Settle::Written, |st| {
+            let (mut batch, lost) = self.ack_entries(st, done, now)?;
+            let started = self.check_lease(st, next).is_ok()
+                && st.extras.get(&next.id).is_some_and(|e| e.awaiting_start);
+            if started {
+                batch.push(op_entry(Op::Start {
+                    at: now,
+                    ids: vec![next.id],
+                })?);
+            }
+            Ok((batch, (lost, started)))
+        })?;
+        Ok(outcome)
     }
 
     /// Gives reserved messages whose handler has not started back: ready again at once,

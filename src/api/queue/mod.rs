@@ -27,7 +27,7 @@ use crate::api::dlq::Dlq;
 use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::State;
 use crate::engine::wire;
-use crate::engine::{Batch, Settle};
+use crate::engine::Batch;
 use crate::error::{require, Error, Result};
 
 pub use crate::engine::state::QueueCounters;
@@ -199,28 +199,6 @@ impl Queue {
             .as_ref()
             .map(|k| format!("{}:{k}", self.id));
         let payloads: Vec<&'p [u8]> = payloads.collect();
-        let mut st = self.store.engine().lock();
-        if let Some(k) = &key {
-            let window = self.store.config().idempotency_window.as_millis() as u64;
-            st.expire_idempotency(now.saturating_sub(window));
-            if let Some(&(id, _)) = st.idempotency.get(k) {
-                return Ok(vec![id]);
-            }
-        }
-        if let Some(limit) = defaults.max_pending {
-            let c = st.queues[self.id as usize].counters;
-            if c.ready + c.in_flight + payloads.len() as u64 > limit {
-                drop(st);
-                self.store.count_refused(self.id, payloads.len() as u64);
-                return Err(Error::QueueFull {
-                    queue: self.name.to_string(),
-                    limit,
-                });
-            }
-        }
-        let hint = payloads.len();
-        let mut batch: Batch<'p> = Vec::with_capacity(hint);
-        let mut ids = Vec::with_capacity(hint);
         // Room for the record header and metadata, so that encoding does not reallocate.
         let meta_room = 64
             + key.as_ref().map_or(0, |k| k.len())
@@ -229,27 +207,45 @@ impl Queue {
                 .iter()
                 .map(|(k, v)| k.len() + v.len() + 2)
                 .sum::<usize>();
-        for (next, payload) in (st.next_id..).zip(payloads) {
-            self.store.check_size(payload.len())?;
-            let meta = PutMeta {
-                id: next,
-                queue: self.id,
-                enqueued_at: now,
-                visible_at,
-                expires_at: ttl.map(|t| now + t.as_millis() as u64),
-                attributes: options.attributes.clone(),
-                idempotency_key: key.clone(),
-                cause: PutCause::Enqueue,
-            };
-            let mut body = Vec::with_capacity(payload.len() + meta_room);
-            wire::encode_put(&mut body, &meta, payload)?;
-            batch.push((body, Decoded::Put(Put { meta, payload })));
-            ids.push(next);
-        }
-        let effects = self.store.engine().write_locked(&mut st, batch)?;
-        drop(st);
-        self.store.finish(Settle::Durable, effects)?;
-        Ok(ids)
+        self.store.commit_with(|st| {
+            if let Some(k) = &key {
+                let window = self.store.config().idempotency_window.as_millis() as u64;
+                st.expire_idempotency(now.saturating_sub(window));
+                if let Some(&(id, _)) = st.idempotency.get(k) {
+                    return Ok((Vec::new(), vec![id]));
+                }
+            }
+            if let Some(limit) = defaults.max_pending {
+                let c = st.queues[self.id as usize].counters;
+                if c.ready + c.in_flight + payloads.len() as u64 > limit {
+                    self.store.count_refused(self.id, payloads.len() as u64);
+                    return Err(Error::QueueFull {
+                        queue: self.name.to_string(),
+                        limit,
+                    });
+                }
+            }
+            let mut batch: Batch<'p> = Vec::with_capacity(payloads.len());
+            let mut ids = Vec::with_capacity(payloads.len());
+            for (next, payload) in (st.next_id..).zip(payloads) {
+                self.store.check_size(payload.len())?;
+                let meta = PutMeta {
+                    id: next,
+                    queue: self.id,
+                    enqueued_at: now,
+                    visible_at,
+                    expires_at: ttl.map(|t| now + t.as_millis() as u64),
+                    attributes: options.attributes.clone(),
+                    idempotency_key: key.clone(),
+                    cause: PutCause::Enqueue,
+                };
+                let mut body = Vec::with_capacity(payload.len() + meta_room);
+                wire::encode_put(&mut body, &meta, payload)?;
+                batch.push((body, Decoded::Put(Put { meta, payload })));
+                ids.push(next);
+            }
+            Ok((batch, ids))
+        })
     }
 
     /// Counts of the queue and its DLQ, read from counters (no scan).
