@@ -27,7 +27,7 @@ use std::time::Duration;
 use super::protocol::{self, GuardedStep, RemoteError, Reply, Request, PROTOCOL_VERSION};
 use crate::api::core::actor::Actor;
 use crate::api::core::store::{Store, WeakStore};
-use crate::api::dlq::Importer;
+use crate::api::dlq::{Dlq, Importer};
 use crate::api::queue::EnqueueOptions;
 use crate::error::{Error, Result};
 
@@ -203,8 +203,7 @@ fn handle(
             options,
             create_target,
         } => {
-            let dlq = store.dlq(&dlq)?;
-            check_target(store, options.target.as_deref(), create_target)?;
+            let dlq = replay_source(store, &dlq, options.target.as_deref(), create_target)?;
             Reply::Replayed(dlq.replay_ids(&ids, &options)?)
         }
         Request::GuardedReplay {
@@ -213,8 +212,8 @@ fn handle(
             options,
             create_target,
         } => {
-            let dlq = store.dlq(&dlq)?;
-            check_target(store, options.replay.target.as_deref(), create_target)?;
+            let target = options.replay.target.as_deref();
+            let dlq = replay_source(store, &dlq, target, create_target)?;
             Reply::Guarded(Box::new(dlq.replay_guarded_ids(&ids, &options)?))
         }
         Request::GuardedStep { id, step } => Reply::Guarded(Box::new(match step {
@@ -273,13 +272,14 @@ fn handle(
     })
 }
 
-/// [`Error::UnknownQueue`] for a replay's target queue that does not exist, unless the
-/// request allows creating it.
-fn check_target(store: &Store, target: Option<&str>, create: bool) -> Result<()> {
+/// The DLQ a replay request names, after checking its target: [`Error::UnknownQueue`]
+/// for a target queue that does not exist, unless the request allows creating it.
+fn replay_source(store: &Store, dlq: &str, target: Option<&str>, create: bool) -> Result<Dlq> {
+    let dlq = store.dlq(dlq)?;
     match target {
         Some(t) if !create && !store.queue_names().iter().any(|q| q == t) => {
             Err(Error::UnknownQueue(t.to_string()))
         }
-        _ => Ok(()),
+        _ => Ok(dlq),
     }
 }
