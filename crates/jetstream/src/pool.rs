@@ -51,11 +51,7 @@ impl JetStreamQueue {
     /// confirmed (their messages come back after the visibility timeout).
     async fn ack_batch(&self, done: &[JetStreamMessage]) -> Result<u64> {
         let conn = &self.backend().inner.conn;
-        // Recorded before the acks are sent (see `holds`): a delivery of one of them that
-        // comes meanwhile, or after a server that confirmed an ack forgot it, is only acked.
-        for m in done {
-            self.info().holds.succeeded((m.id, m.generation));
-        }
+        self.record_successes(done);
         let confirmations = done
             .iter()
             .map(|m| conn.ack_confirmed(&m.reply, acks::ack()));

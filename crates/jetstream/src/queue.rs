@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::message::{Info, PublishMessage};
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use bytes::Bytes;
 use deadletter::queue::{
@@ -39,6 +39,7 @@ use futures_util::StreamExt;
 use crate::client::{acks, backend, now_ms};
 use crate::counts::{count_entries, event_counts};
 use crate::dlq::JetStreamDlq;
+use crate::holds::Key;
 use crate::message::JetStreamMessage;
 use crate::moves::message_headers;
 use crate::names::{self, Event};
@@ -351,9 +352,7 @@ impl JetStreamQueue {
         {
             return Ok(None);
         }
-        let admitted = self
-            .admit_held(&m, id, generation, now, trust_from, epoch)
-            .await;
+        let admitted = self.admit_held(&m, info, key, now, trust_from, epoch).await;
         if !matches!(admitted, Ok(Some(_))) {
             self.info.holds.release(key);
         }
@@ -369,22 +368,31 @@ impl JetStreamQueue {
         from + (lease - lease / 10)
     }
 
+    /// Records that the handlers of `msgs` succeeded, before their acks are sent (see
+    /// `holds`): a delivery of one of them that comes meanwhile, or after a server that
+    /// confirmed an ack forgot it, is only acked.
+    pub(crate) fn record_successes(&self, msgs: &[JetStreamMessage]) {
+        for m in msgs {
+            self.info.holds.succeeded((m.id, m.generation));
+        }
+    }
+
     /// Stops holding `msg` (see `holds`).
     pub(crate) fn release_hold(&self, msg: &JetStreamMessage) {
         self.info.holds.release((msg.id, msg.generation));
     }
 
-    /// `admit` of a delivery of message `id` in `generation` that this process now holds.
+    /// `admit` of a delivery (`m`, with its `info`) of message `key` (id, generation) that
+    /// this process now holds.
     async fn admit_held(
         &self,
         m: &jetstream::Message,
-        id: MessageId,
-        generation: u32,
+        info: Info<'_>,
+        (id, generation): Key,
         now: u64,
         trust_from: u64,
         epoch: u64,
     ) -> Result<Option<JetStreamMessage>> {
-        let info = m.info().map_err(|e| backend("read a delivery", e))?;
         let sequence = info.stream_sequence;
         let delivered = info.delivered.max(1) as u32;
         let published = (info.published.unix_timestamp_nanos() / 1_000_000) as u64;
@@ -757,11 +765,7 @@ impl MessageQueue for JetStreamQueue {
         self.js.inner.conn.run(self.lease_async(max, Some(timeout)))
     }
     fn ack_all(&self, msgs: &[JetStreamMessage]) -> Result<()> {
-        // Recorded before the acks are sent: a delivery of one of them that comes
-        // meanwhile, or after a server that confirmed an ack forgot it, is only acked.
-        for m in msgs {
-            self.info.holds.succeeded((m.id, m.generation));
-        }
+        self.record_successes(msgs);
         self.js.inner.conn.run(async {
             let conn = &self.js.inner.conn;
             let acks = msgs
