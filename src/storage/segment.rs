@@ -280,31 +280,29 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
                 result.end = d as u64;
             }
             Err(err) => {
-                let Some(next) = find_next_frame(data, base, d + 1, max_body) else {
-                    if err != FrameError::Zero || data[d..].iter().any(|&b| b != 0) {
-                        let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
-                        result.torn_at = Some(d as u64);
-                        result.torn_bytes = (last_nonzero + 1).saturating_sub(d) as u64;
+                let next = find_next_frame(data, base, d + 1, max_body);
+                let bad = base.wrapping_add(d as u64);
+                match next {
+                    Some(next)
+                        if sealed
+                            || frames_from(data, base, next, max_body)
+                                .any(|frame| frame.synced_through > bad) =>
+                    {
+                        result.damaged.push((d as u64, next as u64));
+                        d = next;
                     }
-                    return result;
-                };
-                let proves_durable = sealed
-                    || later_frames_prove_durable(
-                        data,
-                        base,
-                        next,
-                        max_body,
-                        base.wrapping_add(d as u64),
-                    );
-                if !proves_durable {
-                    let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
-                    result.torn_at = Some(d as u64);
-                    result.torn_bytes = (last_nonzero + 1).saturating_sub(d) as u64;
-                    result.torn_records = count_frames(data, base, next, max_body);
-                    return result;
+                    _ => {
+                        if next.is_some() || err != FrameError::Zero || !is_zero(&data[d..]) {
+                            let last_nonzero = data.iter().rposition(|&b| b != 0).unwrap_or(d);
+                            result.torn_at = Some(d as u64);
+                            result.torn_bytes = (last_nonzero + 1).saturating_sub(d) as u64;
+                            result.torn_records = next.map_or(0, |next| {
+                                frames_from(data, base, next, max_body).count() as u64
+                            });
+                        }
+                        return result;
+                    }
                 }
-                result.damaged.push((d as u64, next as u64));
-                d = next;
             }
         }
     }
@@ -448,46 +446,27 @@ fn find_next_frame(data: &[u8], base: u64, from: usize, max_body: usize) -> Opti
     None
 }
 
-/// The valid frames from `from` (a frame's start) to the end of `data`.
-fn count_frames(data: &[u8], base: u64, from: usize, max_body: usize) -> u64 {
-    let mut count = 0;
-    let mut off = Some(from);
-    while let Some(o) = off.filter(|&o| o < data.len()) {
-        match format::decode_frame(&data[o..], base.wrapping_add(o as u64), max_body) {
-            Ok(frame) => {
-                count += 1;
-                off = Some(o + frame.len());
-            }
-            Err(_) => off = find_next_frame(data, base, o + 1, max_body),
-        }
-    }
-    count
-}
-
-/// True when some valid frame from `from` on was written after position `bad` was durable.
-fn later_frames_prove_durable(
+/// The valid frames from `from` (a frame's start) to the end of `data`, skipping bytes that
+/// hold none.
+fn frames_from(
     data: &[u8],
     base: u64,
     from: usize,
     max_body: usize,
-    bad: u64,
-) -> bool {
+) -> impl Iterator<Item = format::Frame<'_>> {
     let mut off = Some(from);
-    while let Some(o) = off {
-        match format::decode_frame(&data[o..], base.wrapping_add(o as u64), max_body) {
-            Ok(frame) => {
-                if frame.synced_through > bad {
-                    return true;
+    std::iter::from_fn(move || {
+        while let Some(o) = off.filter(|&o| o < data.len()) {
+            match format::decode_frame(&data[o..], base.wrapping_add(o as u64), max_body) {
+                Ok(frame) => {
+                    off = Some(o + frame.len());
+                    return Some(frame);
                 }
-                off = Some(o + frame.len());
+                Err(_) => off = find_next_frame(data, base, o + 1, max_body),
             }
-            Err(_) => off = find_next_frame(data, base, o + 1, max_body),
         }
-        if off.is_some_and(|o| o >= data.len()) {
-            break;
-        }
-    }
-    false
+        None
+    })
 }
 
 #[cfg(test)]

@@ -173,8 +173,7 @@ impl Store {
     pub(crate) fn without_services(&self) -> Store {
         Store {
             services: None,
-            inner: Arc::clone(&self.inner),
-            actor: self.actor.clone(),
+            ..self.clone()
         }
     }
 

@@ -41,7 +41,7 @@ impl Dlq {
 
     /// Deletes one entry for good.
     pub fn delete(&self, id: MessageId) -> Result<()> {
-        self.delete_ids(&[id], Some(AuditAction::Delete))
+        self.delete_ids(&[id], Some(AuditAction::Delete), false)
             .map(|_| ())
     }
 
@@ -52,53 +52,49 @@ impl Dlq {
 
     fn delete_matching_as(&self, filter: &Filter, action: AuditAction) -> Result<u64> {
         let ids = self.ids(filter, None)?;
-        self.delete_ids(&ids, Some(action))
+        let deleted = self.delete_ids(&ids, Some(action), false)?;
+        Ok(deleted.len() as u64)
     }
 
     /// Deletes those of `ids` that are entries of this DLQ (one record) and returns them;
     /// the others (replayed or deleted since they were selected) are left out.
     pub fn delete_present(&self, ids: &[MessageId]) -> Result<Vec<MessageId>> {
-        let at = self.store.now();
-        self.store.commit_with(|st| {
-            let present: Vec<MessageId> = ids
-                .iter()
-                .copied()
-                .filter(|&id| self.entry_ref(st, id).is_ok())
-                .collect();
-            if present.is_empty() {
-                return Ok((Vec::new(), present));
-            }
-            let op = Op::Delete {
-                at,
-                ids: present.clone(),
-                expired: false,
-            };
-            let audit = self.store.audit_record(at, AuditAction::Delete, &present)?;
-            Ok((vec![op_entry(op)?, audit], present))
-        })
+        self.delete_ids(ids, Some(AuditAction::Delete), true)
     }
 
     /// Deletes `ids` (one record), followed by the audit record of `action`; without one,
-    /// the deletion is retention's (the store's own, which its record says).
-    fn delete_ids(&self, ids: &[MessageId], action: Option<AuditAction>) -> Result<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
+    /// the deletion is retention's (the store's own, which its record says). An id that is
+    /// no entry of this DLQ is an error, or with `only_present` left out. Returns the ids
+    /// deleted.
+    fn delete_ids(
+        &self,
+        ids: &[MessageId],
+        action: Option<AuditAction>,
+        only_present: bool,
+    ) -> Result<Vec<MessageId>> {
         let at = self.store.now();
         self.store.commit_with(|st| {
+            let mut present = Vec::with_capacity(ids.len());
             for &id in ids {
-                self.entry_ref(st, id)?;
+                match self.entry_ref(st, id) {
+                    Ok(_) => present.push(id),
+                    Err(_) if only_present => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            if present.is_empty() {
+                return Ok((Vec::new(), present));
             }
             let expired = action.is_none();
             let mut batch = vec![op_entry(Op::Delete {
                 at,
-                ids: ids.to_vec(),
+                ids: present.clone(),
                 expired,
             })?];
             if let Some(action) = action {
-                batch.push(self.store.audit_record(at, action, ids)?);
+                batch.push(self.store.audit_record(at, action, &present)?);
             }
-            Ok((batch, ids.len() as u64))
+            Ok((batch, present))
         })
     }
 
@@ -146,7 +142,7 @@ impl Dlq {
                 .map(|&(_, id)| id)
                 .collect()
         };
-        self.delete_ids(&ids, None)
+        Ok(self.delete_ids(&ids, None, false)?.len() as u64)
     }
 }
 

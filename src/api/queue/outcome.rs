@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::{Message, Queue};
 use crate::api::core::config::QueueOptions;
 use crate::api::core::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
-use crate::engine::record::Op;
+use crate::engine::record::{History, Op};
 use crate::engine::state::{Msg, State};
 use crate::engine::{op_entry, Settle};
 use crate::error::Result;
@@ -163,12 +163,7 @@ impl Queue {
                     return Ok((vec![op_entry(op)?], FailureOutcome::DeadLettered));
                 }
             };
-            let extra = st.extras.get(&msg.id);
-            let mut history = self
-                .store
-                .engine()
-                .read_history(extra.and_then(|e| e.history_pos))?;
-            history.first_received_at = extra.and_then(|e| e.first_received_at);
+            let mut history = self.history(st, msg.id)?;
             let max_history = self.store.config().max_history;
             history.push(report.attempt(m.attempts, now), max_history);
             // At least one millisecond ahead: a message retried at once goes behind the
@@ -197,11 +192,7 @@ impl Queue {
         record_attempt: bool,
     ) -> Result<Op> {
         let config = self.store.config();
-        let extra = st.extras.get(&id);
-        let mut history = self
-            .store
-            .engine()
-            .read_history(extra.and_then(|e| e.history_pos))?;
+        let mut history = self.history(st, id)?;
         if record_attempt
             || report.failure.kind == "ConsumerDied"
             || report.failure.kind == "LeaseExpired"
@@ -234,9 +225,18 @@ impl Queue {
                 tags: report.tags.clone(),
                 expires_at_ms: config.retention.map(|r| now + r.as_millis() as u64),
             },
-            first_received_at: extra.and_then(|e| e.first_received_at),
+            first_received_at: history.first_received_at,
             enqueued_at,
         })
+    }
+
+    /// The failure history message `id` has so far, with when it was first received.
+    fn history(&self, st: &State, id: MessageId) -> Result<History> {
+        let extra = st.extras.get(&id);
+        let pos = extra.and_then(|e| e.history_pos);
+        let mut history = self.store.engine().read_history(pos)?;
+        history.first_received_at = extra.and_then(|e| e.first_received_at);
+        Ok(history)
     }
 
     /// The record that expires message `id` (TTL): to the DLQ or deleted.

@@ -234,36 +234,27 @@ mod tests {
         out
     }
 
+    /// A clean segment's records are counted; a bad magic is reported; a torn tail in the
+    /// last segment is not damage.
     #[test]
-    fn clean_segment_counts_records() {
-        let bytes = segment_bytes(0, &[b"one", b"two"], 4096);
+    fn a_segment_report_counts_records_and_tells_a_torn_tail_from_damage() {
+        let mut bytes = segment_bytes(0, &[b"one", b"two"], 4096);
         let seg = check_segment("x", 0, &bytes, true);
         assert_eq!(seg.header, HeaderStatus::Ok);
         assert_eq!(seg.version, Some(FORMAT_VERSION));
-        assert_eq!(seg.records, 2);
-        assert_eq!(seg.record_bytes, 2 * (16 + 3));
-        assert!(seg.torn_tail.is_none());
-        assert!(seg.is_sound());
-    }
+        assert_eq!((seg.records, seg.record_bytes), (2, 2 * (16 + 3)));
+        assert!(seg.torn_tail.is_none() && seg.is_sound());
 
-    #[test]
-    fn bad_magic_is_reported() {
-        let mut bytes = segment_bytes(0, &[b"one"], 4096);
-        bytes[0] = b'X';
-        let seg = check_segment("x", 0, &bytes, true);
-        assert_eq!(seg.header, HeaderStatus::BadMagic);
-        assert!(!seg.is_sound());
-    }
-
-    #[test]
-    fn torn_tail_in_last_segment_is_not_damage() {
-        let mut bytes = segment_bytes(0, &[b"one", b"two"], 4096);
         let second = SEGMENT_HEADER_LEN + 19 + 17;
         bytes[second] ^= 0xff;
         let seg = check_segment("x", 0, &bytes, true);
         assert_eq!(seg.records, 1);
-        let torn = seg.torn_tail.clone().expect("torn tail");
-        assert_eq!(torn.position, 19);
+        assert_eq!(seg.torn_tail.clone().expect("torn tail").position, 19);
         assert!(seg.is_sound());
+
+        bytes[0] = b'X';
+        let seg = check_segment("x", 0, &bytes, true);
+        assert_eq!(seg.header, HeaderStatus::BadMagic);
+        assert!(!seg.is_sound());
     }
 }

@@ -162,39 +162,27 @@ mod tests {
         ));
     }
 
+    /// An intact checkpoint naming a newer version is newer, and one with a development
+    /// build's magic (versions 1 to 6) pre-release whatever version it names; version 0, or
+    /// either of them with a byte changed, is damage.
     #[test]
-    fn an_intact_newer_checkpoint_is_newer() {
-        let mut bytes = sample();
-        bytes[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
-        seal(&mut bytes);
-        assert_eq!(
-            decode_checkpoint(&bytes),
-            Err(CheckpointError::Newer(FORMAT_VERSION + 1))
-        );
-        // Version 0 is no version.
-        bytes[8..10].copy_from_slice(&0u16.to_le_bytes());
-        seal(&mut bytes);
-        assert_eq!(decode_checkpoint(&bytes), Err(CheckpointError::Damaged(8)));
-    }
-
-    /// A development build's checkpoint (its magic; versions 1 to 6) is recognised when
-    /// intact, whatever version it names, and is damage otherwise.
-    #[test]
-    fn an_intact_pre_release_checkpoint_is_pre_release() {
-        for version in [1u16, 4, 6] {
+    fn intact_newer_and_pre_release_checkpoints_are_told_from_damage() {
+        use CheckpointError::{Damaged, Newer, PreRelease};
+        let newer = FORMAT_VERSION + 1;
+        for (magic, version, want) in [
+            (MAGIC, newer, Newer(newer)),
+            (MAGIC, 0, Damaged(8)),
+            (PRE_RELEASE_MAGIC, 1, PreRelease(1)),
+            (PRE_RELEASE_MAGIC, 4, PreRelease(4)),
+            (PRE_RELEASE_MAGIC, 6, PreRelease(6)),
+        ] {
             let mut bytes = sample();
-            bytes[0..8].copy_from_slice(&PRE_RELEASE_MAGIC);
+            bytes[0..8].copy_from_slice(&magic);
             bytes[8..10].copy_from_slice(&version.to_le_bytes());
             seal(&mut bytes);
-            assert_eq!(
-                decode_checkpoint(&bytes),
-                Err(CheckpointError::PreRelease(version))
-            );
+            assert_eq!(decode_checkpoint(&bytes), Err(want));
             bytes[20] ^= 1;
-            assert_eq!(
-                decode_checkpoint(&bytes),
-                Err(CheckpointError::Damaged(CRC_AT as u64))
-            );
+            assert_eq!(decode_checkpoint(&bytes), Err(Damaged(CRC_AT as u64)));
         }
     }
 }

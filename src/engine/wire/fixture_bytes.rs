@@ -1,7 +1,7 @@
 //! The fixture stores (`tests/fixtures/vN/store`, one per released format version, and the
 //! next version's while it grows) read at the byte level: every record and checkpoint
-//! decodes with its version's decoder, and what is in the current version is encoded back
-//! to the very same bytes. This is what proves the wire structs are the format rather than
+//! decodes with its version's decoder and is exactly the bytes of its version's wire
+//! structs, and what is in the current version is encoded back to the very same bytes. This is what proves the wire structs are the format rather than
 //! a description of it. (`tests/format_compat.rs` opens the same stores as a user would
 //! and checks their contents.)
 
@@ -79,6 +79,10 @@ fn every_fixture_record_decodes_and_current_ones_encode_back_exactly() {
                 records += 1;
                 let applied = decode_for_apply(version, &body)
                     .unwrap_or_else(|_| panic!("{}: a record does not decode", path.display()));
+                if version == 1 {
+                    let wire = v1::tests::reencode_wire(&body);
+                    assert_eq!(wire, body, "{}: not version 1's bytes", path.display());
+                }
                 if version != FORMAT_VERSION {
                     continue;
                 }
@@ -107,6 +111,15 @@ fn every_fixture_checkpoint_decodes_and_current_ones_encode_back() {
         for path in checkpoints {
             let bytes = std::fs::read(&path).unwrap();
             let file = decode_checkpoint(&bytes).expect("a checkpoint");
+            if file.version == 1 {
+                let wire = v1::snapshot::tests::reencode_wire(&bytes[32..]);
+                assert_eq!(
+                    wire,
+                    bytes[32..],
+                    "{}: not version 1's bytes",
+                    path.display()
+                );
+            }
             if file.version != FORMAT_VERSION {
                 continue;
             }
