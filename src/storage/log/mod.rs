@@ -206,14 +206,13 @@ impl Log {
         Ok(DirLock { dir, guard })
     }
 
-    /// Opens the log in the directory `lock` holds: recovery (see `docs/FORMAT.md`), then
-    /// the log is ready to append.
+    /// Opens the log in the directory `lock` holds, with `opts` checked before the lock was
+    /// taken: recovery (see `docs/FORMAT.md`), then the log is ready to append.
     pub fn open_locked(
         fs: Arc<dyn Vfs>,
         lock: DirLock,
         opts: LogOptions,
     ) -> Result<(Log, RecoveryReport)> {
-        opts.validate()?;
         let DirLock { dir, guard: lock } = lock;
         let (segments, report, hint) = recover(fs.as_ref(), &dir, &opts, false)?;
         Self::start(fs, dir, opts, segments, report, hint, Some(lock))
