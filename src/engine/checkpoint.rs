@@ -183,13 +183,8 @@ pub(crate) fn load_newest(
     let mut slots = CheckpointSlots::default();
     let mut candidates = Vec::new();
     let mut damage = None;
-    // Ranges recovery quarantined still count as the log's: a log whose first segment was
-    // lost still starts at 0. Where the records end when its tail was lost.
-    let first = report
-        .quarantined
-        .iter()
-        .map(|q| q.start)
-        .fold(log.first_position(), u64::min);
+    let first = log_start(log, report);
+    // Where the records end when its tail was lost.
     let records_end = report.quarantined.iter().find_map(|q| match q.kind {
         CorruptionKind::LostTail { actual, .. } => Some(actual),
         _ => None,
@@ -235,6 +230,13 @@ pub(crate) fn load_newest(
     // Without a checkpoint the log must start at 0: its head is missing.
     let lost = missing_range(log, dir, 0, first, strict || read_only)?;
     Ok((State::default(), first, slots, lost))
+}
+
+/// Where the log starts, with the ranges recovery quarantined counted as the log's: a log
+/// whose first segment was lost still starts at 0.
+pub(crate) fn log_start(log: &Log, report: &RecoveryReport) -> u64 {
+    let quarantined = report.quarantined.iter().map(|q| q.start);
+    quarantined.fold(log.first_position(), u64::min)
 }
 
 /// Positions `[start, end)` the store needs that no segment holds (the log's first segment

@@ -157,11 +157,7 @@ impl Engine {
             // Every record the index refers to must be in the log: one below the first
             // segment (or the first range recovery quarantined) was in a segment that is
             // gone (a first segment deleted).
-            let first = report
-                .quarantined
-                .iter()
-                .map(|q| q.start)
-                .fold(log.first_position(), u64::min);
+            let first = checkpoint::log_start(&log, &report);
             if let Some(low) = state.lowest_position().filter(|&low| low < first) {
                 let lost = checkpoint::missing_range(&log, dir, low, first, strict || read_only)?;
                 report.quarantined.extend(lost);
