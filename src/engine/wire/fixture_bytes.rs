@@ -1,9 +1,10 @@
 //! The fixture stores (`tests/fixtures/vN/store`, one per released format version, and the
 //! next version's while it grows) read at the byte level: every record and checkpoint
 //! decodes with its version's decoder and is exactly the bytes of its version's wire
-//! structs, and what is in the current version is encoded back to the very same bytes. This is what proves the wire structs are the format rather than
-//! a description of it. (`tests/format_compat.rs` opens the same stores as a user would
-//! and checks their contents.)
+//! structs, and what is in the current version is encoded back to the very same bytes.
+//! This is what proves the wire structs are the format rather than a description of it.
+//! (`tests/format_compat.rs` opens the same stores as a user would and checks their
+//! contents.)
 
 use std::path::{Path, PathBuf};
 
