@@ -11,6 +11,8 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+mod name;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -95,6 +97,8 @@ impl fmt::Display for CorruptionKind {
         f.write_str(s)
     }
 }
+
+pub use name::NameProblem;
 
 /// Where damaged data was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,8 +254,14 @@ pub enum Error {
     EmptyRecord,
     /// A log position that does not start a record, or lies outside the log.
     InvalidPosition(u64),
-    /// A queue name that is not valid (empty, too long, or containing control characters).
-    InvalidQueueName(String),
+    /// A new queue's name is refused: `problem` says what is wrong with it (see
+    /// [`NameProblem`] for the rules). Nothing was written.
+    InvalidQueueName {
+        /// The name asked for.
+        name: String,
+        /// What is wrong with it.
+        problem: NameProblem,
+    },
     /// A new queue's name, or the name its DLQ would get, is already taken by an existing
     /// queue or that queue's DLQ: queues and DLQs share one namespace. Nothing was written.
     NameClash {
@@ -290,6 +300,12 @@ pub enum Error {
     },
     /// A configuration value is out of range.
     InvalidConfig(String),
+    /// The store path names something that is not a directory (a regular file, say), or
+    /// one of its parents does: a store is a directory. Nothing was created.
+    NotADirectory {
+        /// The store path given.
+        path: PathBuf,
+    },
     /// An actor name (who makes a change, for the audit trail) that is empty, longer
     /// than 256 bytes or holds control characters.
     InvalidActor(String),
@@ -465,7 +481,19 @@ impl fmt::Display for Error {
             }
             Error::EmptyRecord => f.write_str("a log record cannot be empty"),
             Error::InvalidPosition(p) => write!(f, "no record starts at log position {p}"),
-            Error::InvalidQueueName(n) => write!(f, "invalid queue name {n:?}"),
+            Error::InvalidQueueName { name, problem } => {
+                write!(f, "invalid queue name {name:?}: it {problem}")?;
+                if matches!(problem, NameProblem::NotAllowed { .. }) {
+                    return Ok(());
+                }
+                write!(
+                    f,
+                    " (a queue name is 1 to {} bytes, not blank, without leading or trailing \
+                     whitespace, '/', '\\', control or invisible characters, and not \".\" \
+                     or \"..\")",
+                    NameProblem::MAX_LEN
+                )
+            }
             Error::NameClash { name, existing } => write!(
                 f,
                 "queue name {name:?} clashes with queue {existing:?} or its DLQ \
@@ -488,6 +516,12 @@ impl fmt::Display for Error {
                 write!(f, "the store holds its limit of {limit} queues")
             }
             Error::InvalidConfig(s) => write!(f, "invalid configuration: {s}"),
+            Error::NotADirectory { path } => write!(
+                f,
+                "{} is not a directory (a store is a directory): it, or one of its parents, \
+                 is a file",
+                path.display()
+            ),
             Error::InvalidActor(s) => write!(
                 f,
                 "invalid actor {s:?}: 1 to 256 bytes without control characters"

@@ -197,12 +197,14 @@ pub mod queue {
     //! Producing and consuming: the options of an enqueue ([`EnqueueOptions`]) and of a
     //! queue ([`QueueOptions`]), a queue's counts ([`QueueStats`], [`QueueCounters`]), and
     //! the report of a failed delivery ([`FailureReport`]) with what came of it
-    //! ([`FailureOutcome`]). The handle itself is [`Queue`](crate::Queue).
+    //! ([`FailureOutcome`]), and what is wrong with a refused queue name ([`NameProblem`]).
+    //! The handle itself is [`Queue`](crate::Queue).
     pub use crate::api::core::config::QueueOptions;
     pub use crate::api::queue::{
         EnqueueOptions, FailureOutcome, FailureReport, QueueCounters, QueueStats,
     };
     pub use crate::engine::envelope::MessageId;
+    pub use crate::error::NameProblem;
 }
 
 pub mod dlq {

@@ -23,10 +23,11 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::mmap::MappedFile;
+use crate::error::{Error, IoContext, Result};
 
 /// A read-only view of a file's bytes. It hands out ranges, never the whole view: over a
 /// live map of a file that is being appended to, a reference must cover only bytes that
@@ -172,6 +173,49 @@ pub trait Vfs: Send + Sync {
     fn allows_background_io(&self) -> bool {
         true
     }
+}
+
+/// Creates directory `dir` and its missing parents durably: after each is created, the
+/// directory that holds its name is synced (a new directory's entry is, like a file's,
+/// durable only once its parent is synced). A path that is, or runs through, something
+/// that is not a directory is [`Error::NotADirectory`]. Nothing is synced when `dir`
+/// exists.
+pub(crate) fn create_dir_durably(fs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let not_a_dir = || Error::NotADirectory {
+        path: dir.to_path_buf(),
+    };
+    // The missing directories, deepest first: up to the first ancestor that is there (one
+    // that cannot be listed for another reason, such as permissions, is there).
+    let mut missing: Vec<&Path> = Vec::new();
+    for d in dir.ancestors().take_while(|d| !d.as_os_str().is_empty()) {
+        match fs.list(d) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(d),
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Err(not_a_dir()),
+            _ => break,
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    match fs.create_dir_all(dir) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Err(not_a_dir())
+        }
+        created => created.io("create dir", dir)?,
+    }
+    for d in missing.iter().rev() {
+        let parent = match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        fs.sync_dir(&parent).io("fsync dir", &parent)?;
+    }
+    Ok(())
 }
 
 /// The real file system: positioned writes, fdatasync, and memory-mapped reads (the map

@@ -51,7 +51,10 @@ fn unknown_queues_are_a_typed_error() {
     assert_eq!(store.existing_queue("orders").unwrap().name(), "orders");
     assert_eq!(store.dlq("orders-dlq").unwrap().name(), "orders-dlq");
     assert_eq!(store.dlq("orders").unwrap().name(), "orders-dlq");
-    assert!(matches!(store.queue(""), Err(Error::InvalidQueueName(_))));
+    assert!(matches!(
+        store.queue(""),
+        Err(Error::InvalidQueueName { .. })
+    ));
 }
 
 #[test]

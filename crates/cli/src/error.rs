@@ -4,6 +4,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use deadletter::queue::NameProblem;
+
 /// Why a command failed.
 #[derive(Debug)]
 pub enum CliError {
@@ -71,7 +73,10 @@ impl CliError {
             CliError::Store(e) => match e {
                 E::NotFound(_) => "not_found",
                 E::UnknownQueue(_) => "unknown_queue",
-                E::InvalidQueueName(_) => "invalid_queue_name",
+                E::InvalidQueueName { problem, .. } => name_problem_kind(problem),
+                E::NameClash { .. } => "name_clash",
+                E::Remote { kind, .. } if kind == "NameClash" => "name_clash",
+                E::NotADirectory { .. } => "not_a_directory",
                 E::Corruption { .. } => "corruption",
                 E::UnsupportedFormat { .. } => "unsupported_format",
                 E::DiskFull { .. } => "disk_full",
@@ -101,6 +106,22 @@ impl CliError {
             what: what.into(),
             source,
         }
+    }
+}
+
+/// The `--json` error kind of a refused queue name: one per [`NameProblem`].
+fn name_problem_kind(problem: &NameProblem) -> &'static str {
+    match problem {
+        NameProblem::Empty => "queue_name_empty",
+        NameProblem::TooLong { .. } => "queue_name_too_long",
+        NameProblem::Blank => "queue_name_blank",
+        NameProblem::EdgeWhitespace => "queue_name_edge_whitespace",
+        NameProblem::DotName => "queue_name_dot",
+        NameProblem::PathSeparator(_) => "queue_name_path_separator",
+        NameProblem::ControlCharacter(_) => "queue_name_control_character",
+        NameProblem::InvisibleCharacter(_) => "queue_name_invisible_character",
+        NameProblem::NotAllowed { .. } => "queue_name_not_allowed",
+        _ => "queue_name_invalid",
     }
 }
 

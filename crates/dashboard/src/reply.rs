@@ -37,7 +37,7 @@ impl Reply {
 pub(crate) fn status_of(e: &Error) -> u16 {
     match e {
         Error::UnknownQueue(_) | Error::NotFound(_) => 404,
-        Error::InvalidQueueName(_) | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
+        Error::InvalidQueueName { .. } | Error::TooLarge { .. } | Error::InvalidConfig(_) => 400,
         Error::UnknownGuardedReplay(_) => 404,
         Error::AlreadyReprocessed(_)
         | Error::InvalidState { .. }

@@ -22,7 +22,7 @@
 //! store's ids in a store), and kept for the message's whole life, replays to another queue
 //! included (a replayed message carries it in a header).
 
-use deadletter::queue::MessageId;
+use deadletter::queue::{MessageId, NameProblem};
 use deadletter::{Error, Result};
 
 /// Bits of a message id taken by the stream sequence.
@@ -45,17 +45,22 @@ pub(crate) fn validate_namespace(ns: &str) -> Result<()> {
     }
 }
 
-/// Checks a queue name: 1 to 128 letters, digits, `_` or `-`.
+/// Checks a queue name: the store's rules (`NameProblem::of`), and 1 to 128 letters,
+/// digits, `_` or `-` (a name becomes part of stream and subject names).
 pub(crate) fn validate_queue(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
+    let narrow = name.len() <= 128
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidQueueName(name.to_string()))
+    let problem = NameProblem::of(name).or((!narrow).then_some(NameProblem::NotAllowed {
+        allowed: "on JetStream a queue name is 1 to 128 letters, digits, '_' or '-'",
+    }));
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(Error::InvalidQueueName {
+            name: name.to_string(),
+            problem,
+        }),
     }
 }
 

@@ -142,7 +142,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
         }
         Error::Poisoned => (StorePoisoned::new_err(message), None, None, None),
         Error::TooLarge { .. } => (TooLarge::new_err(message), None, None, None),
-        Error::InvalidQueueName(_) => (InvalidQueueName::new_err(message), None, None, None),
+        Error::InvalidQueueName { .. } => (InvalidQueueName::new_err(message), None, None, None),
         Error::NameClash { .. } => (NameClash::new_err(message), None, None, None),
         Error::UnknownQueue(_) => (UnknownQueue::new_err(message), None, None, None),
         Error::NotFound(id) => (NotFound::new_err(message), Some(*id), None, None),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::api::core::clock::{Clock, SystemClock};
 use crate::engine::record::RECORD_OVERHEAD;
 use crate::engine::state::AuditLimits;
-use crate::error::{require, Result};
+use crate::error::{require, Error, NameProblem, Result};
 use crate::storage::format::{
     self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
@@ -314,6 +314,20 @@ impl Config {
             self.dlq_name_pattern.contains("{queue_name}"),
             "dlq_name_pattern must contain {queue_name}",
         )?;
+        // The rest of a DLQ name is the pattern's and the environment's: checked once here,
+        // so that the DLQ of every valid queue name is a valid name too.
+        let sample = self
+            .dlq_name_pattern
+            .replace("{queue_name}", "q")
+            .replace("{environment}", self.environment.as_deref().unwrap_or(""));
+        if let Some(problem) = NameProblem::of(&sample) {
+            return Err(Error::InvalidConfig(format!(
+                "dlq_name_pattern {:?} with environment {:?} makes DLQ names that are not \
+                 valid queue names (queue \"q\" would get the DLQ {sample:?}, which {problem})",
+                self.dlq_name_pattern,
+                self.environment.as_deref().unwrap_or("")
+            )));
+        }
         require(self.queue_defaults.max_attempts > 0, "max_attempts of zero")?;
         require(
             (0.0..=1.0).contains(&c.relocate_below) && c.batch > 0,

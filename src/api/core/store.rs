@@ -37,7 +37,7 @@ use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, QueueId};
 use crate::engine::state::{AuditAction, AuditEntry, Effects, IdMap, IdSet, State, MAX_QUEUES};
 use crate::engine::{Batch, Engine, Settle};
-use crate::error::{Error, Result};
+use crate::error::{Error, NameProblem, Result};
 use crate::storage::log::{RecoveryReport, SegmentInfo};
 use crate::storage::segment;
 
@@ -459,10 +459,17 @@ impl Store {
 
     /// The queue id of `name`, declaring the queue (one record) if it is new.
     pub(crate) fn declare(&self, name: &str) -> Result<QueueId> {
-        validate_queue_name(name)?;
         self.commit_with(|st| {
             if let Some(&id) = st.names.get(name) {
+                // A queue the store holds keeps its name, even one the rules for new names
+                // refuse (an older release allowed more).
                 return Ok((Vec::new(), id));
+            }
+            if let Some(problem) = NameProblem::of(name) {
+                return Err(Error::InvalidQueueName {
+                    name: name.to_string(),
+                    problem,
+                });
             }
             if let Some(existing) = self.clashing_queue(name, st.names.keys()) {
                 return Err(Error::NameClash {
@@ -605,13 +612,4 @@ pub(crate) fn queue_name(st: &State, q: QueueId) -> String {
         .get(q as usize)
         .map(|qs| qs.name.clone())
         .unwrap_or_default()
-}
-
-/// Queue names: 1 to 200 bytes, no control characters. A name that clashes with another
-/// queue or DLQ is refused by [`Store::declare`] ([`Error::NameClash`]).
-fn validate_queue_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > 200 || name.chars().any(|c| c.is_control()) {
-        return Err(Error::InvalidQueueName(name.to_string()));
-    }
-    Ok(())
 }

@@ -35,7 +35,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::error::{Error, IoContext, Result};
 use crate::storage::segment::{self, Segment};
 use crate::storage::tail_hint::{self, HintKeeper};
-use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
+use crate::storage::vfs::{create_dir_durably, LockGuard, LockHolder, Vfs, VfsFile};
 
 pub use append::AppendRules;
 use append::{spawn_preparer, PrepMsg};
@@ -173,23 +173,15 @@ impl Log {
         Self::open_locked(fs, lock, opts)
     }
 
-    /// Creates `dir` if it does not exist (making its name durable) and takes its
+    /// Creates `dir` if it does not exist (making its name, and those of the parents it
+    /// creates, durable; [`Error::NotADirectory`] when it, or a parent, is a file) and takes its
     /// exclusive lock ([`Error::Locked`] when another handle holds it). Nothing else in the
     /// directory is read or changed: a caller that must look at other files before the
     /// log's recovery changes anything (the engine's checkpoints) does so holding this,
     /// then opens the log with [`Log::open_locked`].
     pub fn lock_dir(fs: &dyn Vfs, dir: impl AsRef<Path>) -> Result<DirLock> {
         let dir = dir.as_ref().to_path_buf();
-        let existed = fs.list(&dir).is_ok();
-        fs.create_dir_all(&dir).io("create dir", &dir)?;
-        if !existed {
-            // Make the new directory's own name durable in its parent.
-            let parent = match dir.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            fs.sync_dir(&parent).io("fsync dir", &parent)?;
-        }
+        create_dir_durably(fs, &dir)?;
         let lock_path = dir.join(LOCK_FILE);
         let guard = match fs.lock(&lock_path) {
             Ok(l) => l,

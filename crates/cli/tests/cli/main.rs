@@ -18,7 +18,8 @@
 //! - `trace`: a message's life after compactions;
 //! - `as_of`: `list` and `stats` of the DLQs as they were at a past time;
 //! - `limits`: records larger than the tool's own message limit, kept by every command;
-//! - `missing`: a deleted first, middle or last segment, reported and refused.
+//! - `missing`: a deleted first, middle or last segment, reported and refused;
+//! - `names`: bad queue names, a name clash and a store path that is a file, refused by kind.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -43,6 +44,7 @@ mod guarded;
 mod limits;
 mod live;
 mod missing;
+mod names;
 #[cfg(feature = "jetstream")]
 mod nats;
 mod serve;

@@ -19,7 +19,9 @@ use deadletter::dlq::{
     Attempt, Cursor, DeadLetter, DlqAlert, DlqMetadata, EntryStatus, FailureInfo, OriginalMetadata,
     EXPIRED_KIND,
 };
-use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueOptions};
+use deadletter::queue::{
+    EnqueueOptions, FailureOutcome, FailureReport, MessageId, NameProblem, QueueOptions,
+};
 use deadletter::{Error, Failure, Filter, ReplayOptions, Result};
 
 /// Failed attempts an entry keeps (the newest; older ones are counted as dropped), as the
@@ -225,8 +227,11 @@ impl State {
         if self.queues.contains_key(name) {
             return Ok(());
         }
-        if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
-            return Err(Error::InvalidQueueName(name.to_string()));
+        if let Some(problem) = NameProblem::of(name) {
+            return Err(Error::InvalidQueueName {
+                name: name.to_string(),
+                problem,
+            });
         }
         let clash = self
             .queues

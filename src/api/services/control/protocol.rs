@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
-use crate::error::Error;
+use crate::error::{Error, NameProblem};
 
 /// The control protocol version this build speaks (5: replays carry their options whole,
 /// after 4's guarded replays; see docs/CONTROL.md).
@@ -170,7 +170,8 @@ impl From<&Error> for RemoteError {
         match e {
             Error::NotFound(id) => RemoteError::NotFound(*id),
             Error::UnknownQueue(q) => RemoteError::UnknownQueue(q.clone()),
-            Error::InvalidQueueName(q) => RemoteError::InvalidQueueName(q.clone()),
+            // The problem is not sent: it is a function of the name (`NameProblem::of`).
+            Error::InvalidQueueName { name, .. } => RemoteError::InvalidQueueName(name.clone()),
             Error::AlreadyReprocessed(id) => RemoteError::AlreadyReprocessed(*id),
             Error::TooLarge { size, max } => RemoteError::TooLarge {
                 size: *size as u64,
@@ -196,7 +197,12 @@ impl From<RemoteError> for Error {
         match e {
             RemoteError::NotFound(id) => Error::NotFound(id),
             RemoteError::UnknownQueue(q) => Error::UnknownQueue(q),
-            RemoteError::InvalidQueueName(q) => Error::InvalidQueueName(q),
+            RemoteError::InvalidQueueName(name) => Error::InvalidQueueName {
+                problem: NameProblem::of(&name).unwrap_or(NameProblem::NotAllowed {
+                    allowed: "the store's owner refuses it",
+                }),
+                name,
+            },
             RemoteError::AlreadyReprocessed(id) => Error::AlreadyReprocessed(id),
             RemoteError::TooLarge { size, max } => Error::TooLarge {
                 size: size as usize,
