@@ -55,6 +55,16 @@ pub enum CorruptionKind {
         /// The first position the log still holds.
         end: u64,
     },
+    /// A segment or checkpoint of another store: its header names a store id other than
+    /// this store's (the id a store gets at creation, in every segment header and
+    /// checkpoint from format version 2 on). It is never read as this store's: a strict
+    /// open and `verify` name the file, quarantine skips it whole.
+    Foreign {
+        /// This store's id.
+        expected: u128,
+        /// The id the file names.
+        found: u128,
+    },
     /// A record decoded with a valid checksum but its content is not a valid record.
     BadContent,
     /// A checkpoint file failed its checksum or could not be decoded.
@@ -87,6 +97,13 @@ impl fmt::Display for CorruptionKind {
                     f,
                     "log positions {start} to {end} are in no segment: the segments that \
                      held them are missing"
+                );
+            }
+            CorruptionKind::Foreign { expected, found } => {
+                return write!(
+                    f,
+                    "the file belongs to another store (store id {found:032x}; this store's \
+                     is {expected:032x})"
                 );
             }
             CorruptionKind::BadContent => "record content cannot be decoded",

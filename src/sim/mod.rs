@@ -41,8 +41,9 @@ pub use crate::api::core::store::DebugMessage;
 pub use crate::engine::state::Place;
 pub use crate::rng::SplitMix64 as SimRng;
 pub use crate::storage::format::{
-    decode_frame, decode_segment_header, encode_frame, encode_segment_header, frame_len, Frame,
-    FrameError, HeaderError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_frame, decode_segment_header, encode_frame, encode_segment_header, frame_len,
+    header_len, Frame, FrameError, HeaderError, SegmentHeader, FRAME_HEADER_LEN, V1_HEADER_LEN,
+    V2_HEADER_LEN,
 };
 pub use crate::storage::log::{
     Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
@@ -133,7 +134,7 @@ impl StoreHooks for Store {
 pub fn checkpoint_positions(dir: &Path) -> Result<[Option<u64>; 2]> {
     let mut out = [None; 2];
     for (slot, pos) in out.iter_mut().enumerate() {
-        if let SlotState::Valid(p, _) = checkpoint::read(&RealFs, dir, slot)? {
+        if let SlotState::Valid(p, ..) = checkpoint::read(&RealFs, dir, slot)? {
             *pos = Some(p);
         }
     }
@@ -182,10 +183,17 @@ pub fn check_checkpoint(bytes: &[u8]) -> std::result::Result<bool, String> {
     let Ok(file) = wire::decode_checkpoint(bytes) else {
         return Ok(false);
     };
-    let again = wire::encode_checkpoint(file.position, file.snapshot.clone())
+    let id = file.store_id.unwrap_or_default();
+    let again = wire::encode_checkpoint(file.position, id, file.snapshot.clone())
         .map_err(|e| format!("re-encoding failed: {e}"))?;
     match wire::decode_checkpoint(&again) {
-        Ok(back) if back.position == file.position && back.snapshot == file.snapshot => Ok(true),
+        Ok(back)
+            if back.position == file.position
+                && back.snapshot == file.snapshot
+                && back.store_id.unwrap_or_default() == id =>
+        {
+            Ok(true)
+        }
         _ => Err("re-encoded, the checkpoint decodes to another index".into()),
     }
 }

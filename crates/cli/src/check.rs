@@ -45,6 +45,12 @@ fn segment_status(s: &SegmentReport) -> String {
         )),
         other => parts.push(format!("header: {other:?}")),
     }
+    if s.foreign {
+        parts.push(format!(
+            "FOREIGN: it belongs to another store (store id {}); no open reads it",
+            s.store_id.as_deref().unwrap_or("?")
+        ));
+    }
     if s.empty {
         parts.push("EMPTY: its header is lost".into());
     }
@@ -138,6 +144,12 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         }
         for c in &report.checkpoints {
             match (&c.position, &c.error, c.version) {
+                (Some(_), _, _) if c.foreign => text.push_str(&format!(
+                    "checkpoint {}: FOREIGN: it belongs to another store (store id {}); no \
+                     open restores it\n",
+                    c.file,
+                    c.store_id.as_deref().unwrap_or("?")
+                )),
                 (Some(pos), _, version) => text.push_str(&format!(
                     "checkpoint {}: ok (format version {}), covers positions below {pos}\n",
                     c.file,
@@ -208,6 +220,9 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
             fmt_bytes(report.record_bytes),
             fmt_bytes(report.bytes_read)
         ));
+        if let Some(id) = &report.store_id {
+            text.push_str(&format!("store id {id}\n"));
+        }
         if let Some(t) = report.torn_tail() {
             text.push_str(&format!(
                 "torn tail: {} bytes ({} records) after position {} in the last segment (an \

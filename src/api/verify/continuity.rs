@@ -59,7 +59,11 @@ pub(super) fn boundaries(segments: &[SegmentReport]) -> Vec<Boundary> {
         let (cur, next) = (&pair[0], &pair[1]);
         let expected = next.base;
         // A bad entry is reported against itself, not against the segment before it.
-        let bad_entry = cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok;
+        // So is another store's segment (see `identity`).
+        let bad_entry = cur.header != HeaderStatus::Ok
+            || next.header != HeaderStatus::Ok
+            || cur.foreign
+            || next.foreign;
         if bad_entry || cur.end == expected {
             continue;
         }
@@ -91,7 +95,7 @@ pub(super) fn lost_tail(
     let expected = checkpoints.iter().filter_map(|c| c.position).max()?;
     // Only a log whose last segment could be read says where the records end.
     let last = segments.last()?;
-    if last.header != HeaderStatus::Ok {
+    if last.header != HeaderStatus::Ok || last.foreign {
         return None;
     }
     (last.end < expected).then_some(LostTailReport {

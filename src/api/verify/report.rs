@@ -52,6 +52,12 @@ pub struct VerifyReport {
     pub record_bytes: u64,
     /// Bytes of segment files read.
     pub bytes_read: u64,
+    /// The store's id (32 hex digits), as most of its segments name it (format version 2
+    /// on; see `docs/FORMAT.md`, store identity): a segment or checkpoint naming another
+    /// is foreign ([`SegmentReport::foreign`], [`CheckpointReport::foreign`]), a problem.
+    /// `None` for a store of format version 1 only.
+    #[serde(default)]
+    pub store_id: Option<String>,
 }
 
 impl VerifyReport {
@@ -70,6 +76,7 @@ impl VerifyReport {
                     HeaderStatus::Ok | HeaderStatus::UnsupportedVersion | HeaderStatus::PreRelease
                 );
                 usize::from(bad_header)
+                    + usize::from(s.foreign)
                     + usize::from(s.is_short())
                     + s.damaged.len()
                     + usize::from(!s.last && s.torn_tail.is_some())
@@ -78,7 +85,7 @@ impl VerifyReport {
         let checkpoints = self
             .checkpoints
             .iter()
-            .filter(|c| c.error.is_some())
+            .filter(|c| c.error.is_some() || c.foreign)
             .count();
         in_segments
             + self.boundaries.len()
@@ -96,10 +103,11 @@ impl VerifyReport {
     /// the file offset where the open stops reading and how many bytes from there to the
     /// last non-zero one.
     pub fn written_past_hint(&self) -> Option<(u64, u64)> {
-        let header = crate::storage::format::SEGMENT_HEADER_LEN as u64;
         let last = self.segments.last().filter(|s| s.last)?;
+        let header = last.header_len;
         let data_len = last.file_len.saturating_sub(header);
-        let limit = header + crate::storage::tail_hint::read_limit(self.tail_hint?, data_len);
+        let limit =
+            header + crate::storage::tail_hint::read_limit(header, self.tail_hint?, data_len);
         let torn = last.torn_tail.as_ref()?;
         let torn_end = torn.file_offset + torn.bytes;
         (torn_end > limit).then(|| (limit, torn_end - limit))

@@ -101,6 +101,9 @@ struct Inner {
     dir: PathBuf,
     fs: Arc<dyn Vfs>,
     opts: LogOptions,
+    /// The store's id, which every new segment's header names (0: none, a read-only
+    /// snapshot of a store of format version 1).
+    store_id: u128,
     segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
     writer: Mutex<Writer>,
     /// Log position up to which bytes were written to files.
@@ -275,6 +278,7 @@ impl Log {
             dir,
             fs,
             opts,
+            store_id: report.store_id.unwrap_or_default(),
             segments: RwLock::new(segments),
             writer: Mutex::new(Writer {
                 active,
@@ -332,6 +336,13 @@ impl Log {
     /// The options the log was opened with.
     pub fn options(&self) -> &LogOptions {
         &self.inner.opts
+    }
+
+    /// The store's id (see `docs/FORMAT.md`, store identity): what every segment header
+    /// of format version 2 on names, and every checkpoint. `None` for a read-only snapshot
+    /// of a store that has none (all its segments of version 1).
+    pub fn store_id(&self) -> Option<u128> {
+        Some(self.inner.store_id).filter(|&id| id != 0)
     }
 
     /// Position of the first record still in the log.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{require, Result};
-use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN};
 
 /// The default size of a segment file, header included.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
@@ -74,6 +74,13 @@ pub struct LogOptions {
     /// quarantine, appends resume at or past it, so positions never go backwards. 0: none
     /// known.
     pub high_water: u64,
+    /// The store's checkpoints, as the store read them before opening the log: the
+    /// position each covers and the store id it names (version 2 on; `None` in version
+    /// 1's), newest last. The newest one's id breaks a tie between the segments' ids (see
+    /// `docs/FORMAT.md`, store identity), and the highest position of those that name the
+    /// store's id (or none) counts as a durable high-water mark, as `high_water` does: a
+    /// checkpoint of another store says nothing about this log.
+    pub checkpoints: Vec<(u64, Option<u128>)>,
 }
 
 impl Default for LogOptions {
@@ -88,6 +95,7 @@ impl Default for LogOptions {
             reserve: 0,
             format_version: FORMAT_VERSION,
             high_water: 0,
+            checkpoints: Vec::new(),
         }
     }
 }
@@ -101,15 +109,13 @@ impl LogOptions {
             format_args!("segment_size above {MAX_SEGMENT_SIZE} bytes (1 TiB)"),
         )?;
         require(self.format_version != 0, "format version 0")?;
-        let room = self
-            .segment_size
-            .saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);
+        let overhead = format::header_len(self.format_version) + FRAME_HEADER_LEN;
+        let room = self.segment_size.saturating_sub(overhead as u64);
         require(
             self.max_record_size > 0 && self.max_record_size as u64 <= room,
             format_args!(
                 "max_record_size {} must be between 1 and segment_size - {} = {room}",
-                self.max_record_size,
-                SEGMENT_HEADER_LEN + FRAME_HEADER_LEN
+                self.max_record_size, overhead
             ),
         )?;
         require(

@@ -18,7 +18,8 @@
 //! - `trace`: a message's life after compactions;
 //! - `as_of`: `list` and `stats` of the DLQs as they were at a past time;
 //! - `limits`: records larger than the tool's own message limit, kept by every command;
-//! - `missing`: a deleted first, middle or last segment, reported and refused.
+//! - `missing`: a deleted first, middle or last segment, reported and refused;
+//! - `foreign`: a segment of another store, refused by name.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -37,6 +38,7 @@ mod change;
 mod errors;
 mod features;
 mod fingerprints;
+mod foreign;
 #[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;

@@ -143,7 +143,13 @@ fn a_deleted_middle_or_last_segment_is_reported_refused_and_quarantined() {
         assert!(v["problems"].as_u64().unwrap() >= 1, "{which}: {v}");
         let (kind, _) = strict_refusal(dir.path());
         match (which, kind) {
-            ("middle", CorruptionKind::MissingSegment) => {}
+            // The range the missing segment held: from where the one before it ends to
+            // where the one after it begins.
+            ("middle", CorruptionKind::MissingRange { start, end }) => {
+                let base =
+                    |p: &Path| -> u64 { p.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
+                assert_eq!((start, end), (base(&segments[1]), base(&segments[2])));
+            }
             ("last", CorruptionKind::LostTail { .. }) => {}
             other => panic!("{other:?}"),
         }
