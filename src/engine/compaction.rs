@@ -449,7 +449,8 @@ fn write_checkpoint(
     // A log opened to write always has the store's id (recovery gives one to a store
     // that had none).
     let store_id = engine.log.store_id().unwrap_or_default();
-    let bytes = wire::encode_checkpoint(position, store_id, snapshot)?;
+    let seq = engine.log.active_seq();
+    let bytes = wire::encode_checkpoint(position, store_id, seq, snapshot)?;
     let slot = slots.next;
     // Until the new file is complete the slot holds nothing usable for reclaim.
     slots.positions[slot] = None;

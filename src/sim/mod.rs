@@ -46,7 +46,7 @@ pub use crate::storage::format::{
     V2_HEADER_LEN,
 };
 pub use crate::storage::log::{
-    Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
+    CheckpointMark, Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
 };
 pub use crate::storage::segment::{
     parse_segment_name, parse_temp_name, scan, segment_name, temp_name, ScanResult, SPARE_NAME,
@@ -134,8 +134,8 @@ impl StoreHooks for Store {
 pub fn checkpoint_positions(dir: &Path) -> Result<[Option<u64>; 2]> {
     let mut out = [None; 2];
     for (slot, pos) in out.iter_mut().enumerate() {
-        if let SlotState::Valid(p, ..) = checkpoint::read(&RealFs, dir, slot)? {
-            *pos = Some(p);
+        if let SlotState::Valid(mark, _) = checkpoint::read(&RealFs, dir, slot)? {
+            *pos = Some(mark.position);
         }
     }
     Ok(out)
@@ -184,13 +184,15 @@ pub fn check_checkpoint(bytes: &[u8]) -> std::result::Result<bool, String> {
         return Ok(false);
     };
     let id = file.store_id.unwrap_or_default();
-    let again = wire::encode_checkpoint(file.position, id, file.snapshot.clone())
+    let seq = file.seq.unwrap_or_default();
+    let again = wire::encode_checkpoint(file.position, id, seq, file.snapshot.clone())
         .map_err(|e| format!("re-encoding failed: {e}"))?;
     match wire::decode_checkpoint(&again) {
         Ok(back)
             if back.position == file.position
                 && back.snapshot == file.snapshot
-                && back.store_id.unwrap_or_default() == id =>
+                && back.store_id.unwrap_or_default() == id
+                && back.seq.unwrap_or_default() == seq =>
         {
             Ok(true)
         }

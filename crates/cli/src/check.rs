@@ -137,8 +137,12 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         }
         let mut text = t.render();
         for b in &report.boundaries {
+            let count = match b.missing_segments {
+                Some(n) if n > 0 => format!("; {n} segment(s) missing by their numbers"),
+                _ => String::new(),
+            };
             text.push_str(&format!(
-                "BOUNDARY {} -> {}: {:?} (records end at {}, next segment starts at {})\n",
+                "BOUNDARY {} -> {}: {:?} (records end at {}, next segment starts at {}{count})\n",
                 b.file, b.next_file, b.kind, b.end, b.next_base
             ));
         }
@@ -176,6 +180,13 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 "LOST TAIL: the log ends at position {}, before position {}, which a \
                  checkpoint shows it had made durable\n",
                 lost.actual, lost.expected
+            ));
+        }
+        if let Some(missing) = &report.missing_segments {
+            text.push_str(&format!(
+                "MISSING SEGMENTS: segments numbered {} to {} are gone; a checkpoint was \
+                 written while segment {} existed (the log lost its last segments)\n",
+                missing.first, missing.last, missing.last
             ));
         }
         if let Some(missing) = &report.missing_range {

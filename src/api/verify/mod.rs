@@ -56,7 +56,7 @@ use crate::storage::format::FORMAT_VERSION;
 use crate::storage::tail_hint;
 
 pub use checkpoint::CheckpointReport;
-pub use continuity::{Boundary, BoundaryKind, LostTailReport};
+pub use continuity::{Boundary, BoundaryKind, LostTailReport, MissingSegmentsReport};
 pub use head::MissingRangeReport;
 pub use progress::VerifyProgress;
 pub use report::VerifyReport;
@@ -175,6 +175,11 @@ pub fn verify_with(
         .sum::<u64>();
     report.boundaries = continuity::boundaries(&report.segments);
     report.lost_tail = continuity::lost_tail(&report.segments, &report.checkpoints);
+    // What the positions show is the loss to report; the numbers, what they do not.
+    if report.lost_tail.is_none() {
+        report.missing_segments =
+            continuity::missing_segments(&report.segments, &report.checkpoints);
+    }
     // Whether the store needs records below its first segment: only an open of it can
     // tell (compaction deletes old segments too), and only of files it reads.
     if report.newer_versions().is_empty() && report.pre_release_files().is_empty() {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::CheckpointReport;
-use super::continuity::{Boundary, LostTailReport};
+use super::continuity::{Boundary, LostTailReport, MissingSegmentsReport};
 use super::head::MissingRangeReport;
 use super::segment::{HeaderStatus, SegmentReport, TornTailReport};
 
@@ -35,6 +35,12 @@ pub struct VerifyReport {
     /// A strict open refuses it ([`crate::recovery::CorruptionKind::MissingRange`]).
     #[serde(default)]
     pub missing_range: Option<MissingRangeReport>,
+    /// Set when the log's last segments are gone by their sequence numbers (format
+    /// version 2 on): a checkpoint was written while a segment numbered higher than any
+    /// left was the active one. A strict open refuses it
+    /// ([`crate::recovery::CorruptionKind::MissingSegments`]).
+    #[serde(default)]
+    pub missing_segments: Option<MissingSegmentsReport>,
     /// Temporary files: leftovers of an interrupted segment creation (an open removes
     /// them), the next segment being prepared, or `checkpoint.tmp`, a checkpoint being
     /// written or, between checkpoints, the reserve kept for the next one.
@@ -92,6 +98,7 @@ impl VerifyReport {
             + checkpoints
             + usize::from(self.lost_tail.is_some())
             + usize::from(self.missing_range.is_some())
+            + usize::from(self.missing_segments.is_some())
             + usize::from(self.written_past_hint().is_some())
     }
 

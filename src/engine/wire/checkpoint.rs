@@ -6,11 +6,11 @@
 //! +------+--------+--------+--------+----------+-----------+------------------+
 //! | magic| version| flags  | crc32  | position | body len  | body (bincode)   |
 //! +------+--------+--------+--------+----------+-----------+------------------+
-//! version 2: the store's id after the body length, then the body
-//! 0      8        10       12       16         24          32         48
-//! +------+--------+--------+--------+----------+-----------+----------+---------+
-//! | magic| version| flags  | crc32  | position | body len  | store id | body    |
-//! +------+--------+--------+--------+----------+-----------+----------+---------+
+//! version 2: the store's id and the active segment's number after the body length
+//! 0      8        10       12       16         24          32         48      56
+//! +------+--------+--------+--------+----------+-----------+----------+-------+-------+
+//! | magic| version| flags  | crc32  | position | body len  | store id | seq   | body  |
+//! +------+--------+--------+--------+----------+-----------+----------+-------+-------+
 //! ```
 //!
 //! Little-endian. The CRC-32 covers the whole file with its own four bytes zeroed. Every
@@ -30,8 +30,9 @@ const MAGIC: [u8; 8] = *b"DLTRCHKP";
 const PRE_RELEASE_MAGIC: [u8; 8] = *b"DLTRCKPT";
 /// Bytes of the version-1 header; its body starts here.
 const V1_HEADER_LEN: usize = 32;
-/// Bytes of the version-2 header (version 1's and the store's id); its body starts here.
-const V2_HEADER_LEN: usize = 48;
+/// Bytes of the version-2 header (version 1's, the store's id and the active segment's
+/// sequence number); its body starts here.
+const V2_HEADER_LEN: usize = 56;
 /// Where the CRC is, in every version.
 const CRC_AT: usize = 12;
 
@@ -44,6 +45,9 @@ pub(crate) struct CheckpointFile {
     pub position: u64,
     /// The id of the store that wrote it (version 2 on; `None` in version 1's).
     pub store_id: Option<u128>,
+    /// The sequence number of the log's active segment when it was written (version 2 on;
+    /// `None` in version 1's).
+    pub seq: Option<u64>,
     /// The index.
     pub snapshot: Snapshot,
 }
@@ -76,10 +80,12 @@ fn seal(bytes: &mut [u8]) {
 }
 
 /// Encodes a checkpoint of `snapshot` of the store `store_id`, covering the log up to
-/// `position`, in the current format version.
+/// `position` and written while the segment numbered `seq` was the active one, in the
+/// current format version.
 pub(crate) fn encode_checkpoint(
     position: u64,
     store_id: u128,
+    seq: u64,
     snapshot: Snapshot,
 ) -> Result<Vec<u8>> {
     let mut out = vec![0u8; V2_HEADER_LEN];
@@ -91,6 +97,7 @@ pub(crate) fn encode_checkpoint(
     out[16..24].copy_from_slice(&position.to_le_bytes());
     out[24..32].copy_from_slice(&body_len.to_le_bytes());
     out[32..48].copy_from_slice(&store_id.to_le_bytes());
+    out[48..56].copy_from_slice(&seq.to_le_bytes());
     seal(&mut out);
     Ok(out)
 }
@@ -116,7 +123,8 @@ pub(crate) fn decode_checkpoint(
     }
 }
 
-/// Versions 1 and 2: position and body length, in version 2 the store's id, then the body
+/// Versions 1 and 2: position and body length, in version 2 the store's id and the active
+/// segment's number, then the body
 /// (version 1's snapshot in both: version 2 changed the header only).
 fn decode_layout(
     bytes: &[u8],
@@ -137,11 +145,13 @@ fn decode_layout(
     }
     let store_id =
         (version >= 2).then(|| u128::from_le_bytes(std::array::from_fn(|i| bytes[32 + i])));
+    let seq = (version >= 2).then(|| u64_at(48)).transpose()?;
     let snapshot = v1::snapshot::decode(&bytes[header_len..], header_len as u64)?;
     Ok(CheckpointFile {
         version,
         position,
         store_id,
+        seq,
         snapshot,
     })
 }
@@ -152,7 +162,7 @@ mod tests {
     use crate::engine::state::State;
 
     fn sample() -> Vec<u8> {
-        encode_checkpoint(1234, 0xABCD_0123, State::default().snapshot()).unwrap()
+        encode_checkpoint(1234, 0xABCD_0123, 7, State::default().snapshot()).unwrap()
     }
 
     #[test]
@@ -162,7 +172,7 @@ mod tests {
         assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
         let file = decode_checkpoint(&bytes).unwrap();
         assert_eq!((file.version, file.position), (FORMAT_VERSION, 1234));
-        assert_eq!(file.store_id, Some(0xABCD_0123));
+        assert_eq!((file.store_id, file.seq), (Some(0xABCD_0123), Some(7)));
         assert_eq!(file.snapshot, State::default().snapshot());
     }
 

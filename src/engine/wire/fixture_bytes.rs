@@ -128,7 +128,8 @@ fn every_fixture_checkpoint_decodes_and_current_ones_encode_back() {
             // (a map is written in the order the writer's map held it): the encoding is
             // compared through a decode, and byte for byte by each version's own test.
             let id = file.store_id.expect("a current checkpoint names its store");
-            let again = encode_checkpoint(file.position, id, file.snapshot.clone()).unwrap();
+            let seq = file.seq.expect("a current checkpoint names its segment");
+            let again = encode_checkpoint(file.position, id, seq, file.snapshot.clone()).unwrap();
             assert_eq!(again.len(), bytes.len(), "{}", path.display());
             assert_eq!(decode_checkpoint(&again), Ok(file));
         }

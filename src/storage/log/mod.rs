@@ -40,7 +40,9 @@ use crate::storage::vfs::{LockGuard, LockHolder, Vfs, VfsFile};
 pub use append::AppendRules;
 use append::{spawn_preparer, PrepMsg};
 use group_commit::GroupCommit;
-pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
+pub use options::{
+    CheckpointMark, Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE,
+};
 pub use read::{Reader, Record};
 use recovery::recover;
 pub use recovery::{QuarantinedRange, RecoveryReport, TornTail};
@@ -343,6 +345,12 @@ impl Log {
     /// of a store that has none (all its segments of version 1).
     pub fn store_id(&self) -> Option<u128> {
         Some(self.inner.store_id).filter(|&id| id != 0)
+    }
+
+    /// The sequence number of the segment being appended to (0 in a log of format version
+    /// 1, whose headers have none).
+    pub fn active_seq(&self) -> u64 {
+        self.inner.writer.lock().active.seq
     }
 
     /// Position of the first record still in the log.

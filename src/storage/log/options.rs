@@ -74,13 +74,27 @@ pub struct LogOptions {
     /// quarantine, appends resume at or past it, so positions never go backwards. 0: none
     /// known.
     pub high_water: u64,
-    /// The store's checkpoints, as the store read them before opening the log: the
-    /// position each covers and the store id it names (version 2 on; `None` in version
-    /// 1's), newest last. The newest one's id breaks a tie between the segments' ids (see
-    /// `docs/FORMAT.md`, store identity), and the highest position of those that name the
-    /// store's id (or none) counts as a durable high-water mark, as `high_water` does: a
-    /// checkpoint of another store says nothing about this log.
-    pub checkpoints: Vec<(u64, Option<u128>)>,
+    /// The store's checkpoints, as the store read them before opening the log, newest
+    /// last (see [`CheckpointMark`]). The newest one's id breaks a tie between the
+    /// segments' ids (see `docs/FORMAT.md`, store identity); of those that name the store's
+    /// id (or none), the highest position counts as a durable high-water mark, as
+    /// `high_water` does, and the highest sequence number is one the log must still hold.
+    /// A checkpoint of another store says nothing about this log.
+    pub checkpoints: Vec<CheckpointMark>,
+}
+
+/// What the log's recovery needs of one of the store's checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointMark {
+    /// The log position it covers: the log had made it durable before it was written.
+    pub position: u64,
+    /// The store id it names (format version 2 on; `None` in version 1's).
+    pub store_id: Option<u128>,
+    /// The sequence number of the log's active segment when it was written (version 2
+    /// on): the log held that segment then, and only compaction deletes segments, never
+    /// the active one, so a log without a segment numbered that or higher lost its last
+    /// segments ([`CorruptionKind::MissingSegments`](crate::recovery::CorruptionKind::MissingSegments)).
+    pub seq: Option<u64>,
 }
 
 impl Default for LogOptions {

@@ -69,6 +69,7 @@ impl QuarantinedRange {
                 | CorruptionKind::NotASegment
                 | CorruptionKind::Foreign { .. }
                 | CorruptionKind::LostTail { .. }
+                | CorruptionKind::MissingSegments { .. }
         )
     }
 }
@@ -236,20 +237,22 @@ pub(super) fn recover(
     for &base in &bases {
         entries.push(read_entry(fs, dir, base, opts, read_only)?);
     }
-    let newest_checkpoint = opts.checkpoints.last().and_then(|&(_, id)| id);
+    let newest_checkpoint = opts.checkpoints.last().and_then(|m| m.store_id);
     let store_id = store_id_of(&entries, newest_checkpoint).or_else(|| {
         // A store without an id (version 1 only, or new) gets one when it is opened to
         // write: its new active segment carries it.
         (!read_only).then(crate::rng::random_u128)
     });
     report.store_id = store_id;
-    // The log made durable every position a checkpoint of this store covers.
-    let high_water = opts
-        .checkpoints
-        .iter()
-        .filter(|(_, id)| id.is_none() || *id == store_id)
-        .map(|&(pos, _)| pos)
-        .fold(opts.high_water, u64::max);
+    // The log made durable every position a checkpoint of this store covers, and held
+    // every segment number one names.
+    let own = || {
+        opts.checkpoints
+            .iter()
+            .filter(|m| m.store_id.is_none() || m.store_id == store_id)
+    };
+    let high_water = own().map(|m| m.position).fold(opts.high_water, u64::max);
+    let high_seq = own().filter_map(|m| m.seq).max();
     // Another store's segments are never read as this one's.
     for entry in &mut entries {
         if let Entry::Good { path, header, .. } = entry {
@@ -268,6 +271,31 @@ pub(super) fn recover(
             }
         }
     }
+    // The highest sequence number of the store's segments: the next one created follows it,
+    // and it must reach the highest one a checkpoint names.
+    let last_seq = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Good { header, .. } if header.has_identity() => Some(header.seq),
+            _ => None,
+        })
+        .max();
+    // An entry after the last of them whose header is lost (quarantine steps past it) may
+    // have had the next numbers: they are not given again either.
+    let unknown_numbers = entries
+        .iter()
+        .rev()
+        .take_while(|e| !matches!(e, Entry::Good { header, .. } if header.has_identity()))
+        .filter(|e| {
+            matches!(e, Entry::Bad { kind, .. } if !matches!(kind, CorruptionKind::Foreign { .. }))
+        })
+        .count() as u64;
+    let lost_segments = high_seq
+        .filter(|&named| last_seq.is_none_or(|have| have < named))
+        .map(|named| CorruptionKind::MissingSegments {
+            first: last_seq.map_or(named, |have| have + 1),
+            last: named,
+        });
     if strict {
         if let Some((path, kind, offset)) = entries.iter().find_map(|e| match e {
             Entry::Bad { path, kind, .. } => Some((path.clone(), *kind, 0)),
@@ -295,8 +323,6 @@ pub(super) fn recover(
     let mut next_free = 0u64;
     // True when the last segment was cut: it is sealed, and a new one started after it.
     let mut last_is_short = false;
-    // The highest sequence number of the store's segments: the next one created follows it.
-    let mut last_seq = None;
     for (i, entry) in entries.into_iter().enumerate() {
         let base = bases[i];
         let is_last = i + 1 == bases.len();
@@ -332,9 +358,6 @@ pub(super) fn recover(
             }
         };
         let (version, declared) = (header.version, header.size);
-        if header.has_identity() {
-            last_seq = last_seq.max(Some(header.seq));
-        }
         // Its records start after its header, whose length is its version's.
         let header_len = header.len() as u64;
         // A segment cut short (quarantine: strict returned above) is sealed where its
@@ -442,6 +465,11 @@ pub(super) fn recover(
                 };
                 return Err(corrupt(kind, &path, header_len + kept));
             }
+            // The positions may not show it (a checkpoint written when the lost segment
+            // was new and empty): the numbers do.
+            if let Some(kind) = lost_segments.filter(|_| strict) {
+                return Err(corrupt(kind, &path, 0));
+            }
             if read_only {
                 // A snapshot ends where the valid records end: a torn tail may be a record the
                 // owner is writing right now.
@@ -512,6 +540,7 @@ pub(super) fn recover(
     // below, or above when segments are left). Appends resume past the mark.
     let lost_tail = log_end < high_water;
     let needs_active = lost_tail
+        || lost_segments.is_some()
         || last_is_short
         || match segments.values().next_back() {
             None => true,
@@ -556,11 +585,32 @@ pub(super) fn recover(
             end: high_water,
         });
     }
+    // Past the lost segments: each held at most the largest segment a log creates, so
+    // positions (and the ids skipped past the range) never go backwards.
+    let mut resume = log_end.max(high_water);
+    if let Some(kind @ CorruptionKind::MissingSegments { first, last }) = lost_segments {
+        let path = segments
+            .values()
+            .next_back()
+            .map_or_else(|| dir.to_path_buf(), |s| s.path.clone());
+        if strict {
+            return Err(corrupt(kind, &path, 0));
+        }
+        let end = resume.saturating_add((last - first + 1).saturating_mul(MAX_SEGMENT_SIZE));
+        report.quarantined.push(QuarantinedRange {
+            path,
+            kind,
+            start: resume,
+            end,
+        });
+        resume = end;
+    }
     if needs_active {
-        let base = log_end.max(high_water);
+        let base = resume;
         // The store's next segment: its id, the sequence number after the highest one
-        // (a quarantined segment's number is never given again: it was lower).
-        let seq = last_seq.map_or(0, |s| s + 1);
+        // (a quarantined segment's number is never given again: it was lower), and after
+        // every one a checkpoint names (a lost segment's).
+        let seq = last_seq.max(high_seq).map_or(0, |s| s + 1) + unknown_numbers;
         let header = SegmentHeader::new(base, opts.format_version, opts.segment_size)
             .identified(store_id.unwrap_or_default(), seq);
         let file = segment::create(fs, dir, header, opts.segment_size, opts.preallocate)?;

@@ -141,6 +141,12 @@ fn a_deleted_middle_or_last_segment_is_reported_refused_and_quarantined() {
         std::fs::remove_file(gone).unwrap();
         let v = verify_fails(dir.path());
         assert!(v["problems"].as_u64().unwrap() >= 1, "{which}: {v}");
+        if which == "middle" {
+            // The segments' sequence numbers say how many are gone.
+            let boundary = &v["boundaries"][0];
+            assert_eq!(boundary["kind"], "missing", "{v}");
+            assert_eq!(boundary["missing_segments"], 1, "{v}");
+        }
         let (kind, _) = strict_refusal(dir.path());
         match (which, kind) {
             // The range the missing segment held: from where the one before it ends to
