@@ -26,7 +26,8 @@ pub enum CorruptionKind {
     /// no version of deadletter writes. (A header of a newer version is not damage:
     /// [`Error::UnsupportedFormat`].)
     BadHeader,
-    /// The positions of two consecutive segments leave a gap or overlap.
+    /// The records of a segment run past the next segment's base: the two overlap (a gap
+    /// between them, a segment missing there, is [`CorruptionKind::MissingRange`]).
     MissingSegment,
     /// An entry named like a segment is not a regular file (a directory, say).
     NotASegment,
@@ -48,14 +49,37 @@ pub enum CorruptionKind {
         actual: u64,
     },
     /// Log positions `[start, end)` that the store needs lie in no segment: the segments
-    /// that held them are gone (a first segment deleted, say). The store's state (its
-    /// newest checkpoint) refers to records there, or, without a checkpoint, the log no
-    /// longer starts at position 0. Log positions.
+    /// that held them are gone. Below the first segment (a first segment deleted, say):
+    /// the store's state (its newest checkpoint) refers to records there, or, without a
+    /// checkpoint, the log no longer starts at position 0. Between two segments (a middle
+    /// one deleted): the earlier one's records end before the later one begins. Log
+    /// positions.
     MissingRange {
         /// The lowest position needed.
         start: u64,
         /// The first position the log still holds.
         end: u64,
+    },
+    /// A segment or checkpoint of another store: its header names a store id other than
+    /// this store's (the id a store gets at creation, in every segment header and
+    /// checkpoint from format version 2 on). It is never read as this store's: a strict
+    /// open and `verify` name the file, quarantine skips it whole.
+    Foreign {
+        /// This store's id.
+        expected: u128,
+        /// The id the file names.
+        found: u128,
+    },
+    /// The log's last segments are gone: a checkpoint was written while the segment
+    /// numbered `last` was the active one (format version 2 on: each segment header holds
+    /// its sequence number), and the highest-numbered segment left is `first - 1` (or none
+    /// of version 2 is left). Sequence numbers. (A loss the positions show, a log ending
+    /// before a checkpoint's position, is [`CorruptionKind::LostTail`].)
+    MissingSegments {
+        /// The first segment number missing.
+        first: u64,
+        /// The last segment number missing.
+        last: u64,
     },
     /// A record decoded with a valid checksum but its content is not a valid record.
     BadContent,
@@ -68,7 +92,7 @@ impl fmt::Display for CorruptionKind {
         let s = match self {
             CorruptionKind::BadRecord => "record fails its checksum",
             CorruptionKind::BadHeader => "bad segment header",
-            CorruptionKind::MissingSegment => "segment missing from the sequence",
+            CorruptionKind::MissingSegment => "segment overlaps the next one in the sequence",
             CorruptionKind::NotASegment => "named like a segment but not a file",
             CorruptionKind::ShortSegment { expected, actual } => {
                 return write!(
@@ -89,6 +113,20 @@ impl fmt::Display for CorruptionKind {
                     f,
                     "log positions {start} to {end} are in no segment: the segments that \
                      held them are missing"
+                );
+            }
+            CorruptionKind::Foreign { expected, found } => {
+                return write!(
+                    f,
+                    "the file belongs to another store (store id {found:032x}; this store's \
+                     is {expected:032x})"
+                );
+            }
+            CorruptionKind::MissingSegments { first, last } => {
+                return write!(
+                    f,
+                    "segments numbered {first} to {last} are missing: a checkpoint was \
+                     written while segment {last} existed (the log lost its last segments)"
                 );
             }
             CorruptionKind::BadContent => "record content cannot be decoded",

@@ -292,12 +292,13 @@ pub mod verify {
     //! ([`SegmentReport`], [`HeaderStatus`], [`TornTailReport`], [`DamagedRange`],
     //! [`LostTailReport`]), the checkpoints ([`CheckpointReport`]), the boundaries between
     //! segments ([`Boundary`], [`BoundaryKind`]) and positions the store needs below its
-    //! first segment ([`MissingRangeReport`]) in a
+    //! first segment ([`MissingRangeReport`]) or last segments gone by their numbers
+    //! ([`MissingSegmentsReport`]) in a
     //! [`VerifyReport`], with [`VerifyProgress`] as it goes.
     pub use crate::api::verify::{
         verify, verify_with, Boundary, BoundaryKind, CheckpointReport, DamagedRange, HeaderStatus,
-        LostTailReport, MissingRangeReport, SegmentReport, TornTailReport, VerifyProgress,
-        VerifyReport,
+        LostTailReport, MissingRangeReport, MissingSegmentsReport, SegmentReport, TornTailReport,
+        VerifyProgress, VerifyReport,
     };
 }
 

@@ -13,6 +13,26 @@ pub(crate) fn scale(r: u64, n: u64) -> u64 {
     ((r as u128 * n as u128) >> 64) as u64
 }
 
+/// A random 128-bit number, never 0: a new store's id (see `docs/FORMAT.md`, store
+/// identity). Two generators seeded from the clock, the stack's address, the process id
+/// and a counter of this process's calls each give 64 bits: stores created anywhere, at
+/// any time, get different ids with overwhelming odds, which is all an id needs (it tells
+/// a store's files from another store's, it guards no secret).
+pub(crate) fn random_u128() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        let pid = u64::from(std::process::id());
+        let mut a = SplitMix64::from_time();
+        let mut b = SplitMix64::new(a.next_u64() ^ pid.rotate_left(17) ^ n.rotate_left(41));
+        let id = (u128::from(a.next_u64() ^ n) << 64) | u128::from(b.next_u64());
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
 /// SplitMix64: fast, 64 bits of state, good enough statistical quality for choosing faults.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {

@@ -1271,6 +1271,30 @@ fn every_fixture_opens_with_its_exact_contents() {
     for (version, fixture) in fixtures() {
         let ctx = format!("fixture v{version}");
         let dir = copy_of(&fixture);
+        // Its identity: from version 2 on, every segment and checkpoint names the store's
+        // id, and the segments are numbered in order; version 1 has none.
+        let before = deadletter::verify::verify(dir.path()).unwrap();
+        assert!(before.is_clean(), "{ctx}: {before:?}");
+        if version >= 2 {
+            let id = before
+                .store_id
+                .clone()
+                .expect("a version-2 store has an id");
+            let seqs: Vec<Option<u64>> = before.segments.iter().map(|s| s.seq).collect();
+            let first = seqs[0].unwrap();
+            let expected: Vec<Option<u64>> = (first..first + seqs.len() as u64).map(Some).collect();
+            assert_eq!(seqs, expected, "{ctx}");
+            assert!(before
+                .segments
+                .iter()
+                .all(|s| s.store_id.as_ref() == Some(&id)));
+            assert!(before
+                .checkpoints
+                .iter()
+                .all(|c| c.store_id.as_ref() == Some(&id)));
+        } else {
+            assert_eq!(before.store_id, None, "{ctx}");
+        }
         // A tool that did not write the store finds its segment size.
         let found = Config::for_existing_store(dir.path());
         assert_eq!(found.segment_size, SEGMENT_SIZE, "{ctx}");
@@ -1295,6 +1319,15 @@ fn every_fixture_opens_with_its_exact_contents() {
         // What was written since is in the current version; nothing is damaged.
         let report = deadletter::verify::verify(dir.path()).unwrap();
         assert!(report.is_clean(), "{ctx}: {report:?}");
+        // A store of version 1 got an id at its first writable open (its new segments and
+        // checkpoints carry it); a store of version 2 kept its own.
+        let id = report.store_id.clone().expect("the store has an id");
+        if version >= 2 {
+            assert_eq!(Some(&id), before.store_id.as_ref(), "{ctx}");
+        }
+        for s in report.segments.iter().filter(|s| s.version >= Some(2)) {
+            assert_eq!(s.store_id.as_ref(), Some(&id), "{ctx}: {s:?}");
+        }
         let last = report.segments.last().unwrap();
         assert_eq!(last.version, Some(FORMAT_VERSION), "{ctx}");
         assert!(
@@ -1315,12 +1348,14 @@ fn every_fixture_opens_with_its_exact_contents() {
 }
 
 /// Rewrites the format version of the segment header at the start of `path` and its
-/// checksum (CRC-32 of bytes 0..28, at 28).
+/// checksum (CRC-32 of the header's bytes before it, at the end of the header: its length
+/// is at 10, 32 bytes in version 1, 56 in version 2).
 fn bump_segment_version(path: &Path, version: u16) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[8..10].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[..28]);
-    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    let len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
+    let crc = crc32fast::hash(&bytes[..len - 4]);
+    bytes[len - 4..len].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(path, bytes).unwrap();
 }
 
@@ -1444,6 +1479,8 @@ fn as_pre_release(path: &Path, version: u16) {
     let mut bytes = std::fs::read(path).unwrap();
     if bytes.starts_with(b"DLTRSEGM") {
         bytes[0..8].copy_from_slice(b"DLTRSEG\0");
+        // A development build's header had 32 bytes, its checksum at 28.
+        bytes[10..12].copy_from_slice(&32u16.to_le_bytes());
         std::fs::write(path, bytes).unwrap();
         bump_segment_version(path, version);
     } else {

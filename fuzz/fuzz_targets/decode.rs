@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use deadletter::recovery::RecoveryMode;
-use deadletter::sim::SEGMENT_HEADER_LEN;
 use deadletter::sim::{self, LockGuard, Log, LogOptions, MappedView, RealFs, Vfs, VfsFile};
 use deadletter::store::FORMAT_VERSION;
 use libfuzzer_sys::fuzz_target;
@@ -78,9 +77,11 @@ fn fuzz_scan(data: &[u8]) {
     let Ok(header) = sim::decode_segment_header(data, FORMAT_VERSION) else {
         return;
     };
-    let stored = u32::from_le_bytes(data[28..32].try_into().unwrap());
-    assert_eq!(crc32fast::hash(&data[0..28]), stored);
-    let body = &data[SEGMENT_HEADER_LEN..];
+    // The header's length is its version's; its checksum closes it.
+    let len = header.len();
+    let stored = u32::from_le_bytes(data[len - 4..len].try_into().unwrap());
+    assert_eq!(crc32fast::hash(&data[..len - 4]), stored);
+    let body = &data[len..];
     for sealed in [false, true] {
         let r = sim::scan(body, header.base, MAX_BODY, sealed);
         assert!(r.end as usize <= body.len());
@@ -178,7 +179,9 @@ fn fuzz_log(data: &[u8]) {
     if data.len() > 64 << 10 {
         return;
     }
-    let base = sim::decode_segment_header(data, FORMAT_VERSION)
+    let header = sim::decode_segment_header(data, FORMAT_VERSION).ok();
+    let header_len = header.map_or(0, |h| h.len());
+    let base = header
         .map(|h| h.base)
         .unwrap_or(0)
         // Keep a little room below u64::MAX so position arithmetic cannot overflow.
@@ -199,7 +202,7 @@ fn fuzz_log(data: &[u8]) {
         let Ok(iter) = log.iter_from(0) else { continue };
         for item in iter {
             let Ok((pos, rec)) = item else { break };
-            let off = SEGMENT_HEADER_LEN + (pos - base) as usize;
+            let off = header_len + (pos - base) as usize;
             assert!(pos >= base && off + 16 + rec.len() <= data.len());
             check_frame_bytes(&data[off..], pos, &rec);
         }
@@ -216,7 +219,8 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
     let (recipe, tail) = data.split_at(data.len() - 4);
     let base = 4096u64;
     // The header, with the size the segment ends up with, is written once that is known.
-    let mut seg = vec![0u8; SEGMENT_HEADER_LEN];
+    let header_len = sim::header_len(FORMAT_VERSION);
+    let mut seg = vec![0u8; header_len];
     let mut i = 0;
     while i < recipe.len() {
         let len = (recipe[i] as usize % 64) + 1;
@@ -227,14 +231,15 @@ fn structured(data: &[u8]) -> Option<Vec<u8>> {
             .take(len)
             .collect();
         i += 1 + len;
-        let pos = base + (seg.len() - SEGMENT_HEADER_LEN) as u64;
+        let pos = base + (seg.len() - header_len) as u64;
         let mut frame = Vec::new();
         sim::encode_frame(&mut frame, pos, &body, pos);
         seg.extend_from_slice(&frame);
     }
     seg.resize(seg.len() + 64, 0);
-    let header = sim::SegmentHeader::new(base, FORMAT_VERSION, seg.len() as u64);
-    seg[..SEGMENT_HEADER_LEN].copy_from_slice(&sim::encode_segment_header(&header));
+    let header =
+        sim::SegmentHeader::new(base, FORMAT_VERSION, seg.len() as u64).identified(0x5EED, 0);
+    seg[..header_len].copy_from_slice(&sim::encode_segment_header(&header));
     let at = u16::from_le_bytes([tail[0], tail[1]]) as usize % seg.len();
     seg[at] ^= tail[2];
     if tail[3] & 1 == 1 {

@@ -89,7 +89,8 @@ fn raw_image(disk: &SimDisk, input: &mut Input) {
         let name = if kind & 0x80 != 0 {
             // A segment that continues the previous one, so the sequence checks pass.
             let n = deadletter::sim::segment_name(base);
-            base += len.saturating_sub(32) as u64;
+            let header = deadletter::sim::header_len(deadletter::store::FORMAT_VERSION);
+            base += len.saturating_sub(header) as u64;
             n
         } else {
             name_for(kind, input)
@@ -241,7 +242,9 @@ fn check_log(disk: &SimDisk, recovery: RecoveryMode) {
             .find(|s| pos >= s.base && pos < s.end)
             .expect("a record lies in a segment");
         let file = disk.file_bytes(&seg.path).expect("its file exists");
-        let at = 32 + (pos - seg.base) as usize;
+        // Records start after the header, whose length its bytes 10..12 say.
+        let header = u16::from_le_bytes([file[10], file[11]]) as usize;
+        let at = header + (pos - seg.base) as usize;
         let frame = &file[at..];
         let (computed, stored) = independent_crc(pos, frame).expect("a whole frame");
         assert_eq!(computed, stored, "record at {pos} fails its checksum");

@@ -25,7 +25,7 @@ use crate::engine::failpoint::failpoint;
 use crate::engine::state::{Snapshot, State};
 use crate::engine::wire::{self, CheckpointError, CheckpointFile, FORMAT_VERSION};
 use crate::error::{CorruptionKind, Error, IoContext, Result};
-use crate::storage::log::{Log, QuarantinedRange, RecoveryReport};
+use crate::storage::log::{CheckpointMark, Log, QuarantinedRange, RecoveryReport};
 use crate::storage::vfs::Vfs;
 
 /// The two slot file names.
@@ -82,8 +82,9 @@ pub fn write(fs: &dyn Vfs, dir: &Path, slot: usize, bytes: &[u8]) -> Result<()> 
 pub enum SlotState {
     /// No file.
     Missing,
-    /// A valid checkpoint at a position.
-    Valid(u64, Box<Snapshot>),
+    /// A valid checkpoint: its position, and from format version 2 on the store id and
+    /// the active segment's number it names.
+    Valid(CheckpointMark, Box<Snapshot>),
     /// A file that does not verify (the error says where).
     Damaged(Error),
 }
@@ -111,7 +112,14 @@ pub fn read(fs: &dyn Vfs, dir: &Path, slot: usize) -> Result<SlotState> {
     }
     bytes.truncate(at);
     Ok(match decode(&bytes, &path) {
-        Ok(file) => SlotState::Valid(file.position, Box::new(file.snapshot)),
+        Ok(file) => {
+            let mark = CheckpointMark {
+                position: file.position,
+                store_id: file.store_id,
+                seq: file.seq,
+            };
+            SlotState::Valid(mark, Box::new(file.snapshot))
+        }
         Err(e @ Error::UnsupportedFormat { .. }) => return Err(e),
         Err(e) => SlotState::Damaged(e),
     })
@@ -122,16 +130,19 @@ pub(crate) fn read_slots(fs: &dyn Vfs, dir: &Path) -> Result<[SlotState; 2]> {
     Ok([read(fs, dir, 0)?, read(fs, dir, 1)?])
 }
 
-/// The highest position a valid slot covers (0 without one): the log had made it durable.
-pub(crate) fn high_water(slots: &[SlotState; 2]) -> u64 {
-    slots
+/// What the log's recovery needs of the valid slots, oldest first (the newest one's id
+/// breaks a tie between the segments' ids; those of this store give its durable
+/// high-water mark and the segment number it must reach: see `storage/log/recovery.rs`).
+pub(crate) fn marks(slots: &[SlotState; 2]) -> Vec<CheckpointMark> {
+    let mut marks: Vec<CheckpointMark> = slots
         .iter()
         .filter_map(|s| match s {
-            SlotState::Valid(pos, _) => Some(*pos),
+            SlotState::Valid(mark, _) => Some(*mark),
             _ => None,
         })
-        .max()
-        .unwrap_or(0)
+        .collect();
+    marks.sort_by_key(|m| m.position);
+    marks
 }
 
 /// Which checkpoint slots hold which positions, and which one is written next.
@@ -174,7 +185,7 @@ pub(crate) fn load_newest(
     read_only: bool,
 ) -> Result<(State, u64, CheckpointSlots, Option<QuarantinedRange>)> {
     for (name, state) in SLOTS.iter().zip(&read) {
-        if matches!(state, SlotState::Valid(pos, _) if read_only && *pos > log.end_position()) {
+        if matches!(state, SlotState::Valid(m, _) if read_only && m.position > log.end_position()) {
             let path = dir.join(name);
             return Err(Error::corrupt_file(CorruptionKind::BadCheckpoint, path, 16));
         }
@@ -192,7 +203,26 @@ pub(crate) fn load_newest(
     let end = records_end.unwrap_or_else(|| log.end_position());
     for ((slot, name), state) in SLOTS.iter().enumerate().zip(read) {
         match state {
-            SlotState::Valid(pos, _) if pos > end => {
+            // Another store's checkpoint is never restored: strict refuses it, quarantine
+            // passes it over (the next checkpoint overwrites it).
+            SlotState::Valid(
+                CheckpointMark {
+                    store_id: Some(found),
+                    ..
+                },
+                _,
+            ) if log.store_id().is_some_and(|expected| expected != found) => {
+                let kind = CorruptionKind::Foreign {
+                    expected: log.store_id().unwrap_or_default(),
+                    found,
+                };
+                let err = Error::corrupt_file(kind, dir.join(name), 32);
+                if strict || read_only {
+                    return Err(err);
+                }
+                damage = Some(err);
+            }
+            SlotState::Valid(m, _) if m.position > end => {
                 let path = dir.join(name);
                 let err = Error::corrupt_file(CorruptionKind::BadCheckpoint, &path, 16);
                 if strict {
@@ -202,8 +232,8 @@ pub(crate) fn load_newest(
                 fs.sync_dir(dir).io("fsync dir", dir)?;
                 damage = Some(err);
             }
-            SlotState::Valid(pos, _) if pos < first => {}
-            SlotState::Valid(pos, snap) => {
+            SlotState::Valid(m, _) if m.position < first => {}
+            SlotState::Valid(CheckpointMark { position: pos, .. }, snap) => {
                 slots.positions[slot] = Some(pos);
                 candidates.push((pos, slot, snap));
             }

@@ -73,7 +73,7 @@ use super::state::State;
 use super::wire;
 use super::{bad_content, Engine};
 use crate::error::{Error, Result};
-use crate::storage::format::{frame_len, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, frame_len, FRAME_HEADER_LEN};
 
 /// What one compaction run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -287,7 +287,7 @@ fn relocate(
     let opts = engine.log.options();
     let part_limit = opts
         .segment_size
-        .saturating_sub(SEGMENT_HEADER_LEN as u64)
+        .saturating_sub(format::header_len(opts.format_version) as u64)
         .saturating_sub(opts.reserve);
     let mut relocated_any = false;
     let mut copied: Option<u64> = None;
@@ -446,7 +446,11 @@ fn write_checkpoint(
             len: 0,
         });
     }
-    let bytes = wire::encode_checkpoint(position, snapshot)?;
+    // A log opened to write always has the store's id (recovery gives one to a store
+    // that had none).
+    let store_id = engine.log.store_id().unwrap_or_default();
+    let seq = engine.log.active_seq();
+    let bytes = wire::encode_checkpoint(position, store_id, seq, snapshot)?;
     let slot = slots.next;
     // Until the new file is complete the slot holds nothing usable for reclaim.
     slots.positions[slot] = None;

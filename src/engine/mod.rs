@@ -142,7 +142,7 @@ impl Engine {
         // checkpoint written after the slots were read looks like, which the caller tries
         // again.
         let mut log_options = options.log.clone();
-        log_options.high_water = log_options.high_water.max(checkpoint::high_water(&slots));
+        log_options.checkpoints = checkpoint::marks(&slots);
         let (log, mut report) = open_log(log_options)?;
         let rebuilt = (|| {
             let (mut state, from, slots, lost) =

@@ -41,11 +41,12 @@ pub use crate::api::core::store::DebugMessage;
 pub use crate::engine::state::Place;
 pub use crate::rng::SplitMix64 as SimRng;
 pub use crate::storage::format::{
-    decode_frame, decode_segment_header, encode_frame, encode_segment_header, frame_len, Frame,
-    FrameError, HeaderError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_frame, decode_segment_header, encode_frame, encode_segment_header, frame_len,
+    header_len, Frame, FrameError, HeaderError, SegmentHeader, FRAME_HEADER_LEN, V1_HEADER_LEN,
+    V2_HEADER_LEN,
 };
 pub use crate::storage::log::{
-    Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
+    CheckpointMark, Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
 };
 pub use crate::storage::segment::{
     parse_segment_name, parse_temp_name, scan, segment_name, temp_name, ScanResult, SPARE_NAME,
@@ -133,8 +134,8 @@ impl StoreHooks for Store {
 pub fn checkpoint_positions(dir: &Path) -> Result<[Option<u64>; 2]> {
     let mut out = [None; 2];
     for (slot, pos) in out.iter_mut().enumerate() {
-        if let SlotState::Valid(p, _) = checkpoint::read(&RealFs, dir, slot)? {
-            *pos = Some(p);
+        if let SlotState::Valid(mark, _) = checkpoint::read(&RealFs, dir, slot)? {
+            *pos = Some(mark.position);
         }
     }
     Ok(out)
@@ -182,10 +183,19 @@ pub fn check_checkpoint(bytes: &[u8]) -> std::result::Result<bool, String> {
     let Ok(file) = wire::decode_checkpoint(bytes) else {
         return Ok(false);
     };
-    let again = wire::encode_checkpoint(file.position, file.snapshot.clone())
+    let id = file.store_id.unwrap_or_default();
+    let seq = file.seq.unwrap_or_default();
+    let again = wire::encode_checkpoint(file.position, id, seq, file.snapshot.clone())
         .map_err(|e| format!("re-encoding failed: {e}"))?;
     match wire::decode_checkpoint(&again) {
-        Ok(back) if back.position == file.position && back.snapshot == file.snapshot => Ok(true),
+        Ok(back)
+            if back.position == file.position
+                && back.snapshot == file.snapshot
+                && back.store_id.unwrap_or_default() == id
+                && back.seq.unwrap_or_default() == seq =>
+        {
+            Ok(true)
+        }
         _ => Err("re-encoded, the checkpoint decodes to another index".into()),
     }
 }

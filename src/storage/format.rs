@@ -18,10 +18,11 @@
 /// reads. Every segment header and every checkpoint carries the version it was written in.
 /// It covers everything a store holds: the segment header and record frame (here), the
 /// record bodies and checkpoints (`engine::wire`). Version 1 is the format of release
-/// 0.1.0, frozen since; what changes after a release goes into the next release's version
-/// (see "The format rule" in `docs/FORMAT.md`). Versions 1 to this one are read, and a
-/// newer one is refused with [`crate::Error::UnsupportedFormat`].
-pub const FORMAT_VERSION: u16 = 1;
+/// 0.1.0, frozen since; version 2 is the next release's: its segment headers and
+/// checkpoints carry the store's identity (see "The format rule" in `docs/FORMAT.md`).
+/// Versions 1 to this one are read, and a newer one is refused with
+/// [`crate::Error::UnsupportedFormat`].
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Magic number at the start of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEGM";
@@ -29,8 +30,13 @@ pub const SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEGM";
 /// headers also say versions 1 to 6, in another format): such a segment is recognised,
 /// never read, and never taken for damage (see [`decode_segment_header`]).
 pub const PRE_RELEASE_SEGMENT_MAGIC: [u8; 8] = *b"DLTRSEG\0";
-/// Length of the segment header in bytes; the first record starts here.
-pub const SEGMENT_HEADER_LEN: usize = 32;
+/// Length of a version-1 segment header (release 0.1.0), and of a development build's.
+pub const V1_HEADER_LEN: usize = 32;
+/// Length of a version-2 segment header: version 1's fields, the store's id and the
+/// segment's sequence number in the store, then the checksum.
+pub const V2_HEADER_LEN: usize = 56;
+/// The longest segment header of a version this build reads.
+pub const MAX_HEADER_LEN: usize = V2_HEADER_LEN;
 /// Length of a record frame header; the body starts this many bytes after the frame.
 pub const FRAME_HEADER_LEN: usize = 16;
 /// The largest body a frame can describe (the length field is a u32).
@@ -38,6 +44,17 @@ pub const MAX_FRAME_BODY: usize = u32::MAX as usize;
 /// The longest header a later version may declare and still be recognised as intact (see
 /// [`decode_segment_header`]).
 const MAX_FUTURE_HEADER_LEN: usize = 4096;
+
+/// The length of the header of a segment of format `version`: where its first record
+/// starts. Version 1 (and 0, which is no version) has 32 bytes, version 2 on 56 (a build
+/// that plays a later version in the log's tests writes version 2's layout).
+pub const fn header_len(version: u16) -> usize {
+    if version >= 2 {
+        V2_HEADER_LEN
+    } else {
+        V1_HEADER_LEN
+    }
+}
 
 /// A decoded segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,16 +66,51 @@ pub struct SegmentHeader {
     /// The file's size when it was created, header included. A segment file is never
     /// shorter than this for as long as it exists: one that is was cut.
     pub size: u64,
+    /// The id of the store that wrote it (random, chosen when the store was created);
+    /// 0 in a version-1 header, which has none.
+    pub store_id: u128,
+    /// Its sequence number in the store: 0 for the store's first segment of version 2 or
+    /// later, one more for each next segment. 0 in a version-1 header, which has none.
+    pub seq: u64,
 }
 
 impl SegmentHeader {
-    /// The header of a new segment of `size` bytes at `base`, in format `version`.
+    /// The header of a new segment of `size` bytes at `base`, in format `version`, with no
+    /// identity (store id 0, sequence 0: see [`SegmentHeader::identified`]).
     pub fn new(base: u64, version: u16, size: u64) -> SegmentHeader {
         SegmentHeader {
             base,
             version,
             size,
+            store_id: 0,
+            seq: 0,
         }
+    }
+
+    /// The same header, for the store `store_id`, as its segment number `seq` (written
+    /// from version 2 on).
+    pub fn identified(self, store_id: u128, seq: u64) -> SegmentHeader {
+        SegmentHeader {
+            store_id,
+            seq,
+            ..self
+        }
+    }
+
+    /// The length of this header on disk: where the segment's records start.
+    pub fn len(&self) -> usize {
+        header_len(self.version)
+    }
+
+    /// Always false: a header has fields. (Present for clippy's `len_without_is_empty`.)
+    #[cfg(feature = "sim")]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// True when the header carries the store's identity (version 2 on).
+    pub fn has_identity(&self) -> bool {
+        self.version >= 2
     }
 }
 
@@ -82,16 +134,22 @@ pub enum HeaderError {
     Invalid,
 }
 
-/// Encodes a segment header.
-pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN] {
-    let mut b = [0u8; SEGMENT_HEADER_LEN];
+/// Encodes a segment header in the layout of its version: 32 bytes for version 1, 56 from
+/// version 2 on (with the store's id and the segment's sequence number).
+pub fn encode_segment_header(header: &SegmentHeader) -> Vec<u8> {
+    let len = header.len();
+    let mut b = vec![0u8; len];
     b[0..8].copy_from_slice(&SEGMENT_MAGIC);
     b[8..10].copy_from_slice(&header.version.to_le_bytes());
-    b[10..12].copy_from_slice(&(SEGMENT_HEADER_LEN as u16).to_le_bytes());
+    b[10..12].copy_from_slice(&(len as u16).to_le_bytes());
     b[12..20].copy_from_slice(&header.size.to_le_bytes());
     b[20..28].copy_from_slice(&header.base.to_le_bytes());
-    let crc = crc32fast::hash(&b[0..28]);
-    b[28..32].copy_from_slice(&crc.to_le_bytes());
+    if header.has_identity() {
+        b[28..44].copy_from_slice(&header.store_id.to_le_bytes());
+        b[44..52].copy_from_slice(&header.seq.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&b[..len - 4]);
+    b[len - 4..].copy_from_slice(&crc.to_le_bytes());
     b
 }
 
@@ -103,7 +161,8 @@ pub fn encode_segment_header(header: &SegmentHeader) -> [u8; SEGMENT_HEADER_LEN]
 /// version is told apart from a damaged one without knowing its layout: intact, it is
 /// [`HeaderError::Newer`]; damaged, [`HeaderError::Checksum`]. A development build's
 /// header (the pre-release magic; 32 bytes, the CRC-32 of the first 28 at 28) is
-/// [`HeaderError::PreRelease`] when intact, damage otherwise.
+/// [`HeaderError::PreRelease`] when intact, damage otherwise. A version this build reads
+/// is decoded in its own layout ([`header_len`]): its header length field must say so.
 pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHeader, HeaderError> {
     if bytes.len() < 12 {
         return Err(HeaderError::Short);
@@ -113,37 +172,43 @@ pub fn decode_segment_header(bytes: &[u8], max_version: u16) -> Result<SegmentHe
         return Err(HeaderError::Magic);
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    let header_len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
+    let declared_len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
     if version > max_version && !pre_release {
-        if !(16..=MAX_FUTURE_HEADER_LEN).contains(&header_len) {
+        if !(16..=MAX_FUTURE_HEADER_LEN).contains(&declared_len) {
             return Err(HeaderError::Checksum);
         }
-        let head = bytes.get(..header_len).ok_or(HeaderError::Short)?;
-        let stored = u32_at(head, header_len - 4);
-        if crc32fast::hash(&head[..header_len - 4]) != stored {
+        let head = bytes.get(..declared_len).ok_or(HeaderError::Short)?;
+        let stored = u32_at(head, declared_len - 4);
+        if crc32fast::hash(&head[..declared_len - 4]) != stored {
             return Err(HeaderError::Checksum);
         }
         return Err(HeaderError::Newer(version));
     }
-    if bytes.len() < SEGMENT_HEADER_LEN {
+    let len = if pre_release {
+        V1_HEADER_LEN
+    } else {
+        header_len(version)
+    };
+    if bytes.len() < len {
         return Err(HeaderError::Short);
     }
-    let stored = u32_at(bytes, 28);
-    if crc32fast::hash(&bytes[0..28]) != stored {
+    let stored = u32_at(bytes, len - 4);
+    if crc32fast::hash(&bytes[..len - 4]) != stored {
         return Err(HeaderError::Checksum);
     }
     if pre_release {
         return Err(HeaderError::PreRelease(version));
     }
     let size = u64_at(bytes, 12);
-    if version == 0 || header_len != SEGMENT_HEADER_LEN || size < SEGMENT_HEADER_LEN as u64 {
+    if version == 0 || declared_len != len || size < len as u64 {
         return Err(HeaderError::Invalid);
     }
-    Ok(SegmentHeader {
-        base: u64_at(bytes, 20),
-        version,
-        size,
-    })
+    let mut header = SegmentHeader::new(u64_at(bytes, 20), version, size);
+    if header.has_identity() {
+        let id = u128::from_le_bytes(std::array::from_fn(|i| bytes[28 + i]));
+        header = header.identified(id, u64_at(bytes, 44));
+    }
+    Ok(header)
 }
 
 /// The little-endian u32 at `at` (the caller checked the length).
@@ -156,16 +221,17 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(std::array::from_fn(|i| b[at + i]))
 }
 
-/// The largest body a frame in a segment of `size` bytes (its header's `size`) can hold:
-/// the segment's data room less one frame header, at most [`MAX_FRAME_BODY`].
+/// The largest body a frame in a segment of `size` bytes (its header's `size`) with a
+/// header of `header_len` bytes can hold: the segment's data room less one frame header,
+/// at most [`MAX_FRAME_BODY`].
 ///
 /// This, and not the limit of the process that opens the store, is what bounds a frame's
 /// length at recovery, in `verify` and on reads: the segment's size is recorded in its
 /// header when it is created, so a record any writer could put in it is judged by its
 /// framing alone (length, checksum over its position), whatever `max_message_size` the
 /// reader was configured with.
-pub fn max_body_in(size: u64) -> usize {
-    let room = size.saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);
+pub fn max_body_in(size: u64, header_len: usize) -> usize {
+    let room = size.saturating_sub((header_len + FRAME_HEADER_LEN) as u64);
     room.min(MAX_FRAME_BODY as u64) as usize
 }
 

@@ -17,9 +17,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::error::{IoContext, Result};
-use crate::storage::format::{
-    self, FrameError, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
-};
+use crate::storage::format::{self, FrameError, SegmentHeader, FRAME_HEADER_LEN};
 use crate::storage::vfs::{MappedView, Vfs, VfsFile};
 
 /// File name suffix of a segment.
@@ -65,6 +63,10 @@ pub struct Segment {
     pub base: u64,
     /// The format version of its records (from its header).
     pub version: u16,
+    /// The length of its header (its version's): data offset 0 is this file offset.
+    pub header_len: u64,
+    /// Its sequence number in the store (from a version-2 header; 0 in version 1's).
+    pub seq: u64,
     /// Its path.
     pub path: PathBuf,
     /// Its file handle.
@@ -80,10 +82,13 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Wraps an opened file whose records, in format `version`, end at data offset `end`.
+    /// Wraps an opened file whose records, in format `version`, end at data offset `end`;
+    /// `seq` is its sequence number in the store (0 for a version-1 segment).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         base: u64,
         version: u16,
+        seq: u64,
         path: PathBuf,
         file: Arc<dyn VfsFile>,
         capacity: u64,
@@ -94,6 +99,8 @@ impl Segment {
         Ok(Segment {
             base,
             version,
+            header_len: format::header_len(version) as u64,
+            seq,
             path,
             file,
             view: RwLock::new((view, end)),
@@ -140,7 +147,7 @@ impl Segment {
     /// The longest record body this segment can hold, by its own size: the bound reads
     /// judge its frames by (see [`format::max_body_in`]).
     pub fn max_body(&self) -> usize {
-        format::max_body_in(self.capacity + SEGMENT_HEADER_LEN as u64)
+        format::max_body_in(self.capacity + self.header_len, self.header_len as usize)
     }
 
     /// The quarantined range containing data offset `d`, if any.
@@ -170,8 +177,7 @@ pub fn create(
         file.write_at(&format::encode_segment_header(&header), 0)
             .io("write", &temp_path)?;
         if preallocate {
-            write_zeros(file.as_ref(), SEGMENT_HEADER_LEN as u64, size)
-                .io("preallocate", &temp_path)?;
+            write_zeros(file.as_ref(), header.len() as u64, size).io("preallocate", &temp_path)?;
         } else {
             file.set_len(size).io("set_len", &temp_path)?;
         }
@@ -311,19 +317,20 @@ pub fn scan(data: &[u8], base: u64, max_body: usize, sealed: bool) -> ScanResult
 
 /// The common case of [`scan`], read from the file in small pieces instead of mapped
 /// whole: records one after another up to an all-zero frame header, and nothing but zeros
-/// from there to the end of the `data_len` bytes of data. Returns `None` when the data is
+/// from there to the end of the `data_len` bytes of data, which start at file offset
+/// `header` (the segment's header length). Returns `None` when the data is
 /// anything else (a frame that fails, a frame cut by the end of the file, non-zero bytes
 /// after the end): the caller then runs [`scan`] over the whole data, which tells a torn
 /// tail from damage. At most about 1 MiB is held at a time, whatever the segment's size,
 /// so opening a store does not read a preallocated segment into memory.
 pub fn scan_clean(
     file: &dyn VfsFile,
+    header: u64,
     base: u64,
     data_len: u64,
     max_body: usize,
 ) -> std::io::Result<Option<ScanResult>> {
     const CHUNK: usize = 1 << 20;
-    let header = SEGMENT_HEADER_LEN as u64;
     // Bytes of data from data offset `start`, read so far.
     let mut window: Vec<u8> = Vec::new();
     let mut start = 0u64;
@@ -499,11 +506,12 @@ mod tests {
         for (i, data) in cases.iter().enumerate() {
             let path = dir.path().join(format!("{i}.seg"));
             let file = fs.create(&path).unwrap();
-            let mut bytes = vec![0u8; SEGMENT_HEADER_LEN];
+            let mut bytes = vec![0u8; format::V1_HEADER_LEN];
             bytes.extend_from_slice(data);
             file.write_at(&bytes, 0).unwrap();
             let whole = scan(data, 0, 100, false);
-            match scan_clean(file.as_ref(), 0, data.len() as u64, 100).unwrap() {
+            let header = format::V1_HEADER_LEN as u64;
+            match scan_clean(file.as_ref(), header, 0, data.len() as u64, 100).unwrap() {
                 Some(piecewise) => assert_eq!(piecewise, whole, "case {i}"),
                 None => assert!(
                     whole.torn_at.is_some() || !whole.damaged.is_empty(),

@@ -44,7 +44,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
-use crate::storage::format::{FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::FRAME_HEADER_LEN;
 use crate::storage::segment::{self, read_exact_at};
 use crate::storage::vfs::{Vfs, VfsFile};
 
@@ -62,10 +62,10 @@ pub const MAX_STEP: u64 = 1 << 20;
 /// bound by one frame header (a frame that starts at the bound shows the hint is wrong), then
 /// up to the next multiple of 4 KiB of the file, so that a write that damaged its whole
 /// sector at a power cut (more than the bytes it was writing) is still seen. At most 4 KiB
-/// and 16 bytes more than the bound; never past `data_len`.
-pub fn read_limit(bound: u64, data_len: u64) -> u64 {
+/// and 16 bytes more than the bound; never past `data_len`. `header` is the segment's
+/// header length (its version's): the data starts there.
+pub fn read_limit(header: u64, bound: u64, data_len: u64) -> u64 {
     const PAGE: u64 = 4096;
-    let header = SEGMENT_HEADER_LEN as u64;
     let file_end = header
         .saturating_add(bound)
         .saturating_add(FRAME_HEADER_LEN as u64)
@@ -240,12 +240,12 @@ mod tests {
     #[test]
     fn the_read_limit_covers_the_next_frame_header_and_its_page() {
         // File offsets: header 32 + bound + 16, rounded up to 4 KiB.
-        assert_eq!(read_limit(0, 1 << 20), 4096 - 32);
-        assert_eq!(read_limit(4096 - 48, 1 << 20), 4096 - 32);
-        assert_eq!(read_limit(4096 - 47, 1 << 20), 8192 - 32);
-        assert_eq!(read_limit(1 << 20, 1 << 30), (1 << 20) + 4096 - 32);
-        assert_eq!(read_limit(5000, 6000), 6000, "never past the data");
-        assert_eq!(read_limit(u64::MAX, 6000), 6000);
+        assert_eq!(read_limit(32, 0, 1 << 20), 4096 - 32);
+        assert_eq!(read_limit(32, 4096 - 48, 1 << 20), 4096 - 32);
+        assert_eq!(read_limit(32, 4096 - 47, 1 << 20), 8192 - 32);
+        assert_eq!(read_limit(32, 1 << 20, 1 << 30), (1 << 20) + 4096 - 32);
+        assert_eq!(read_limit(32, 5000, 6000), 6000, "never past the data");
+        assert_eq!(read_limit(32, u64::MAX, 6000), 6000);
     }
 
     #[test]

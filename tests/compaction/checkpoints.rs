@@ -174,24 +174,28 @@ fn a_compacted_log_without_a_good_checkpoint_is_a_typed_error() {
 #[test]
 fn a_checkpoint_past_the_log_end_is_never_used() {
     let clock = ManualClock::new(T0);
+    // One store: `short` is a copy of it after three messages, `long` goes on to 200 and a
+    // checkpoint, which is then put into the copy (the same store, so the same id: a log
+    // that lost the records its checkpoint covers).
     let long = tempfile::tempdir().unwrap();
-    {
-        let store = Store::open(long.path(), config(&clock)).unwrap();
-        let q = store.queue("q").unwrap();
-        for i in 0..200 {
-            q.enqueue(format!("long-{i}")).unwrap();
-        }
-        store.compact_now().unwrap();
-        drop(q);
-        store.close().unwrap();
-    }
     let short = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(short.path(), config(&clock)).unwrap();
+        let store = Store::open(long.path(), config(&clock)).unwrap();
         let q = store.queue("q").unwrap();
         for i in 0..3 {
             q.enqueue(format!("short-{i}")).unwrap();
         }
+        drop(q);
+        store.close().unwrap();
+    }
+    common::copy_dir(long.path(), short.path());
+    {
+        let store = Store::open(long.path(), config(&clock)).unwrap();
+        let q = store.queue("q").unwrap();
+        for i in 3..200 {
+            q.enqueue(format!("long-{i}")).unwrap();
+        }
+        store.compact_now().unwrap();
         drop(q);
         store.close().unwrap();
     }
@@ -225,4 +229,75 @@ fn a_checkpoint_past_the_log_end_is_never_used() {
     let q = store.queue("q").unwrap();
     assert_eq!(q.stats().counts.ready, 300);
     assert_eq!(q.lease(1).unwrap()[0].payload(), b"short-0");
+}
+
+/// A checkpoint copied from another store (its header names another store id) is never
+/// restored, nor taken for a durable mark of this log: a strict open refuses it by name
+/// (`Foreign`), quarantine opens with this store's own records and lists the loss, and the
+/// next checkpoint writes over it.
+#[test]
+fn another_stores_checkpoint_is_refused_by_name_and_never_restored() {
+    let clock = ManualClock::new(T0);
+    let other = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(other.path(), config(&clock)).unwrap();
+        let q = store.queue("q").unwrap();
+        for i in 0..200 {
+            q.enqueue(format!("other-{i}")).unwrap();
+        }
+        store.compact_now().unwrap();
+        drop(q);
+        store.close().unwrap();
+    }
+    let (dir, store) = common::temp_store(config(&clock));
+    let q = store.queue("q").unwrap();
+    for i in 0..3 {
+        q.enqueue(format!("mine-{i}")).unwrap();
+    }
+    drop(q);
+    store.close().unwrap();
+    let slot = dir.path().join("checkpoint-0");
+    std::fs::copy(other.path().join("checkpoint-0"), &slot).unwrap();
+    let before = common::dir_contents(dir.path());
+    match Store::open(dir.path(), config(&clock)) {
+        Err(Error::Corruption {
+            kind: CorruptionKind::Foreign { expected, found },
+            location: CorruptionLocation::File { path, .. },
+        }) => {
+            assert_eq!(path, slot);
+            assert_ne!(expected, found);
+        }
+        other => panic!("strict open: {other:?}"),
+    }
+    let mut after = common::dir_contents(dir.path());
+    after.remove("LOCK");
+    let mut was = before.clone();
+    was.remove("LOCK");
+    assert_eq!(after, was, "a refused open changes nothing");
+    let report = deadletter::verify::verify(dir.path()).unwrap();
+    let foreign: Vec<&str> = report
+        .checkpoints
+        .iter()
+        .filter(|c| c.foreign)
+        .map(|c| c.file.as_str())
+        .collect();
+    assert_eq!(foreign, ["checkpoint-0"], "{report:?}");
+    assert!(report.problems() >= 1);
+    let mut cfg = config(&clock);
+    cfg.recovery = RecoveryMode::Quarantine;
+    let store = Store::open(dir.path(), cfg).unwrap();
+    let q = store.queue("q").unwrap();
+    assert_eq!(q.stats().counts.ready, 3);
+    assert_eq!(q.lease(1).unwrap()[0].payload(), b"mine-0");
+    assert!(
+        store.storage_stats().end_position < 4096,
+        "no mark of the other store's"
+    );
+    store.compact_now().unwrap();
+    drop(q);
+    store.close().unwrap();
+    // The next checkpoints wrote over it: the store opens strictly again.
+    let store = Store::open(dir.path(), config(&clock)).unwrap();
+    assert_eq!(store.queue("q").unwrap().stats().counts.ready, 3);
+    assert!(deadletter::verify::verify(dir.path()).unwrap().is_clean());
 }

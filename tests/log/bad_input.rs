@@ -86,12 +86,13 @@ fn bad_appends_reads_and_options() {
     let (log, _) = Log::open(
         root.path().join("max"),
         LogOptions {
-            max_record_size: 4096 - 48,
+            max_record_size: 4096 - 72,
             ..o
         },
     )
     .unwrap();
-    log.append(&[3u8; 4096 - 48]).unwrap();
-    log.append(&[4u8; 4096 - 48]).unwrap();
+    // A version-2 header (56 bytes) and a frame header (16) around it.
+    log.append(&[3u8; 4096 - 72]).unwrap();
+    log.append(&[4u8; 4096 - 72]).unwrap();
     assert_eq!(log.stats().segments, 2);
 }

@@ -19,21 +19,28 @@ fn missing_middle_segment_is_reported() {
     let bases = segment_bases(&dir);
     assert!(bases.len() >= 4, "{bases:?}");
     std::fs::remove_file(seg_path(&dir, bases[1])).unwrap();
+    // The error names the missing range: from where the segment before it ends to where
+    // the one after it begins.
+    let missing = CorruptionKind::MissingRange {
+        start: bases[1],
+        end: bases[2],
+    };
     match Log::open(&dir, o.clone()) {
         Err(Error::Corruption {
-            kind: CorruptionKind::MissingSegment,
+            kind,
             location: CorruptionLocation::File { path, offset },
         }) => {
+            assert_eq!(kind, missing);
             assert_eq!(path, seg_path(&dir, bases[0]));
             assert_eq!(offset, HEADER + (bases[1] - bases[0]));
         }
-        other => panic!("expected MissingSegment, got {other:?}"),
+        other => panic!("expected MissingRange, got {other:?}"),
     }
     // Quarantine mode opens, lists the gap, and returns the records around it.
     let (log, report) = Log::open(&dir, quarantine(o)).unwrap();
     assert_eq!(report.quarantined.len(), 1, "{report:?}");
     let q = &report.quarantined[0];
-    assert_eq!(q.kind, CorruptionKind::MissingSegment);
+    assert_eq!(q.kind, missing);
     assert_eq!((q.start, q.end), (bases[1], bases[2]));
     let want: Vec<_> = written
         .iter()

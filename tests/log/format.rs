@@ -22,13 +22,13 @@ fn header_round_trip_and_rejections() {
         decode_segment_header(&b[..10], FORMAT_VERSION),
         Err(HeaderError::Short)
     );
-    let mut bad = b;
+    let mut bad = b.clone();
     bad[0] = b'X';
     assert_eq!(
         decode_segment_header(&bad, FORMAT_VERSION),
         Err(HeaderError::Magic)
     );
-    let mut bad = b;
+    let mut bad = b.clone();
     bad[17] ^= 1;
     assert_eq!(
         decode_segment_header(&bad, FORMAT_VERSION),
@@ -43,9 +43,47 @@ fn header_round_trip_and_rejections() {
 
 #[test]
 fn the_layout_is_the_documented_one() {
-    let b = encode_segment_header(&SegmentHeader::new(77, FORMAT_VERSION, 4096));
+    // Version 2: 56 bytes, the store's id and the segment's number before the checksum.
+    let id = 0x0123_4567_89AB_CDEF_FEDC_BA98_7654_3210u128;
+    let h = SegmentHeader::new(77, 2, 4096).identified(id, 9);
+    let b = encode_segment_header(&h);
+    assert_eq!(b.len(), 56);
     assert_eq!(&b[0..8], b"DLTRSEGM");
+    assert_eq!(u16::from_le_bytes([b[8], b[9]]), 2);
+    assert_eq!(u16::from_le_bytes([b[10], b[11]]), 56);
     assert_eq!((u64_le(&b[12..20]), u64_le(&b[20..28])), (4096, 77));
+    assert_eq!(u128::from_le_bytes(b[28..44].try_into().unwrap()), id);
+    assert_eq!(u64_le(&b[44..52]), 9);
+    let crc = crc32fast::hash(&b[..52]);
+    assert_eq!(u32::from_le_bytes(b[52..56].try_into().unwrap()), crc);
+    assert_eq!(decode_segment_header(&b, 2), Ok(h));
+    // Every bit flip is damage, never another header, a newer or a development one.
+    for bit in 0..56 * 8 {
+        let mut c = b.clone();
+        c[bit / 8] ^= 1 << (bit % 8);
+        assert!(
+            !matches!(
+                decode_segment_header(&c, 2),
+                Ok(_) | Err(HeaderError::PreRelease(_) | HeaderError::Newer(_))
+            ),
+            "bit {bit}"
+        );
+    }
+    // Version 1 (release 0.1.0): 32 bytes, no identity, still read as it is.
+    let b = encode_segment_header(&SegmentHeader::new(77, 1, 4096).identified(id, 9));
+    assert_eq!(b.len(), 32);
+    assert_eq!(u16::from_le_bytes([b[10], b[11]]), 32);
+    assert_eq!((u64_le(&b[12..20]), u64_le(&b[20..28])), (4096, 77));
+    assert_eq!(
+        decode_segment_header(&b, 2),
+        Ok(SegmentHeader::new(77, 1, 4096))
+    );
+    // A version-2 header that claims version 1's length (or the reverse) is no header.
+    let mut short = encode_segment_header(&h);
+    short[10..12].copy_from_slice(&32u16.to_le_bytes());
+    let crc = crc32fast::hash(&short[..52]);
+    short[52..56].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(decode_segment_header(&short, 2), Err(HeaderError::Invalid));
     // A header declaring less than a header is one no version writes.
     let b = encode_segment_header(&SegmentHeader::new(77, FORMAT_VERSION, 8));
     assert_eq!(

@@ -6,8 +6,8 @@ use deadletter::recovery::RecoveryMode;
 use deadletter::sim::{Log, LogOptions};
 use deadletter::store::Durability;
 
-/// Bytes of a segment header.
-pub const HEADER: u64 = 32;
+/// Bytes of a segment header of the current format (version 2: 56; version 1's had 32).
+pub const HEADER: u64 = deadletter::sim::V2_HEADER_LEN as u64;
 /// Bytes of a record frame's header.
 pub const FRAME: u64 = 16;
 

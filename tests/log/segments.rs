@@ -2,9 +2,7 @@
 //! (never the active one); what remains reads back after a reopen. A store's segment size
 //! is read back from its files.
 
-use deadletter::sim::{
-    segment_name, Log, DEFAULT_SEGMENT_SIZE, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
-};
+use deadletter::sim::{segment_name, Log, DEFAULT_SEGMENT_SIZE, FRAME_HEADER_LEN, V2_HEADER_LEN};
 use deadletter::{Config, Error, Store};
 
 use crate::helpers::{body, opts, read_all, FRAME, HEADER};
@@ -95,7 +93,7 @@ fn an_existing_store_gives_its_segment_size() {
     let overhead = 64 << 10;
     assert_eq!(
         found.max_message_size,
-        (size - (overhead + SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64) as usize
+        (size - (overhead + V2_HEADER_LEN + FRAME_HEADER_LEN) as u64) as usize
     );
     // A newer file named like a segment that is not one is passed over.
     std::fs::write(dir.path().join(segment_name(1 << 40)), b"not a segment").unwrap();

@@ -45,6 +45,12 @@ fn segment_status(s: &SegmentReport) -> String {
         )),
         other => parts.push(format!("header: {other:?}")),
     }
+    if s.foreign {
+        parts.push(format!(
+            "FOREIGN: it belongs to another store (store id {}); no open reads it",
+            s.store_id.as_deref().unwrap_or("?")
+        ));
+    }
     if s.empty {
         parts.push("EMPTY: its header is lost".into());
     }
@@ -131,13 +137,23 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
         }
         let mut text = t.render();
         for b in &report.boundaries {
+            let count = match b.missing_segments {
+                Some(n) if n > 0 => format!("; {n} segment(s) missing by their numbers"),
+                _ => String::new(),
+            };
             text.push_str(&format!(
-                "BOUNDARY {} -> {}: {:?} (records end at {}, next segment starts at {})\n",
+                "BOUNDARY {} -> {}: {:?} (records end at {}, next segment starts at {}{count})\n",
                 b.file, b.next_file, b.kind, b.end, b.next_base
             ));
         }
         for c in &report.checkpoints {
             match (&c.position, &c.error, c.version) {
+                (Some(_), _, _) if c.foreign => text.push_str(&format!(
+                    "checkpoint {}: FOREIGN: it belongs to another store (store id {}); no \
+                     open restores it\n",
+                    c.file,
+                    c.store_id.as_deref().unwrap_or("?")
+                )),
                 (Some(pos), _, version) => text.push_str(&format!(
                     "checkpoint {}: ok (format version {}), covers positions below {pos}\n",
                     c.file,
@@ -164,6 +180,13 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
                 "LOST TAIL: the log ends at position {}, before position {}, which a \
                  checkpoint shows it had made durable\n",
                 lost.actual, lost.expected
+            ));
+        }
+        if let Some(missing) = &report.missing_segments {
+            text.push_str(&format!(
+                "MISSING SEGMENTS: segments numbered {} to {} are gone; a checkpoint was \
+                 written while segment {} existed (the log lost its last segments)\n",
+                missing.first, missing.last, missing.last
             ));
         }
         if let Some(missing) = &report.missing_range {
@@ -208,6 +231,9 @@ pub fn verify(args: &VerifyArgs, json: bool) -> Result<(), CliError> {
             fmt_bytes(report.record_bytes),
             fmt_bytes(report.bytes_read)
         ));
+        if let Some(id) = &report.store_id {
+            text.push_str(&format!("store id {id}\n"));
+        }
         if let Some(t) = report.torn_tail() {
             text.push_str(&format!(
                 "torn tail: {} bytes ({} records) after position {} in the last segment (an \

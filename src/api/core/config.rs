@@ -14,9 +14,7 @@ use crate::api::core::clock::{Clock, SystemClock};
 use crate::engine::record::RECORD_OVERHEAD;
 use crate::engine::state::AuditLimits;
 use crate::error::{require, Error, NameProblem, Result};
-use crate::storage::format::{
-    self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
-};
+use crate::storage::format::{self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, MAX_HEADER_LEN};
 use crate::storage::log::{Durability, RecoveryMode, DEFAULT_SEGMENT_SIZE};
 use crate::storage::segment;
 use crate::storage::vfs::Vfs;
@@ -240,7 +238,8 @@ impl Config {
             .rev()
             .find_map(|(_, path)| segment_file_len(path));
         let overhead = RECORD_OVERHEAD as u64;
-        let header = (SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64;
+        // New records go to segments of this build's format, whose header is its version's.
+        let header = (format::header_len(FORMAT_VERSION) + FRAME_HEADER_LEN) as u64;
         // A segment too small to hold a record of any size is not a size a store can have
         // (a file cut short): keep the defaults then.
         if let Some(len) = active_len.filter(|&len| len > overhead + header) {
@@ -346,8 +345,11 @@ impl Config {
 fn segment_file_len(path: &Path) -> Option<u64> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
-    let mut head = [0u8; SEGMENT_HEADER_LEN];
-    file.read_exact(&mut head).ok()?;
+    let mut head = Vec::with_capacity(MAX_HEADER_LEN);
+    file.by_ref()
+        .take(MAX_HEADER_LEN as u64)
+        .read_to_end(&mut head)
+        .ok()?;
     match format::decode_segment_header(&head, FORMAT_VERSION) {
         // The size it was created at, even if the file was cut since.
         Ok(h) => Some(h.size),

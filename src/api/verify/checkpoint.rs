@@ -24,6 +24,17 @@ pub struct CheckpointReport {
     pub pre_release: bool,
     /// The log position it covers, when it is valid.
     pub position: Option<u64>,
+    /// The id of the store it names (format version 2 on), as 32 hex digits.
+    #[serde(default)]
+    pub store_id: Option<String>,
+    /// The sequence number of the log's active segment when it was written (format
+    /// version 2 on): the log must still hold a segment numbered that or higher.
+    #[serde(default)]
+    pub seq: Option<u64>,
+    /// True when it names another store than the store's segments do: a problem, never
+    /// restored by an open.
+    #[serde(default)]
+    pub foreign: bool,
     /// Why it is not valid, when it is damaged.
     pub error: Option<String>,
 }
@@ -42,6 +53,8 @@ pub(super) fn check_checkpoint(path: &Path, file: String) -> CheckpointReport {
         Ok(checkpoint) => {
             report.version = Some(checkpoint.version);
             report.position = Some(checkpoint.position);
+            report.store_id = checkpoint.store_id.map(|id| format!("{id:032x}"));
+            report.seq = checkpoint.seq;
         }
         Err(Error::UnsupportedFormat {
             found, pre_release, ..

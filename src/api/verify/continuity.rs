@@ -40,6 +40,10 @@ pub struct Boundary {
     pub end: u64,
     /// Where the next segment begins.
     pub next_base: u64,
+    /// How many segments are missing between the two, by their sequence numbers (format
+    /// version 2 on: each segment's is one more than the one before it), when both have one.
+    #[serde(default)]
+    pub missing_segments: Option<u64>,
 }
 
 /// The log ends before a position it had made durable (see [`VerifyReport::lost_tail`](super::VerifyReport::lost_tail)).
@@ -52,6 +56,50 @@ pub struct LostTailReport {
     pub actual: u64,
 }
 
+/// The log's last segments are gone: a checkpoint was written while the segment numbered
+/// `last` was active, and the highest-numbered segment there is `first - 1` (see
+/// [`VerifyReport::missing_segments`](super::VerifyReport::missing_segments)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MissingSegmentsReport {
+    /// The first segment number missing.
+    pub first: u64,
+    /// The last segment number missing (the one the checkpoint names).
+    pub last: u64,
+}
+
+/// The segment numbers a checkpoint of the store names against the highest one there:
+/// the log must still hold the segment that was active when each was written, or a later
+/// one (only compaction deletes segments, never the active one).
+pub(super) fn missing_segments(
+    segments: &[SegmentReport],
+    checkpoints: &[CheckpointReport],
+) -> Option<MissingSegmentsReport> {
+    let named = checkpoints
+        .iter()
+        .filter(|c| c.position.is_some() && !c.foreign)
+        .filter_map(|c| c.seq)
+        .max()?;
+    let have = segments
+        .iter()
+        .filter(|s| s.header == HeaderStatus::Ok && !s.foreign)
+        .filter_map(|s| s.seq)
+        .max();
+    // A later entry whose header is lost may be the one: it is reported against itself.
+    let bad_after = segments
+        .iter()
+        .rev()
+        .take_while(|s| s.seq.is_none() || s.foreign)
+        .any(|s| s.header != HeaderStatus::Ok);
+    if bad_after || have.is_some_and(|h| h >= named) {
+        return None;
+    }
+    Some(MissingSegmentsReport {
+        first: have.map_or(named, |h| h + 1),
+        last: named,
+    })
+}
+
 /// The boundary problems between consecutive segments.
 pub(super) fn boundaries(segments: &[SegmentReport]) -> Vec<Boundary> {
     let mut boundaries = Vec::new();
@@ -59,7 +107,11 @@ pub(super) fn boundaries(segments: &[SegmentReport]) -> Vec<Boundary> {
         let (cur, next) = (&pair[0], &pair[1]);
         let expected = next.base;
         // A bad entry is reported against itself, not against the segment before it.
-        let bad_entry = cur.header != HeaderStatus::Ok || next.header != HeaderStatus::Ok;
+        // So is another store's segment (see `identity`).
+        let bad_entry = cur.header != HeaderStatus::Ok
+            || next.header != HeaderStatus::Ok
+            || cur.foreign
+            || next.foreign;
         if bad_entry || cur.end == expected {
             continue;
         }
@@ -78,6 +130,10 @@ pub(super) fn boundaries(segments: &[SegmentReport]) -> Vec<Boundary> {
             kind,
             end: cur.end,
             next_base: expected,
+            missing_segments: cur
+                .seq
+                .zip(next.seq)
+                .map(|(a, b)| b.saturating_sub(a).saturating_sub(1)),
         });
     }
     boundaries
@@ -91,7 +147,7 @@ pub(super) fn lost_tail(
     let expected = checkpoints.iter().filter_map(|c| c.position).max()?;
     // Only a log whose last segment could be read says where the records end.
     let last = segments.last()?;
-    if last.header != HeaderStatus::Ok {
+    if last.header != HeaderStatus::Ok || last.foreign {
         return None;
     }
     (last.end < expected).then_some(LostTailReport {

@@ -34,7 +34,8 @@
 //!
 //! The parts, one job each: `listing` sorts the directory's entries; `segment` checks one
 //! segment file; `checkpoint` one checkpoint file; `continuity` judges where segments meet
-//! and where the log ends against the checkpoints; `head` whether the log still holds what
+//! and where the log ends against the checkpoints; `identity` which store the files
+//! belong to (another store's segment or checkpoint is a problem); `head` whether the log still holds what
 //! the store refers to; `report` holds the findings and the
 //! verdicts; `progress` the progress callback's argument. This module runs
 //! them in order.
@@ -42,6 +43,7 @@
 mod checkpoint;
 mod continuity;
 mod head;
+mod identity;
 mod listing;
 mod progress;
 mod report;
@@ -54,7 +56,7 @@ use crate::storage::format::FORMAT_VERSION;
 use crate::storage::tail_hint;
 
 pub use checkpoint::CheckpointReport;
-pub use continuity::{Boundary, BoundaryKind, LostTailReport};
+pub use continuity::{Boundary, BoundaryKind, LostTailReport, MissingSegmentsReport};
 pub use head::MissingRangeReport;
 pub use progress::VerifyProgress;
 pub use report::VerifyReport;
@@ -85,7 +87,7 @@ pub use segment::{DamagedRange, HeaderStatus, SegmentReport, TornTailReport};
 /// // A write the crash interrupted: bytes after the last record that are not a record.
 /// let segment = &report.segments[0];
 /// let mut file = std::fs::OpenOptions::new().write(true).open(dir.path().join(&segment.file))?;
-/// file.seek(SeekFrom::Start(32 + segment.end - segment.base))?;
+/// file.seek(SeekFrom::Start(segment.header_len + segment.end - segment.base))?;
 /// file.write_all(b"half a record")?;
 /// let report = verify(&dir)?;
 /// assert!(report.torn_tail().is_some());
@@ -163,8 +165,21 @@ pub fn verify_with(
         progress(done);
         report.segments.push(seg);
     }
+    report.store_id = identity::mark_foreign(&mut report.segments, &mut report.checkpoints);
+    // Another store's records are not this store's.
+    report.records -= report
+        .segments
+        .iter()
+        .filter(|s| s.foreign)
+        .map(|s| s.records)
+        .sum::<u64>();
     report.boundaries = continuity::boundaries(&report.segments);
     report.lost_tail = continuity::lost_tail(&report.segments, &report.checkpoints);
+    // What the positions show is the loss to report; the numbers, what they do not.
+    if report.lost_tail.is_none() {
+        report.missing_segments =
+            continuity::missing_segments(&report.segments, &report.checkpoints);
+    }
     // Whether the store needs records below its first segment: only an open of it can
     // tell (compaction deletes old segments too), and only of files it reads.
     if report.newer_versions().is_empty() && report.pre_release_files().is_empty() {

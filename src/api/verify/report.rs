@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::CheckpointReport;
-use super::continuity::{Boundary, LostTailReport};
+use super::continuity::{Boundary, LostTailReport, MissingSegmentsReport};
 use super::head::MissingRangeReport;
 use super::segment::{HeaderStatus, SegmentReport, TornTailReport};
 
@@ -35,6 +35,12 @@ pub struct VerifyReport {
     /// A strict open refuses it ([`crate::recovery::CorruptionKind::MissingRange`]).
     #[serde(default)]
     pub missing_range: Option<MissingRangeReport>,
+    /// Set when the log's last segments are gone by their sequence numbers (format
+    /// version 2 on): a checkpoint was written while a segment numbered higher than any
+    /// left was the active one. A strict open refuses it
+    /// ([`crate::recovery::CorruptionKind::MissingSegments`]).
+    #[serde(default)]
+    pub missing_segments: Option<MissingSegmentsReport>,
     /// Temporary files: leftovers of an interrupted segment creation (an open removes
     /// them), the next segment being prepared, or `checkpoint.tmp`, a checkpoint being
     /// written or, between checkpoints, the reserve kept for the next one.
@@ -52,6 +58,12 @@ pub struct VerifyReport {
     pub record_bytes: u64,
     /// Bytes of segment files read.
     pub bytes_read: u64,
+    /// The store's id (32 hex digits), as most of its segments name it (format version 2
+    /// on; see `docs/FORMAT.md`, store identity): a segment or checkpoint naming another
+    /// is foreign ([`SegmentReport::foreign`], [`CheckpointReport::foreign`]), a problem.
+    /// `None` for a store of format version 1 only.
+    #[serde(default)]
+    pub store_id: Option<String>,
 }
 
 impl VerifyReport {
@@ -70,6 +82,7 @@ impl VerifyReport {
                     HeaderStatus::Ok | HeaderStatus::UnsupportedVersion | HeaderStatus::PreRelease
                 );
                 usize::from(bad_header)
+                    + usize::from(s.foreign)
                     + usize::from(s.is_short())
                     + s.damaged.len()
                     + usize::from(!s.last && s.torn_tail.is_some())
@@ -78,13 +91,14 @@ impl VerifyReport {
         let checkpoints = self
             .checkpoints
             .iter()
-            .filter(|c| c.error.is_some())
+            .filter(|c| c.error.is_some() || c.foreign)
             .count();
         in_segments
             + self.boundaries.len()
             + checkpoints
             + usize::from(self.lost_tail.is_some())
             + usize::from(self.missing_range.is_some())
+            + usize::from(self.missing_segments.is_some())
             + usize::from(self.written_past_hint().is_some())
     }
 
@@ -96,10 +110,11 @@ impl VerifyReport {
     /// the file offset where the open stops reading and how many bytes from there to the
     /// last non-zero one.
     pub fn written_past_hint(&self) -> Option<(u64, u64)> {
-        let header = crate::storage::format::SEGMENT_HEADER_LEN as u64;
         let last = self.segments.last().filter(|s| s.last)?;
+        let header = last.header_len;
         let data_len = last.file_len.saturating_sub(header);
-        let limit = header + crate::storage::tail_hint::read_limit(self.tail_hint?, data_len);
+        let limit =
+            header + crate::storage::tail_hint::read_limit(header, self.tail_hint?, data_len);
         let torn = last.torn_tail.as_ref()?;
         let torn_end = torn.file_offset + torn.bytes;
         (torn_end > limit).then(|| (limit, torn_end - limit))

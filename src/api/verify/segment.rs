@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::storage::format::{self, HeaderError, FORMAT_VERSION, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, HeaderError, FORMAT_VERSION};
 use crate::storage::segment;
 
 /// The state of a segment's header.
@@ -86,6 +86,21 @@ pub struct SegmentReport {
     /// The format version the header names, when the header is intact (a newer version
     /// than this build reads, or a development build's, included).
     pub version: Option<u16>,
+    /// The length of its header (its version's: 32 bytes for version 1, 56 from version
+    /// 2 on), where its records start; 0 when the header is not intact.
+    #[serde(default)]
+    pub header_len: u64,
+    /// The id of the store its header names (format version 2 on), as 32 hex digits.
+    #[serde(default)]
+    pub store_id: Option<String>,
+    /// Its sequence number in the store (format version 2 on).
+    #[serde(default)]
+    pub seq: Option<u64>,
+    /// True when its header names another store than the one most of the store's files
+    /// name (see [`VerifyReport::store_id`](super::VerifyReport::store_id)): its records
+    /// are not checked, and no open reads them.
+    #[serde(default)]
+    pub foreign: bool,
     /// True for the last segment (the one a writer appends to).
     pub last: bool,
     /// True when the whole file is zeros or empty: its header is lost (a segment's name
@@ -111,6 +126,7 @@ impl SegmentReport {
     /// damage: an open truncates it).
     pub fn is_sound(&self) -> bool {
         self.header == HeaderStatus::Ok
+            && !self.foreign
             && self.damaged.is_empty()
             && !self.is_short()
             && (self.last || self.torn_tail.is_none())
@@ -147,6 +163,10 @@ impl SegmentReport {
             declared_len: None,
             header: HeaderStatus::Ok,
             version: None,
+            header_len: 0,
+            store_id: None,
+            seq: None,
+            foreign: false,
             last,
             empty: false,
             records: 0,
@@ -169,6 +189,11 @@ pub(super) fn check_segment(name: &str, base: u64, bytes: &[u8], last: bool) -> 
     (seg.header, seg.version) = match format::decode_segment_header(bytes, FORMAT_VERSION) {
         Ok(h) if h.base == base => {
             seg.declared_len = Some(h.size);
+            seg.header_len = h.len() as u64;
+            if h.has_identity() {
+                seg.store_id = Some(format!("{:032x}", h.store_id));
+                seg.seq = Some(h.seq);
+            }
             (HeaderStatus::Ok, Some(h.version))
         }
         Ok(h) => (HeaderStatus::BaseMismatch, Some(h.version)),
@@ -182,13 +207,16 @@ pub(super) fn check_segment(name: &str, base: u64, bytes: &[u8], last: bool) -> 
     if seg.header != HeaderStatus::Ok {
         return seg;
     }
-    let data = &bytes[SEGMENT_HEADER_LEN..];
+    let header_len = seg.header_len;
+    let data = &bytes[header_len as usize..];
     // A cut last segment is sealed where it is, as an open in quarantine does.
     // Frames are judged by the segment's own size, as recovery judges them: never by a
     // record limit of whoever reads the store.
-    let max_body = format::max_body_in(seg.declared_len.unwrap_or(0).max(seg.file_len));
+    let max_body = format::max_body_in(
+        seg.declared_len.unwrap_or(0).max(seg.file_len),
+        header_len as usize,
+    );
     let scan = segment::scan(data, base, max_body, !last || seg.is_short());
-    let header_len = SEGMENT_HEADER_LEN as u64;
     seg.records = scan.records;
     seg.end = base + scan.end;
     let damaged_bytes: u64 = scan.damaged.iter().map(|(s, e)| e - s).sum();
@@ -223,7 +251,7 @@ mod tests {
     fn segment_bytes(base: u64, records: &[&[u8]], size: usize) -> Vec<u8> {
         let version = FORMAT_VERSION;
         let mut out =
-            encode_segment_header(&SegmentHeader::new(base, version, size as u64)).to_vec();
+            encode_segment_header(&SegmentHeader::new(base, version, size as u64).identified(7, 0));
         let mut data = Vec::new();
         for r in records {
             let pos = base + data.len() as u64;
@@ -245,7 +273,7 @@ mod tests {
         assert_eq!((seg.records, seg.record_bytes), (2, 2 * (16 + 3)));
         assert!(seg.torn_tail.is_none() && seg.is_sound());
 
-        let second = SEGMENT_HEADER_LEN + 19 + 17;
+        let second = format::header_len(FORMAT_VERSION) + 19 + 17;
         bytes[second] ^= 0xff;
         let seg = check_segment("x", 0, &bytes, true);
         assert_eq!(seg.records, 1);

@@ -1,10 +1,16 @@
 //! The checkpoint file: a header, then the index snapshot in the version the header names.
 //!
 //! ```text
+//! version 1 (release 0.1.0):
 //! 0      8        10       12       16         24          32
 //! +------+--------+--------+--------+----------+-----------+------------------+
 //! | magic| version| flags  | crc32  | position | body len  | body (bincode)   |
 //! +------+--------+--------+--------+----------+-----------+------------------+
+//! version 2: the store's id and the active segment's number after the body length
+//! 0      8        10       12       16         24          32         48      56
+//! +------+--------+--------+--------+----------+-----------+----------+-------+-------+
+//! | magic| version| flags  | crc32  | position | body len  | store id | seq   | body  |
+//! +------+--------+--------+--------+----------+-----------+----------+-------+-------+
 //! ```
 //!
 //! Little-endian. The CRC-32 covers the whole file with its own four bytes zeroed. Every
@@ -24,6 +30,9 @@ const MAGIC: [u8; 8] = *b"DLTRCHKP";
 const PRE_RELEASE_MAGIC: [u8; 8] = *b"DLTRCKPT";
 /// Bytes of the version-1 header; its body starts here.
 const V1_HEADER_LEN: usize = 32;
+/// Bytes of the version-2 header (version 1's, the store's id and the active segment's
+/// sequence number); its body starts here.
+const V2_HEADER_LEN: usize = 56;
 /// Where the CRC is, in every version.
 const CRC_AT: usize = 12;
 
@@ -34,6 +43,11 @@ pub(crate) struct CheckpointFile {
     pub version: u16,
     /// The log position it covers: it reflects exactly the records before it.
     pub position: u64,
+    /// The id of the store that wrote it (version 2 on; `None` in version 1's).
+    pub store_id: Option<u128>,
+    /// The sequence number of the log's active segment when it was written (version 2 on;
+    /// `None` in version 1's).
+    pub seq: Option<u64>,
     /// The index.
     pub snapshot: Snapshot,
 }
@@ -65,17 +79,25 @@ fn seal(bytes: &mut [u8]) {
     bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&c.to_le_bytes());
 }
 
-/// Encodes a checkpoint of `snapshot`, covering the log up to `position`, in the current
-/// format version.
-pub(crate) fn encode_checkpoint(position: u64, snapshot: Snapshot) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; V1_HEADER_LEN];
+/// Encodes a checkpoint of `snapshot` of the store `store_id`, covering the log up to
+/// `position` and written while the segment numbered `seq` was the active one, in the
+/// current format version.
+pub(crate) fn encode_checkpoint(
+    position: u64,
+    store_id: u128,
+    seq: u64,
+    snapshot: Snapshot,
+) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; V2_HEADER_LEN];
     current::snapshot::encode(&snapshot, &mut out)?;
-    let body_len = (out.len() - V1_HEADER_LEN) as u64;
+    let body_len = (out.len() - V2_HEADER_LEN) as u64;
     out[0..8].copy_from_slice(&MAGIC);
     out[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     // 10..12: flags, zero.
     out[16..24].copy_from_slice(&position.to_le_bytes());
     out[24..32].copy_from_slice(&body_len.to_le_bytes());
+    out[32..48].copy_from_slice(&store_id.to_le_bytes());
+    out[48..56].copy_from_slice(&seq.to_le_bytes());
     seal(&mut out);
     Ok(out)
 }
@@ -94,14 +116,21 @@ pub(crate) fn decode_checkpoint(
     }
     match u16::from_le_bytes([bytes[8], bytes[9]]) {
         v if pre_release => Err(CheckpointError::PreRelease(v)),
-        1 => decode_v1(bytes),
+        1 => decode_layout(bytes, 1, V1_HEADER_LEN),
+        2 => decode_layout(bytes, 2, V2_HEADER_LEN),
         v if v > FORMAT_VERSION => Err(CheckpointError::Newer(v)),
         _ => Err(CheckpointError::Damaged(8)),
     }
 }
 
-/// Version 1: position and body length, then the body.
-fn decode_v1(bytes: &[u8]) -> std::result::Result<CheckpointFile, CheckpointError> {
+/// Versions 1 and 2: position and body length, in version 2 the store's id and the active
+/// segment's number, then the body
+/// (version 1's snapshot in both: version 2 changed the header only).
+fn decode_layout(
+    bytes: &[u8],
+    version: u16,
+    header_len: usize,
+) -> std::result::Result<CheckpointFile, CheckpointError> {
     let u64_at = |at: usize| {
         bytes
             .get(at..at + 8)
@@ -111,13 +140,18 @@ fn decode_v1(bytes: &[u8]) -> std::result::Result<CheckpointFile, CheckpointErro
     };
     let position = u64_at(16)?;
     let body_len = u64_at(24)?;
-    if body_len != (bytes.len() - V1_HEADER_LEN) as u64 {
+    if bytes.len() < header_len || body_len != (bytes.len() - header_len) as u64 {
         return Err(CheckpointError::Damaged(24));
     }
-    let snapshot = v1::snapshot::decode(&bytes[V1_HEADER_LEN..], V1_HEADER_LEN as u64)?;
+    let store_id =
+        (version >= 2).then(|| u128::from_le_bytes(std::array::from_fn(|i| bytes[32 + i])));
+    let seq = (version >= 2).then(|| u64_at(48)).transpose()?;
+    let snapshot = v1::snapshot::decode(&bytes[header_len..], header_len as u64)?;
     Ok(CheckpointFile {
-        version: 1,
+        version,
         position,
+        store_id,
+        seq,
         snapshot,
     })
 }
@@ -128,7 +162,7 @@ mod tests {
     use crate::engine::state::State;
 
     fn sample() -> Vec<u8> {
-        encode_checkpoint(1234, State::default().snapshot()).unwrap()
+        encode_checkpoint(1234, 0xABCD_0123, 7, State::default().snapshot()).unwrap()
     }
 
     #[test]
@@ -138,6 +172,7 @@ mod tests {
         assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
         let file = decode_checkpoint(&bytes).unwrap();
         assert_eq!((file.version, file.position), (FORMAT_VERSION, 1234));
+        assert_eq!((file.store_id, file.seq), (Some(0xABCD_0123), Some(7)));
         assert_eq!(file.snapshot, State::default().snapshot());
     }
 

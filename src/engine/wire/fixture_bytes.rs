@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::engine::record::{GuardEvent, Op, PutCause};
-use crate::storage::format::{self, FrameError, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, FrameError};
 use crate::storage::segment;
 
 /// Every fixture store, with the format version its directory is named after.
@@ -47,7 +47,7 @@ pub(super) fn segment_records(path: &Path) -> (u16, Vec<Vec<u8>>) {
     let base = segment::parse_segment_name(&name).expect("a segment name");
     let header = format::decode_segment_header(&bytes, FORMAT_VERSION).expect("a header");
     assert_eq!(header.base, base);
-    let data = &bytes[SEGMENT_HEADER_LEN..];
+    let data = &bytes[header.len()..];
     let mut bodies = Vec::new();
     let mut d = 0;
     loop {
@@ -127,7 +127,9 @@ fn every_fixture_checkpoint_decodes_and_current_ones_encode_back() {
             // The index's hash maps may list their entries in another order than the file
             // (a map is written in the order the writer's map held it): the encoding is
             // compared through a decode, and byte for byte by each version's own test.
-            let again = encode_checkpoint(file.position, file.snapshot.clone()).unwrap();
+            let id = file.store_id.expect("a current checkpoint names its store");
+            let seq = file.seq.expect("a current checkpoint names its segment");
+            let again = encode_checkpoint(file.position, id, seq, file.snapshot.clone()).unwrap();
             assert_eq!(again.len(), bytes.len(), "{}", path.display());
             assert_eq!(decode_checkpoint(&again), Ok(file));
         }

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use super::{Durability, Inner, Log, Writer};
 use crate::error::{Error, Result};
-use crate::storage::format::{self, SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, SegmentHeader};
 use crate::storage::segment::{self, Segment};
 
 /// Messages to the spare-preparing thread.
@@ -94,7 +94,8 @@ impl Log {
                 return Err(Error::EmptyRecord);
             }
             let max = if rules.copies {
-                format::max_body_in(inner.opts.segment_size)
+                let header = format::header_len(inner.opts.format_version);
+                format::max_body_in(inner.opts.segment_size, header)
             } else {
                 inner.opts.max_record_size
             };
@@ -189,7 +190,7 @@ impl Inner {
         {
             return self.poison(e);
         }
-        let offset = SEGMENT_HEADER_LEN as u64 + w.active.end();
+        let offset = w.active.header_len + w.active.end();
         if let Err(e) = w.active.file.write_at(&w.buf, offset) {
             return self.poison(Error::io("write", &w.active.path, e));
         }
@@ -235,7 +236,9 @@ impl Inner {
         let mut slot = self.spare.lock();
         let spare = slot.take();
         self.spare_requested.store(false, Ordering::Release);
-        let header = SegmentHeader::new(base, self.opts.format_version, size);
+        // The next segment of this store: its id, the next sequence number.
+        let header = SegmentHeader::new(base, self.opts.format_version, size)
+            .identified(self.store_id, w.active.seq + 1);
         let installed = spare.filter(|f| {
             segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), header).is_ok()
         });
@@ -269,9 +272,10 @@ impl Inner {
         let seg = match Segment::new(
             base,
             header.version,
+            header.seq,
             self.dir.join(segment::segment_name(base)),
             file,
-            size - SEGMENT_HEADER_LEN as u64,
+            size - header.len() as u64,
             0,
             Vec::new(),
         ) {

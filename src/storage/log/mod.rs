@@ -40,7 +40,9 @@ use crate::storage::vfs::{create_dir_durably, LockGuard, LockHolder, Vfs, VfsFil
 pub use append::AppendRules;
 use append::{spawn_preparer, PrepMsg};
 use group_commit::GroupCommit;
-pub use options::{Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE};
+pub use options::{
+    CheckpointMark, Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE,
+};
 pub use read::{Reader, Record};
 use recovery::recover;
 pub use recovery::{QuarantinedRange, RecoveryReport, TornTail};
@@ -101,6 +103,9 @@ struct Inner {
     dir: PathBuf,
     fs: Arc<dyn Vfs>,
     opts: LogOptions,
+    /// The store's id, which every new segment's header names (0: none, a read-only
+    /// snapshot of a store of format version 1).
+    store_id: u128,
     segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
     writer: Mutex<Writer>,
     /// Log position up to which bytes were written to files.
@@ -267,6 +272,7 @@ impl Log {
             dir,
             fs,
             opts,
+            store_id: report.store_id.unwrap_or_default(),
             segments: RwLock::new(segments),
             writer: Mutex::new(Writer {
                 active,
@@ -324,6 +330,19 @@ impl Log {
     /// The options the log was opened with.
     pub fn options(&self) -> &LogOptions {
         &self.inner.opts
+    }
+
+    /// The store's id (see `docs/FORMAT.md`, store identity): what every segment header
+    /// of format version 2 on names, and every checkpoint. `None` for a read-only snapshot
+    /// of a store that has none (all its segments of version 1).
+    pub fn store_id(&self) -> Option<u128> {
+        Some(self.inner.store_id).filter(|&id| id != 0)
+    }
+
+    /// The sequence number of the segment being appended to (0 in a log of format version
+    /// 1, whose headers have none).
+    pub fn active_seq(&self) -> u64 {
+        self.inner.writer.lock().active.seq
     }
 
     /// Position of the first record still in the log.

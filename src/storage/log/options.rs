@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{require, Result};
-use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN};
 
 /// The default size of a segment file, header included.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
@@ -74,6 +74,27 @@ pub struct LogOptions {
     /// quarantine, appends resume at or past it, so positions never go backwards. 0: none
     /// known.
     pub high_water: u64,
+    /// The store's checkpoints, as the store read them before opening the log, newest
+    /// last (see [`CheckpointMark`]). The newest one's id breaks a tie between the
+    /// segments' ids (see `docs/FORMAT.md`, store identity); of those that name the store's
+    /// id (or none), the highest position counts as a durable high-water mark, as
+    /// `high_water` does, and the highest sequence number is one the log must still hold.
+    /// A checkpoint of another store says nothing about this log.
+    pub checkpoints: Vec<CheckpointMark>,
+}
+
+/// What the log's recovery needs of one of the store's checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointMark {
+    /// The log position it covers: the log had made it durable before it was written.
+    pub position: u64,
+    /// The store id it names (format version 2 on; `None` in version 1's).
+    pub store_id: Option<u128>,
+    /// The sequence number of the log's active segment when it was written (version 2
+    /// on): the log held that segment then, and only compaction deletes segments, never
+    /// the active one, so a log without a segment numbered that or higher lost its last
+    /// segments ([`CorruptionKind::MissingSegments`](crate::recovery::CorruptionKind::MissingSegments)).
+    pub seq: Option<u64>,
 }
 
 impl Default for LogOptions {
@@ -88,6 +109,7 @@ impl Default for LogOptions {
             reserve: 0,
             format_version: FORMAT_VERSION,
             high_water: 0,
+            checkpoints: Vec::new(),
         }
     }
 }
@@ -101,15 +123,13 @@ impl LogOptions {
             format_args!("segment_size above {MAX_SEGMENT_SIZE} bytes (1 TiB)"),
         )?;
         require(self.format_version != 0, "format version 0")?;
-        let room = self
-            .segment_size
-            .saturating_sub((SEGMENT_HEADER_LEN + FRAME_HEADER_LEN) as u64);
+        let overhead = format::header_len(self.format_version) + FRAME_HEADER_LEN;
+        let room = self.segment_size.saturating_sub(overhead as u64);
         require(
             self.max_record_size > 0 && self.max_record_size as u64 <= room,
             format_args!(
                 "max_record_size {} must be between 1 and segment_size - {} = {room}",
-                self.max_record_size,
-                SEGMENT_HEADER_LEN + FRAME_HEADER_LEN
+                self.max_record_size, overhead
             ),
         )?;
         require(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::Log;
 use crate::error::{CorruptionKind, Error, Result};
-use crate::storage::format::{self, FrameError, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, FrameError, FRAME_HEADER_LEN};
 use crate::storage::segment::Segment;
 use crate::storage::vfs::MappedView;
 
@@ -274,9 +274,10 @@ fn frame_in(
     view: &dyn MappedView,
     d: u64,
 ) -> std::result::Result<Range<usize>, FrameError> {
-    let start = SEGMENT_HEADER_LEN + d as usize;
+    let header = seg.header_len as usize;
+    let start = header + d as usize;
     // A sealed segment whose lost tail is quarantined has an end past its file's bytes.
-    let stop = (SEGMENT_HEADER_LEN + seg.end() as usize).min(view.len());
+    let stop = (header + seg.end() as usize).min(view.len());
     let bytes = view.range(start, stop).ok_or(FrameError::Short)?;
     let frame = format::decode_frame(bytes, seg.base + d, seg.max_body())?;
     let body = start + FRAME_HEADER_LEN;
@@ -296,7 +297,7 @@ fn decode_error(seg: &Segment, view: &dyn MappedView, d: u64) -> Error {
 
 /// A damaged record at data offset `d` of `seg`.
 fn bad_record(seg: &Segment, d: u64) -> Error {
-    let offset = SEGMENT_HEADER_LEN as u64 + d;
+    let offset = seg.header_len + d;
     Error::corrupt_file(CorruptionKind::BadRecord, &seg.path, offset)
 }
 
@@ -317,7 +318,7 @@ fn is_record_start(seg: &Segment, view: &dyn MappedView, d: u64) -> bool {
         if o + 4 > end {
             return false;
         }
-        let at = SEGMENT_HEADER_LEN + o as usize;
+        let at = (seg.header_len + o) as usize;
         let Some(head) = view.range(at, at + 4) else {
             return false;
         };

@@ -11,6 +11,13 @@
 //! [`Error::UnsupportedFormat`] with the directory left as it was. An active segment of an
 //! older version (a store of an earlier release) is sealed as it is, and a new active
 //! segment of the log's version started after it.
+//!
+//! The store's identity (format version 2 on): every segment header names the store's id
+//! and the segment's sequence number. The store's id is the one most of its segments name
+//! (a tie goes to the id the newest checkpoint names, [`LogOptions::checkpoints`], then to the
+//! later segment's); a segment naming another is [`CorruptionKind::Foreign`], refused by a
+//! strict open and quarantined whole (never read) otherwise. A store without one (all its
+//! segments of version 1, or none) gets a new random id when it is opened to write.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +25,7 @@ use std::sync::Arc;
 
 use super::{LogOptions, RecoveryMode, CONTROL_SOCKET, LOCK_FILE, MAX_BASE, MAX_SEGMENT_SIZE};
 use crate::error::{CorruptionKind, Error, IoContext, Result};
-use crate::storage::format::{self, HeaderError, SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::storage::format::{self, HeaderError, SegmentHeader};
 use crate::storage::segment::{self, Segment};
 use crate::storage::tail_hint;
 use crate::storage::vfs::{Vfs, VfsFile};
@@ -60,7 +67,9 @@ impl QuarantinedRange {
             self.kind,
             CorruptionKind::BadHeader
                 | CorruptionKind::NotASegment
+                | CorruptionKind::Foreign { .. }
                 | CorruptionKind::LostTail { .. }
+                | CorruptionKind::MissingSegments { .. }
         )
     }
 }
@@ -86,6 +95,10 @@ pub struct RecoveryReport {
     /// fails after the log's recovery removes it again, so a failed open leaves no new
     /// segment behind.
     pub created_segment: Option<PathBuf>,
+    /// The store's id (see `docs/FORMAT.md`, store identity): the one its segments name,
+    /// or, for a store that had none (of format version 1 only, or new), the one this open
+    /// gave it. `None` only for a read-only snapshot of a store that has none.
+    pub store_id: Option<u128>,
 }
 
 /// What the header pass found under one segment name.
@@ -95,9 +108,7 @@ enum Entry {
         path: PathBuf,
         file: Arc<dyn VfsFile>,
         len: u64,
-        version: u16,
-        /// The size its header declares.
-        declared: u64,
+        header: SegmentHeader,
     },
     /// Not a segment: a bad header (an empty or zero-filled file included: a `.seg` name
     /// always has a durable header), or not a regular file at all.
@@ -139,12 +150,11 @@ fn read_entry(
     Ok(
         match format::decode_segment_header(&head, opts.format_version) {
             // Positions stay below 2^63, so position arithmetic can never overflow.
-            Ok(h) if h.base == base && base <= MAX_BASE => Entry::Good {
+            Ok(header) if header.base == base && base <= MAX_BASE => Entry::Good {
                 path,
                 file,
                 len,
-                version: h.version,
-                declared: h.size,
+                header,
             },
             Err(e @ (HeaderError::Newer(found) | HeaderError::PreRelease(found))) => {
                 return Err(Error::UnsupportedFormat {
@@ -161,6 +171,33 @@ fn read_entry(
             },
         },
     )
+}
+
+/// The store's id, from the segments' headers: the id most of them name; a tie goes to
+/// `checkpoint`'s (the id the newest checkpoint names) when it is among the tied, else to
+/// the id of the later segment. Without a segment that names one, `checkpoint`'s.
+fn store_id_of(entries: &[Entry], checkpoint: Option<u128>) -> Option<u128> {
+    let mut votes: BTreeMap<u128, (usize, usize)> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if let Entry::Good { header, .. } = entry {
+            if header.has_identity() {
+                let v = votes.entry(header.store_id).or_default();
+                *v = (v.0 + 1, i);
+            }
+        }
+    }
+    let most = votes.values().map(|v| v.0).max();
+    let Some(most) = most else {
+        return checkpoint;
+    };
+    if let Some(id) = checkpoint.filter(|id| votes.get(id).is_some_and(|v| v.0 == most)) {
+        return Some(id);
+    }
+    votes
+        .iter()
+        .filter(|(_, v)| v.0 == most)
+        .max_by_key(|(_, v)| v.1)
+        .map(|(&id, _)| id)
 }
 
 /// What recovery hands the log: the segments, the report, and the bound of the active
@@ -192,7 +229,6 @@ pub(super) fn recover(
     bases.sort_unstable();
     let strict = opts.recovery == RecoveryMode::Strict;
     let corrupt = |kind, path: &Path, offset| Error::corrupt_file(kind, path, offset);
-    let header_len = SEGMENT_HEADER_LEN as u64;
     // Every header first, in base order: a format this build does not read anywhere is
     // refused (`read_entry`), and a stray entry or a bad header is reported against itself,
     // before any segment's boundary with its successor is judged and before anything is
@@ -201,17 +237,73 @@ pub(super) fn recover(
     for &base in &bases {
         entries.push(read_entry(fs, dir, base, opts, read_only)?);
     }
+    let newest_checkpoint = opts.checkpoints.last().and_then(|m| m.store_id);
+    let store_id = store_id_of(&entries, newest_checkpoint).or_else(|| {
+        // A store without an id (version 1 only, or new) gets one when it is opened to
+        // write: its new active segment carries it.
+        (!read_only).then(crate::rng::random_u128)
+    });
+    report.store_id = store_id;
+    // The log made durable every position a checkpoint of this store covers, and held
+    // every segment number one names.
+    let own = || {
+        opts.checkpoints
+            .iter()
+            .filter(|m| m.store_id.is_none() || m.store_id == store_id)
+    };
+    let high_water = own().map(|m| m.position).fold(opts.high_water, u64::max);
+    let high_seq = own().filter_map(|m| m.seq).max();
+    // Another store's segments are never read as this one's.
+    for entry in &mut entries {
+        if let Entry::Good { path, header, .. } = entry {
+            if let Some(expected) =
+                store_id.filter(|&id| header.has_identity() && header.store_id != id)
+            {
+                let kind = CorruptionKind::Foreign {
+                    expected,
+                    found: header.store_id,
+                };
+                *entry = Entry::Bad {
+                    path: path.clone(),
+                    kind,
+                    len: 0,
+                };
+            }
+        }
+    }
+    // The highest sequence number of the store's segments: the next one created follows it,
+    // and it must reach the highest one a checkpoint names.
+    let last_seq = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Good { header, .. } if header.has_identity() => Some(header.seq),
+            _ => None,
+        })
+        .max();
+    // An entry after the last of them whose header is lost (quarantine steps past it) may
+    // have had the next numbers: they are not given again either.
+    let unknown_numbers = entries
+        .iter()
+        .rev()
+        .take_while(|e| !matches!(e, Entry::Good { header, .. } if header.has_identity()))
+        .filter(|e| {
+            matches!(e, Entry::Bad { kind, .. } if !matches!(kind, CorruptionKind::Foreign { .. }))
+        })
+        .count() as u64;
+    let lost_segments = high_seq
+        .filter(|&named| last_seq.is_none_or(|have| have < named))
+        .map(|named| CorruptionKind::MissingSegments {
+            first: last_seq.map_or(named, |have| have + 1),
+            last: named,
+        });
     if strict {
         if let Some((path, kind, offset)) = entries.iter().find_map(|e| match e {
             Entry::Bad { path, kind, .. } => Some((path.clone(), *kind, 0)),
             Entry::Good {
-                path,
-                len,
-                declared: expected,
-                ..
-            } if len < expected => {
+                path, len, header, ..
+            } if *len < header.size => {
                 let kind = CorruptionKind::ShortSegment {
-                    expected: *expected,
+                    expected: header.size,
                     actual: *len,
                 };
                 Some((path.clone(), kind, *len))
@@ -234,14 +326,13 @@ pub(super) fn recover(
     for (i, entry) in entries.into_iter().enumerate() {
         let base = bases[i];
         let is_last = i + 1 == bases.len();
-        let (path, file, len, version, declared) = match entry {
+        let (path, file, len, header) = match entry {
             Entry::Good {
                 path,
                 file,
                 len,
-                version,
-                declared,
-            } => (path, file, len, version, declared),
+                header,
+            } => (path, file, len, header),
             Entry::Bad { path, kind, len } => {
                 // Quarantine (strict returned above). It cannot step past a damaged file
                 // that claims positions beyond the largest base: the log could not continue
@@ -266,6 +357,9 @@ pub(super) fn recover(
                 continue;
             }
         };
+        let (version, declared) = (header.version, header.size);
+        // Its records start after its header, whose length is its version's.
+        let header_len = header.len() as u64;
         // A segment cut short (quarantine: strict returned above) is sealed where its
         // declared size ends, whether or not it was the last one.
         let short = (len < declared).then_some(declared);
@@ -279,14 +373,16 @@ pub(super) fn recover(
         // either (a cheap check of the claim itself). Anything but a clean end before it is
         // left to the whole scan.
         let zero_from = match hint {
-            Some((b, bound)) if b == base && !sealed => tail_hint::read_limit(bound, data_len),
+            Some((b, bound)) if b == base && !sealed => {
+                tail_hint::read_limit(header_len, bound, data_len)
+            }
             _ => data_len,
         };
         // A frame is judged by the segment's own size (its header's), never by the
         // opener's record limit: a writer with a larger limit may have written it.
-        let max_body = format::max_body_in(declared.max(len));
-        let clean =
-            segment::scan_clean(file.as_ref(), base, zero_from, max_body).io("read", &path)?;
+        let max_body = format::max_body_in(declared.max(len), header.len());
+        let clean = segment::scan_clean(file.as_ref(), header_len, base, zero_from, max_body)
+            .io("read", &path)?;
         let scan = match clean {
             Some(scan) => scan,
             None if read_only => {
@@ -296,7 +392,7 @@ pub(super) fn recover(
             }
             None => {
                 let view = file.map().io("mmap", &path)?;
-                let data = view.range(SEGMENT_HEADER_LEN, view.len()).unwrap_or(&[]);
+                let data = view.range(header.len(), view.len()).unwrap_or(&[]);
                 segment::scan(data, base, max_body, sealed)
             }
         };
@@ -336,7 +432,12 @@ pub(super) fn recover(
                 } else if scan.torn_at.is_some() {
                     CorruptionKind::BadRecord
                 } else {
-                    CorruptionKind::MissingSegment
+                    // The positions between are in no segment: the segments that held
+                    // them are gone.
+                    CorruptionKind::MissingRange {
+                        start: base + end,
+                        end: base + expected,
+                    }
                 };
                 if strict {
                     return Err(corrupt(kind, &path, header_len + end.min(expected)));
@@ -357,12 +458,17 @@ pub(super) fn recover(
             // The last segment: cut a torn tail, make sure it has room, sync what it holds. Not
             // before checking that its records reach the durable high-water mark.
             let kept = scan.torn_at.unwrap_or(end);
-            if strict && base + kept < opts.high_water {
+            if strict && base + kept < high_water {
                 let kind = CorruptionKind::LostTail {
-                    expected: opts.high_water,
+                    expected: high_water,
                     actual: base + kept,
                 };
                 return Err(corrupt(kind, &path, header_len + kept));
+            }
+            // The positions may not show it (a checkpoint written when the lost segment
+            // was new and empty): the numbers do.
+            if let Some(kind) = lost_segments.filter(|_| strict) {
+                return Err(corrupt(kind, &path, 0));
             }
             if read_only {
                 // A snapshot ends where the valid records end: a torn tail may be a record the
@@ -405,7 +511,16 @@ pub(super) fn recover(
                 size - header_len
             }
         };
-        let seg = Segment::new(base, version, path, file, capacity, end, quarantined)?;
+        let seg = Segment::new(
+            base,
+            version,
+            header.seq,
+            path,
+            file,
+            capacity,
+            end,
+            quarantined,
+        )?;
         segments.insert(base, Arc::new(seg));
     }
     report.segments = segments.len();
@@ -423,8 +538,9 @@ pub(super) fn recover(
         .max(next_free);
     // A log that ends before its durable high-water mark lost its tail (strict: refused
     // below, or above when segments are left). Appends resume past the mark.
-    let lost_tail = log_end < opts.high_water;
+    let lost_tail = log_end < high_water;
     let needs_active = lost_tail
+        || lost_segments.is_some()
         || last_is_short
         || match segments.values().next_back() {
             None => true,
@@ -456,7 +572,7 @@ pub(super) fn recover(
             .next_back()
             .map_or_else(|| dir.to_path_buf(), |s| s.path.clone());
         let kind = CorruptionKind::LostTail {
-            expected: opts.high_water,
+            expected: high_water,
             actual: log_end,
         };
         if strict {
@@ -466,19 +582,45 @@ pub(super) fn recover(
             path,
             kind,
             start: log_end,
-            end: opts.high_water,
+            end: high_water,
         });
     }
+    // Past the lost segments: each held at most the largest segment a log creates, so
+    // positions (and the ids skipped past the range) never go backwards.
+    let mut resume = log_end.max(high_water);
+    if let Some(kind @ CorruptionKind::MissingSegments { first, last }) = lost_segments {
+        let path = segments
+            .values()
+            .next_back()
+            .map_or_else(|| dir.to_path_buf(), |s| s.path.clone());
+        if strict {
+            return Err(corrupt(kind, &path, 0));
+        }
+        let end = resume.saturating_add((last - first + 1).saturating_mul(MAX_SEGMENT_SIZE));
+        report.quarantined.push(QuarantinedRange {
+            path,
+            kind,
+            start: resume,
+            end,
+        });
+        resume = end;
+    }
     if needs_active {
-        let base = log_end.max(opts.high_water);
-        let header = SegmentHeader::new(base, opts.format_version, opts.segment_size);
+        let base = resume;
+        // The store's next segment: its id, the sequence number after the highest one
+        // (a quarantined segment's number is never given again: it was lower), and after
+        // every one a checkpoint names (a lost segment's).
+        let seq = last_seq.max(high_seq).map_or(0, |s| s + 1) + unknown_numbers;
+        let header = SegmentHeader::new(base, opts.format_version, opts.segment_size)
+            .identified(store_id.unwrap_or_default(), seq);
         let file = segment::create(fs, dir, header, opts.segment_size, opts.preallocate)?;
         let seg = Segment::new(
             base,
             header.version,
+            seq,
             dir.join(segment::segment_name(base)),
             file,
-            opts.segment_size - header_len,
+            opts.segment_size - header.len() as u64,
             0,
             Vec::new(),
         )?;

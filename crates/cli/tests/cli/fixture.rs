@@ -8,9 +8,10 @@ use deadletter::dlq::DeadLetter;
 use deadletter::queue::{EnqueueOptions, FailureReport, QueueOptions};
 use deadletter::{Config, Failure, Filter, Page, Store};
 
-/// Bytes before a segment's first record: the header docs/FORMAT.md documents (the tests
-/// damage segment files at known places, as a user's disk could).
-pub const SEGMENT_HEADER_LEN: usize = 32;
+/// Bytes before a segment's first record: the header docs/FORMAT.md documents, of the
+/// format version this build writes (version 2: 56 bytes; the tests damage segment files
+/// at known places, as a user's disk could).
+pub const SEGMENT_HEADER_LEN: usize = 56;
 /// A minute, in ms.
 pub const MIN: u64 = 60_000;
 

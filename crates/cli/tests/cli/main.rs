@@ -20,6 +20,7 @@
 //! - `limits`: records larger than the tool's own message limit, kept by every command;
 //! - `missing`: a deleted first, middle or last segment, reported and refused;
 //! - `names`: bad queue names, a name clash and a store path that is a file, refused by kind.
+//! - `foreign`: a segment of another store, refused by name.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -38,6 +39,7 @@ mod change;
 mod errors;
 mod features;
 mod fingerprints;
+mod foreign;
 #[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;

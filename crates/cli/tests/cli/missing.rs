@@ -141,9 +141,21 @@ fn a_deleted_middle_or_last_segment_is_reported_refused_and_quarantined() {
         std::fs::remove_file(gone).unwrap();
         let v = verify_fails(dir.path());
         assert!(v["problems"].as_u64().unwrap() >= 1, "{which}: {v}");
+        if which == "middle" {
+            // The segments' sequence numbers say how many are gone.
+            let boundary = &v["boundaries"][0];
+            assert_eq!(boundary["kind"], "missing", "{v}");
+            assert_eq!(boundary["missing_segments"], 1, "{v}");
+        }
         let (kind, _) = strict_refusal(dir.path());
         match (which, kind) {
-            ("middle", CorruptionKind::MissingSegment) => {}
+            // The range the missing segment held: from where the one before it ends to
+            // where the one after it begins.
+            ("middle", CorruptionKind::MissingRange { start, end }) => {
+                let base =
+                    |p: &Path| -> u64 { p.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
+                assert_eq!((start, end), (base(&segments[1]), base(&segments[2])));
+            }
             ("last", CorruptionKind::LostTail { .. }) => {}
             other => panic!("{other:?}"),
         }

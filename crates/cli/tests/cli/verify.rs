@@ -92,13 +92,19 @@ fn verify_checks_checkpoints() {
 }
 
 /// Rewrites the segment header at the start of `path` with `magic` and `version`, and its
-/// checksum (CRC-32 of bytes 0..28, at 28).
+/// checksum: the CRC-32 of the header's bytes before it, at its end. A newer version's
+/// header keeps this one's length (56 bytes); a development build's had 32 (its checksum
+/// at 28).
 fn rewrite_header(path: &std::path::Path, magic: &[u8; 8], version: u16) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[0..8].copy_from_slice(magic);
     bytes[8..10].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[..28]);
-    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    if magic == b"DLTRSEG\0" {
+        bytes[10..12].copy_from_slice(&32u16.to_le_bytes());
+    }
+    let len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
+    let crc = crc32fast::hash(&bytes[..len - 4]);
+    bytes[len - 4..len].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(path, &bytes).unwrap();
 }
 
