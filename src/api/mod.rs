@@ -21,11 +21,14 @@
 //! briefly and read the log outside it. The crate root re-exports this layer's public
 //! types; the modules themselves are private.
 
+#[cfg(feature = "async")]
+pub mod asynchronous;
 pub mod backend;
 pub mod classify;
 mod compaction;
 pub mod core;
 pub mod dlq;
+mod failure_policy;
 pub mod guarded;
 pub mod history;
 pub mod metrics;

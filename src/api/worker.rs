@@ -65,6 +65,7 @@ use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::core::alert::DlqAlert;
 use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
+use crate::api::failure_policy::{on_failure, panic_failure, Action};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::error::{Error, Result};
@@ -692,14 +693,10 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
                 running.store(false, Ordering::Release);
                 return Ok((true, ended));
             }
-            Ok(Err(failure)) => {
-                let failure = shared.classifier.apply(failure);
-                self.report_failure(msg, &failure, duration)
-            }
+            Ok(Err(failure)) => self.report_failure(msg, failure, duration),
             Err(panic) => {
                 c.panics.fetch_add(1, Ordering::Relaxed);
-                let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
-                self.report_failure(msg, &failure, duration)
+                self.report_failure(msg, panic_failure(panic.as_ref()), duration)
             }
         };
         running.store(false, Ordering::Release);
@@ -734,22 +731,31 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
     fn report_failure(
         &mut self,
         msg: &Q::Message,
-        failure: &Failure,
+        failure: Failure,
         duration: Duration,
     ) -> Result<WriteMark> {
         let shared = self.shared;
         let c = &shared.counters;
-        let report = FailureReport::new(failure)
+        let now = self.queue.now_ms();
+        let (failure, action) = on_failure(
+            &shared.classifier,
+            &shared.retry,
+            failure,
+            msg.attempt(),
+            now,
+            &mut self.rng,
+        );
+        let report = FailureReport::new(&failure)
             .duration(duration)
             .worker(self.name);
-        if failure.is_permanent() {
-            let mark = self.queue.dead_letter_deferred(msg, &report)?;
-            c.dead_lettered.fetch_add(1, Ordering::Relaxed);
-            return Ok(mark);
-        }
-        let rng = &mut self.rng;
-        let delay = shared.retry.delay_with(msg.attempt(), || rng.next_u64());
-        let retry_at = self.queue.now_ms() + delay.as_millis() as u64;
+        let retry_at = match action {
+            Action::DeadLetter => {
+                let mark = self.queue.dead_letter_deferred(msg, &report)?;
+                c.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                return Ok(mark);
+            }
+            Action::RetryAt(at) => at,
+        };
         let (outcome, mark) = self.queue.retry_deferred(msg, &report, retry_at)?;
         let counter = match outcome {
             FailureOutcome::Retried { .. } => &c.retried,
@@ -757,14 +763,6 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(mark)
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let text = panic.downcast_ref::<&str>().copied();
-    match text.or_else(|| panic.downcast_ref::<String>().map(String::as_str)) {
-        Some(s) => format!("handler panicked: {s}"),
-        None => "handler panicked".to_string(),
     }
 }
 

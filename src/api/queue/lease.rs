@@ -157,21 +157,32 @@ impl Queue {
     /// Waits until a message of this queue may be visible or `give_up`; false once
     /// `give_up` has passed.
     fn wait_visible(&self, give_up: Instant) -> bool {
+        let mut st = self.store.engine().lock();
+        let Some((until, wait)) = self.next_look(&st, give_up) else {
+            return false;
+        };
+        if wait {
+            self.store.engine().wait_ready(&mut st, until);
+        }
+        true
+    }
+
+    /// When a consumer that found nothing looks again, unless a wake-up comes first: the
+    /// time the queue's next message becomes visible (at most a minute away), never past
+    /// `give_up`; `None` once `give_up` has passed. The flag is false when a message is
+    /// visible now (one held back, a suspect while another is out): no wait is needed.
+    pub(crate) fn next_look(&self, st: &State, give_up: Instant) -> Option<(Instant, bool)> {
         let now_instant = Instant::now();
         if now_instant >= give_up {
-            return false;
+            return None;
         }
-        let mut st = self.store.engine().lock();
         let now = self.store.now();
         let wait_ms = st
             .next_visible_at(self.id)
             .map(|t| t.saturating_sub(now))
             .unwrap_or(u64::MAX);
         let until = give_up.min(now_instant + Duration::from_millis(wait_ms.clamp(1, 60_000)));
-        if wait_ms > 0 {
-            self.store.engine().wait_ready(&mut st, until);
-        }
-        true
+        Some((until, wait_ms > 0))
     }
 
     /// Leases (or reserves) up to `max` messages after acknowledging `acks`, in one write.
