@@ -81,4 +81,16 @@ impl Store {
             Err(e) => Committed::ready(Err(e)),
         }
     }
+
+    /// A future that completes once the log is durable up to `pos` (0: at once), for
+    /// writes settled as [`Settle::Written`](crate::engine::Settle::Written).
+    pub(crate) fn durable_at(&self, pos: u64) -> Committed<()> {
+        if pos == 0 {
+            return Committed::ready(Ok(()));
+        }
+        Committed {
+            result: Some(Ok(())),
+            wait: self.engine().log().durable_at(pos),
+        }
+    }
 }

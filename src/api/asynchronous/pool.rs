@@ -1,32 +1,33 @@
 //! [`AsyncWorkerPool`]: the worker pool for async handlers, on tokio tasks. It keeps the
-//! thread pool's promises with the thread pool's policy code (`failure_policy`: the
-//! classification, the retry delays, the move to the DLQ; the backend's attempt counting),
-//! on the [`AsyncQueue`] API:
-//! - up to `concurrency` handlers run at once, each message leased alone (its delivery
-//!   durably counted in the log before its handler runs, so a handler that kills the
-//!   process is charged, and a message that keeps killing it reaches the DLQ after
-//!   `max_attempts` restarts: the engine's suspects and `ConsumerDied`);
-//! - `Ok(())` acks; a permanent failure dead-letters at once; a transient failure or a
-//!   panic (caught by its task) is retried after the [`Retry`] delay, and dead-lettered on
-//!   the last attempt, with the failure history in the envelope;
-//! - a handler that runs past half its lease has the lease extended (a heartbeat in the
-//!   worker's task, no thread);
-//! - shutdown: once the signal completes no new message is leased; running handlers may
+//! thread pool's promises with the thread pool's code: the policy (`failure_policy`: the
+//! classification, the retry delays, the move to the DLQ) and the embedded store's batching
+//! protocol (reservations, start records, failure reports made durable by the next write:
+//! docs/ARCHITECTURE.md, "The worker pool's batches"):
+//! - one dispatcher (the future `run` returns) reserves as many messages as handlers may
+//!   start (up to `concurrency` running at once), durably counted in the log before any
+//!   of them starts, writes one start record for them (written, not fsynced, like the
+//!   thread pool's), and spawns each handler as a task of its own. So a handler that kills
+//!   the process is charged, and a message that keeps killing it reaches the DLQ after
+//!   `max_attempts` restarts (the engine's suspects and `ConsumerDied`);
+//! - `Ok(())` acks (the acks ride on the next reservation's write, one fsync for both); a
+//!   permanent failure dead-letters at once; a transient failure or a panic (caught by its
+//!   task) is retried after the [`Retry`] delay, dead-lettered on the last attempt, with
+//!   the failure history in the envelope; failure reports are written, and durable with
+//!   the next fsync (the dispatcher waits for it before it reports idle or returns);
+//! - a handler that runs past half its lease has the lease extended (by the dispatcher);
+//! - shutdown: once the signal completes nothing more is reserved; running handlers may
 //!   finish for up to the grace period; those still running then are aborted and their
-//!   messages released (visible again at once, the delivery counted once, as it was when
-//!   leased: nothing is counted twice). Every outcome is durable when `run` returns.
-//!
-//! Each worker's handler runs in a task of its own (`tokio::spawn`), so a panic is caught
-//! as the task's failure and a handler's future may be aborted without touching the
-//! worker's state.
+//!   messages released (visible again at once, their delivery counted once, as when it
+//!   started: nothing is counted twice). Every outcome is durable when `run` returns.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use tokio::task::{Id, JoinError, JoinSet};
 
 use super::queue::AsyncQueue;
 use crate::api::backend::MessageQueue;
@@ -36,6 +37,7 @@ use crate::api::failure_policy::{on_failure, panic_failure, Action};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::api::worker::{PoolCounters, ShutdownReport};
+use crate::engine::Settle;
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
@@ -138,254 +140,316 @@ impl AsyncWorkerPool {
     /// Runs the pool until `shutdown` completes (a `CancellationToken::cancelled()`,
     /// `tokio::signal::ctrl_c()`, any future), then shuts it down gracefully (see the
     /// module docs). Returns the counters, and whether every running handler finished
-    /// within the grace period; an error that stopped a worker (a failed write) is
-    /// returned after the others stopped.
+    /// within the grace period. A failed write stops the pool: running handlers are
+    /// aborted and their messages released, and the error is returned.
     ///
-    /// Cancel-safety: dropping the future aborts the workers as the end of the grace
-    /// period does (running handlers aborted, their messages released); an outcome being
-    /// written stands.
+    /// Cancel-safety: dropping the future aborts the running handlers' tasks; their
+    /// messages stay leased until their lease ends (their delivery counted once), and
+    /// the acks not yet written are lost, so those messages are delivered again.
     pub async fn run(
         self,
         handler: impl AsyncHandler,
         shutdown: impl Future<Output = ()>,
     ) -> Result<ShutdownReport> {
-        let running = self.start(handler)?;
-        shutdown.await;
-        running.finish(self.grace).await
+        Dispatcher::new(&self, handler)?.run(shutdown, false).await
     }
 
     /// Runs the pool until the queue is empty (not even a message waiting out a backoff),
-    /// no handler runs and every outcome is durable, then stops it as [`Self::run`] does.
+    /// no handler runs and every outcome is durable, then stops as [`Self::run`] does.
     pub async fn run_until_idle(self, handler: impl AsyncHandler) -> Result<ShutdownReport> {
-        let running = self.start(handler)?;
-        loop {
-            let shared = &running.shared;
-            let c = running.queue.stats().counts;
-            let busy = shared.counters.in_flight.load(Ordering::Acquire);
-            if (c.ready == 0 && c.in_flight == 0 && busy == 0) || shared.fatal.lock().is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        running.finish(self.grace).await
-    }
-
-    fn start(&self, handler: impl AsyncHandler) -> Result<Running> {
-        let queue = self.queue.with_policy(self.retry.max_attempts, self.lease)?;
-        let shared = Arc::new(Shared {
-            queue: AsyncQueue::new(&queue),
-            retry: self.retry.clone(),
-            classifier: self.classifier.clone(),
-            lease: self.lease,
-            idle_poll: self.idle_poll,
-            stop: AtomicBool::new(false),
-            counters: Counters::default(),
-            fatal: Mutex::new(None),
-        });
-        let handler = Arc::new(handler);
-        let mut workers = tokio::task::JoinSet::new();
-        for i in 0..self.concurrency {
-            let worker = Worker {
-                shared: Arc::clone(&shared),
-                name: format!("{}-{i}", self.name),
-                rng: self.retry.worker_rng(i),
-            };
-            workers.spawn(worker.run(Arc::clone(&handler)));
-        }
-        Ok(Running {
-            queue,
-            shared,
-            workers,
-        })
+        Dispatcher::new(&self, handler)?
+            .run(std::future::pending(), true)
+            .await
     }
 }
 
-#[derive(Default)]
-struct Counters {
-    processed: AtomicU64,
-    retried: AtomicU64,
-    dead_lettered: AtomicU64,
-    in_flight: AtomicU64,
-    panics: AtomicU64,
-    lost_leases: AtomicU64,
+/// A handler running in its task.
+struct Running {
+    msg: Message,
+    started: Instant,
+    /// When its lease is extended next.
+    extend_at: Instant,
 }
 
-impl Counters {
-    fn snapshot(&self) -> PoolCounters {
-        let l = |c: &AtomicU64| c.load(Ordering::Acquire);
-        let mut p = PoolCounters::default();
-        p.processed = l(&self.processed);
-        p.retried = l(&self.retried);
-        p.dead_lettered = l(&self.dead_lettered);
-        p.in_flight = l(&self.in_flight);
-        p.panics = l(&self.panics);
-        p.lost_leases = l(&self.lost_leases);
-        p
-    }
+/// What the dispatcher waits for when it has nothing to do at once.
+enum Event {
+    /// A handler's task ended.
+    Ended(std::result::Result<(Id, std::result::Result<(), Failure>), JoinError>),
+    /// The shutdown signal completed.
+    Shutdown,
+    /// New work may be ready, a lease is due for extension, or the grace period ended.
+    Look,
 }
 
-/// What the workers share.
-struct Shared {
-    queue: AsyncQueue,
+/// The pool as it runs: one future, owning the handlers' tasks.
+struct Dispatcher<H: AsyncHandler> {
+    queue: Queue,
+    asynchronous: AsyncQueue,
+    handler: Arc<H>,
     retry: Retry,
     classifier: Classifier,
+    concurrency: usize,
     lease: Duration,
+    grace: Duration,
     idle_poll: Duration,
-    stop: AtomicBool,
-    counters: Counters,
-    /// The first error that stopped a worker.
-    fatal: Mutex<Option<Error>>,
+    name: String,
+    rng: SplitMix64,
+    /// Whether start records are written (`Durability::Always`).
+    starts: bool,
+    tasks: JoinSet<std::result::Result<(), Failure>>,
+    running: HashMap<Id, Running>,
+    /// Handled successfully, the ack not written yet.
+    done: Vec<Message>,
+    /// The log position that makes the failure reports written so far durable.
+    reports_to: u64,
+    durations: Vec<Duration>,
+    counters: PoolCounters,
 }
 
-/// A started pool: its workers' tasks.
-struct Running {
-    queue: Queue,
-    shared: Arc<Shared>,
-    workers: tokio::task::JoinSet<()>,
-}
+impl<H: AsyncHandler> Dispatcher<H> {
+    fn new(pool: &AsyncWorkerPool, handler: H) -> Result<Self> {
+        let queue = pool.queue.with_policy(pool.retry.max_attempts, pool.lease)?;
+        Ok(Dispatcher {
+            asynchronous: AsyncQueue::new(&queue),
+            starts: queue.store().engine().waits_for_sync(),
+            queue,
+            handler: Arc::new(handler),
+            retry: pool.retry,
+            classifier: pool.classifier.clone(),
+            concurrency: pool.concurrency,
+            lease: pool.lease,
+            grace: pool.grace,
+            idle_poll: pool.idle_poll,
+            name: pool.name.clone(),
+            rng: pool.retry.worker_rng(0),
+            tasks: JoinSet::new(),
+            running: HashMap::new(),
+            done: Vec::new(),
+            reports_to: 0,
+            durations: Vec::new(),
+            counters: PoolCounters::default(),
+        })
+    }
 
-impl Running {
-    /// Stops leasing, gives running handlers `grace`, aborts the rest (their messages
-    /// released), and reports.
-    async fn finish(mut self, grace: Duration) -> Result<ShutdownReport> {
-        self.shared.stop.store(true, Ordering::Release);
-        self.queue.store().wake_consumers();
-        let deadline = tokio::time::Instant::now() + grace;
-        let mut drained = true;
-        loop {
-            match tokio::time::timeout_at(deadline, self.workers.join_next()).await {
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(_) => {
-                    drained = false;
-                    self.workers.abort_all();
-                    while self.workers.join_next().await.is_some() {}
-                    break;
-                }
-            }
-        }
-        // What aborted workers released is made durable before the report.
-        self.queue.store().deferred(|| Ok(())).await?;
-        let fatal = self.shared.fatal.lock().take();
-        if let Some(e) = fatal {
-            return Err(e);
-        }
+    async fn run(
+        mut self,
+        shutdown: impl Future<Output = ()>,
+        until_idle: bool,
+    ) -> Result<ShutdownReport> {
+        let result = self.serve(shutdown, until_idle).await;
+        let drained = match &result {
+            Ok(drained) => *drained,
+            Err(_) => false,
+        };
+        // Whatever happened: abort what still runs (its message released), then write the
+        // acks and make every report durable.
+        let settled = self.abort_running().await.and(self.settle().await);
+        result?;
+        settled?;
+        self.counters.in_flight = 0;
         Ok(ShutdownReport {
-            counters: self.shared.counters.snapshot(),
+            counters: self.counters,
             drained,
         })
     }
-}
 
-/// One worker: a loop of lease, handle, report.
-struct Worker {
-    shared: Arc<Shared>,
-    name: String,
-    rng: SplitMix64,
-}
-
-/// A message whose handler runs: dropped before its outcome is reported (the worker
-/// aborted), it aborts the handler's task and releases the message.
-struct InFlight<'a> {
-    shared: &'a Shared,
-    msg: Option<Message>,
-    task: tokio::task::JoinHandle<std::result::Result<(), Failure>>,
-}
-
-impl InFlight<'_> {
-    /// The outcome is about to be reported: nothing to release any more.
-    fn disarm(&mut self) -> Option<Message> {
-        self.shared.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.msg.take()
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if let Some(msg) = self.msg.take() {
-            self.task.abort();
-            self.shared.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
-            // The release is written now; its fsync follows (the pool's end waits for it).
-            drop(self.shared.queue.release(&msg, Duration::ZERO));
-        }
-    }
-}
-
-impl Worker {
-    async fn run(mut self, handler: Arc<impl AsyncHandler>) {
-        if let Err(e) = self.serve(&*handler).await {
-            let mut fatal = self.shared.fatal.lock();
-            fatal.get_or_insert(e);
-            self.shared.stop.store(true, Ordering::Release);
-        }
-    }
-
-    async fn serve(&mut self, handler: &impl AsyncHandler) -> Result<()> {
-        let shared = Arc::clone(&self.shared);
-        let q = &shared.queue;
+    /// The dispatcher's loop; true when the running handlers finished before the end of
+    /// the grace period.
+    async fn serve(&mut self, shutdown: impl Future<Output = ()>, until_idle: bool) -> Result<bool> {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut grace_ends: Option<Instant> = None;
         loop {
-            // The epoch before the stop flag: a stop's wake-up after the check ends the wait.
-            let seen = q.ready_epoch();
-            if shared.stop.load(Ordering::Acquire) {
-                return Ok(());
+            while let Some(ended) = self.tasks.try_join_next_with_id() {
+                self.ended(ended)?;
             }
-            let mut got = q.lease(1).await?;
-            let Some(msg) = got.pop() else {
-                q.wait_for_work(seen, Instant::now() + shared.idle_poll).await;
-                continue;
+            if let Some(ends) = grace_ends {
+                if self.running.is_empty() {
+                    return Ok(true);
+                }
+                if Instant::now() >= ends {
+                    return Ok(false);
+                }
+            }
+            let seen = self.asynchronous.ready_epoch();
+            let free = match grace_ends {
+                Some(_) => 0,
+                None => self.concurrency - self.running.len(),
             };
-            self.handle(handler, msg).await?;
+            let got = self.reserve(free).await?;
+            if got > 0 && got == free {
+                continue;
+            }
+            if until_idle && grace_ends.is_none() && self.idle() {
+                grace_ends = Some(Instant::now());
+                continue;
+            }
+            self.extend_due().await?;
+            match self.next_event(seen, free, grace_ends, shutdown.as_mut()).await {
+                Event::Ended(ended) => self.ended(ended)?,
+                Event::Shutdown => grace_ends = Some(Instant::now() + self.grace),
+                Event::Look => {}
+            }
         }
     }
 
-    async fn handle(&mut self, handler: &impl AsyncHandler, msg: Message) -> Result<()> {
-        let shared = Arc::clone(&self.shared);
-        let q = &shared.queue;
-        shared.counters.in_flight.fetch_add(1, Ordering::AcqRel);
-        let started = Instant::now();
-        let mut running = InFlight {
-            shared: &shared,
-            task: tokio::spawn(handler.handle(msg.clone())),
-            msg: Some(msg),
+    /// Writes the acks of handled messages and reserves up to `free` more in one write
+    /// (durable: it also makes the failure reports before it durable), writes their start
+    /// record and spawns their handlers; returns how many were reserved.
+    async fn reserve(&mut self, free: usize) -> Result<usize> {
+        if free == 0 && self.done.is_empty() {
+            return Ok(0);
+        }
+        let (batch, lost) = {
+            let (queue, done) = (&self.queue, &self.done);
+            queue
+                .store()
+                .deferred(|| queue.ack_and_reserve(done, free))
+                .await?
         };
-        let result = loop {
-            let beat = tokio::time::sleep(shared.lease / 2);
-            let mut beat = std::pin::pin!(beat);
-            let joined = std::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = std::pin::Pin::new(&mut running.task).poll(cx) {
-                    return Poll::Ready(Some(r));
-                }
-                beat.as_mut().poll(cx).map(|()| None)
-            })
-            .await;
-            match joined {
-                Some(r) => break r,
-                None => {
-                    if let Some(m) = &running.msg {
-                        // A message finished meanwhile is refused: nothing to extend.
-                        let _ = q.extend(m, shared.lease).await;
-                    }
+        self.acked(lost);
+        let started = if self.starts && !batch.is_empty() {
+            self.queue.start_all(&batch, &[])?.1
+        } else {
+            vec![true; batch.len()]
+        };
+        let now = Instant::now();
+        for (msg, started) in batch.iter().zip(started) {
+            if !started {
+                // Its reservation ended meanwhile: another delivery decides.
+                self.counters.lost_leases += 1;
+                continue;
+            }
+            let task = self.tasks.spawn(self.handler.handle(msg.clone()));
+            self.running.insert(
+                task.id(),
+                Running {
+                    msg: msg.clone(),
+                    started: now,
+                    extend_at: now + self.lease / 2,
+                },
+            );
+        }
+        self.counters.in_flight = self.running.len() as u64;
+        Ok(batch.len())
+    }
+
+    /// Counts the acks just written (`lost` of them refused) and forgets them.
+    fn acked(&mut self, lost: u64) {
+        let n = self.done.len() as u64;
+        self.counters.processed += n - lost;
+        self.counters.lost_leases += lost;
+        self.done.clear();
+        if !self.durations.is_empty() {
+            self.queue.observe_handlers(&self.durations);
+            self.durations.clear();
+        }
+    }
+
+    /// True when the queue holds nothing (not even a message waiting out a backoff), no
+    /// handler runs and every outcome is written.
+    fn idle(&self) -> bool {
+        let c = self.queue.stats().counts;
+        self.running.is_empty() && self.done.is_empty() && c.ready == 0 && c.in_flight == 0
+    }
+
+    /// Extends the leases of handlers that have used half of theirs.
+    async fn extend_due(&mut self) -> Result<()> {
+        let now = Instant::now();
+        for r in self.running.values_mut().filter(|r| r.extend_at <= now) {
+            r.extend_at = now + self.lease / 2;
+            match self.asynchronous.extend(&r.msg, self.lease).await {
+                // A lease lost meanwhile: its outcome will be refused and counted.
+                Ok(()) | Err(Error::InvalidState { .. } | Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for a handler to end, the shutdown signal, new work (when handlers may
+    /// start), the next lease extension, or the end of the grace period.
+    async fn next_event(
+        &mut self,
+        seen: u64,
+        free: usize,
+        grace_ends: Option<Instant>,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) -> Event {
+        let mut wake_at = self
+            .running
+            .values()
+            .map(|r| r.extend_at)
+            .min()
+            .unwrap_or(Instant::now() + self.idle_poll);
+        if let Some(ends) = grace_ends {
+            wake_at = wake_at.min(ends);
+        }
+        let work = if free > 0 {
+            Some(self.asynchronous.wait_for_work(seen, wake_at))
+        } else {
+            None
+        };
+        let mut work = std::pin::pin!(work);
+        let timer = tokio::time::sleep_until(tokio::time::Instant::from_std(wake_at));
+        let mut timer = std::pin::pin!(timer);
+        let tasks = &mut self.tasks;
+        let stopping = grace_ends.is_some();
+        std::future::poll_fn(|cx: &mut Context<'_>| {
+            if !tasks.is_empty() {
+                if let Poll::Ready(Some(ended)) = tasks.poll_join_next_with_id(cx) {
+                    return Poll::Ready(Event::Ended(ended));
                 }
             }
+            if !stopping && shutdown.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Shutdown);
+            }
+            if let Some(w) = work.as_mut().as_pin_mut() {
+                if w.poll(cx).is_ready() {
+                    return Poll::Ready(Event::Look);
+                }
+            }
+            timer.as_mut().poll(cx).map(|()| Event::Look)
+        })
+        .await
+    }
+
+    /// Handles the end of a handler's task: a success waits for its ack, a failure or a
+    /// panic is reported.
+    fn ended(
+        &mut self,
+        ended: std::result::Result<(Id, std::result::Result<(), Failure>), JoinError>,
+    ) -> Result<()> {
+        let (id, failure) = match ended {
+            Ok((id, Ok(()))) => (id, None),
+            Ok((id, Err(failure))) => (id, Some(failure)),
+            Err(e) if e.is_panic() => {
+                self.counters.panics += 1;
+                let id = e.id();
+                (id, Some(panic_failure(e.into_panic().as_ref())))
+            }
+            // Aborted by the dispatcher, which released its message.
+            Err(_) => return Ok(()),
         };
-        let duration = started.elapsed();
-        q.queue().observe_handler(duration);
-        let Some(msg) = running.disarm() else {
+        let Some(r) = self.running.remove(&id) else {
             return Ok(());
         };
-        let failure = match result {
-            Ok(Ok(())) => return self.settle(q.ack(&msg).await, &shared.counters.processed),
-            Ok(Err(failure)) => failure,
-            Err(e) if e.is_panic() => {
-                shared.counters.panics.fetch_add(1, Ordering::Relaxed);
-                panic_failure(e.into_panic().as_ref())
-            }
-            Err(_) => Failure::transient("Cancelled", "the handler's task was cancelled"),
-        };
-        let now = q.queue().now_ms();
+        self.counters.in_flight = self.running.len() as u64;
+        let duration = r.started.elapsed();
+        self.durations.push(duration);
+        match failure {
+            None => self.done.push(r.msg),
+            Some(failure) => self.report_failure(&r.msg, failure, duration)?,
+        }
+        Ok(())
+    }
+
+    /// Reports a failed delivery, written and made durable by the next reservation (or
+    /// [`Dispatcher::settle`]), as the thread pool's deferred reports are.
+    fn report_failure(&mut self, msg: &Message, failure: Failure, duration: Duration) -> Result<()> {
+        let now = self.queue.now_ms();
         let (failure, action) = on_failure(
-            &shared.classifier,
-            &shared.retry,
+            &self.classifier,
+            &self.retry,
             failure,
             msg.attempt(),
             now,
@@ -394,34 +458,57 @@ impl Worker {
         let report = FailureReport::new(&failure)
             .duration(duration)
             .worker(&self.name);
-        match action {
-            Action::DeadLetter => {
-                let done = q.dead_letter(&msg, &report).await;
-                self.settle(done, &shared.counters.dead_lettered)
-            }
-            Action::RetryAt(at) => match q.retry(&msg, &report, at).await {
-                Ok(FailureOutcome::Retried { .. }) => self.settle(Ok(()), &shared.counters.retried),
-                Ok(FailureOutcome::DeadLettered) => {
-                    self.settle(Ok(()), &shared.counters.dead_lettered)
+        let retry_at = match action {
+            Action::DeadLetter => None,
+            Action::RetryAt(at) => Some(at),
+        };
+        match self.queue.report_failure(Settle::Written, msg, &report, retry_at) {
+            Ok((outcome, pos)) => {
+                self.reports_to = self.reports_to.max(pos);
+                match outcome {
+                    FailureOutcome::Retried { .. } => self.counters.retried += 1,
+                    FailureOutcome::DeadLettered => self.counters.dead_lettered += 1,
                 }
-                Err(e) => self.settle(Err(e), &shared.counters.retried),
-            },
-        }
-    }
-
-    /// Counts a reported outcome in `counter`; a refusal because the lease was lost
-    /// (expired and redelivered: the other delivery decides) is counted as such.
-    fn settle(&self, result: Result<()>, counter: &AtomicU64) -> Result<()> {
-        match result {
-            Ok(()) => {
-                counter.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
+            // The lease was lost meanwhile (expired and redelivered): the other delivery
+            // decides.
             Err(Error::InvalidState { .. } | Error::NotFound(_)) => {
-                self.shared.counters.lost_leases.fetch_add(1, Ordering::Relaxed);
+                self.counters.lost_leases += 1;
                 Ok(())
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Aborts the handlers still running and releases their messages (visible at once,
+    /// the delivery counted once).
+    async fn abort_running(&mut self) -> Result<()> {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        let mut result = Ok(());
+        for (_, r) in self.running.drain() {
+            let released = self.asynchronous.release(&r.msg, Duration::ZERO).await;
+            if let Err(e) = released {
+                if !matches!(e, Error::InvalidState { .. } | Error::NotFound(_)) {
+                    result = result.and(Err(e));
+                }
+            }
+        }
+        result
+    }
+
+    /// Writes the acks still held and makes every failure report durable.
+    async fn settle(&mut self) -> Result<()> {
+        if !self.done.is_empty() {
+            let (queue, done) = (&self.queue, &self.done);
+            let (_, lost) = queue
+                .store()
+                .deferred(|| queue.ack_and_reserve(done, 0))
+                .await?;
+            self.acked(lost);
+        }
+        let reports_to = std::mem::take(&mut self.reports_to);
+        self.queue.store().durable_at(reports_to).await
     }
 }

@@ -101,16 +101,32 @@ impl Queue {
     /// kills the process is counted. Returns the acks refused because their lease was
     /// lost, and whether `next` could start (false: its reservation ended meanwhile).
     pub fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {
+        let (lost, started) = self.start_all(std::slice::from_ref(next), done)?;
+        Ok((lost, started.first().copied().unwrap_or(false)))
+    }
+
+    /// Starts the handlers of several reserved messages at once (one record), as
+    /// [`Queue::start`] does for one: the async pool, whose handlers run concurrently.
+    /// Returns the acks refused and, per message, whether it could start.
+    pub(crate) fn start_all(&self, next: &[Message], done: &[Message]) -> Result<(u64, Vec<bool>)> {
         let now = self.store.now();
         let (outcome, _) = self.store.commit_as(Settle::Written, |st| {
             let (mut batch, lost) = self.ack_entries(st, done, now)?;
-            let started = self.check_lease(st, next).is_ok()
-                && st.extras.get(&next.id).is_some_and(|e| e.awaiting_start);
-            if started {
-                batch.push(op_entry(Op::Start {
-                    at: now,
-                    ids: vec![next.id],
-                })?);
+            let started: Vec<bool> = next
+                .iter()
+                .map(|m| {
+                    self.check_lease(st, m).is_ok()
+                        && st.extras.get(&m.id).is_some_and(|e| e.awaiting_start)
+                })
+                .collect();
+            let ids: Vec<MessageId> = next
+                .iter()
+                .zip(&started)
+                .filter(|(_, &ok)| ok)
+                .map(|(m, _)| m.id)
+                .collect();
+            if !ids.is_empty() {
+                batch.push(op_entry(Op::Start { at: now, ids })?);
             }
             Ok((batch, (lost, started)))
         })?;

@@ -5,7 +5,8 @@
 //! group-commit fsync up to the largest position among them (the same protocol blocking
 //! callers use, so it shares their fsyncs too), and completes each registration it covered,
 //! waking its task. Registrations made while an fsync runs wait for the next one: however
-//! many futures wait at once, each fsync covers all of them.
+//! many futures wait at once, each fsync covers all of them (and the thread gathers them
+//! first, as group commit's leader does: see `run`).
 //!
 //! Invariants:
 //! - a [`DurableWait`] completes `Ok` only once the log is durable up to its position, and
@@ -20,9 +21,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::group_commit::MAX_GATHER;
 use super::Inner;
 use crate::error::{Error, Result};
 
@@ -151,9 +154,14 @@ impl Drop for Committer {
     }
 }
 
-/// The thread's loop: take what waits, one fsync for all of it, complete it.
+/// The thread's loop: take what waits, one fsync for all of it, complete it. Before it
+/// takes, it gathers as group commit's leader does (`group_commit.rs`): when the previous
+/// fsync covered more than one waiter, it waits for as many to be registered again, or a
+/// quarter of that fsync's duration (at most [`MAX_GATHER`]), so that a steady set of
+/// writers does not split into two cohorts that alternate.
 fn run(queue: &(Mutex<Queue>, Condvar), inner: &Weak<Inner>) {
     let (lock, wake) = queue;
+    let (mut last_cohort, mut last_fsync) = (0usize, Duration::ZERO);
     loop {
         let batch = {
             let mut q = lock.lock();
@@ -163,13 +171,23 @@ fn run(queue: &(Mutex<Queue>, Condvar), inner: &Weak<Inner>) {
             if q.waiting.is_empty() {
                 return;
             }
+            if last_cohort > 1 {
+                let give_up = Instant::now() + (last_fsync / 4).min(MAX_GATHER);
+                while q.waiting.len() < last_cohort && !q.stop {
+                    if wake.wait_until(&mut q, give_up).timed_out() {
+                        break;
+                    }
+                }
+            }
             std::mem::take(&mut q.waiting)
         };
         let target = batch.iter().map(|(t, _)| *t).max().unwrap_or(0);
+        let started = Instant::now();
         let mut result = match inner.upgrade() {
             Some(inner) => inner.sync_to(target),
             None => Err(Error::Poisoned),
         };
+        (last_cohort, last_fsync) = (batch.len(), started.elapsed());
         for (_, slot) in batch {
             // The first waiter gets the failure itself; the others what every later write
             // of a poisoned log gets.
