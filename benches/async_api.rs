@@ -109,7 +109,10 @@ fn pool(asynchronous: bool) -> f64 {
             .start(|_m: &Message| Ok(()))
             .expect("pool");
         pool.run_until_idle().expect("drain");
-        pool.shutdown(Duration::from_secs(10)).expect("stop").counters.processed
+        pool.shutdown(Duration::from_secs(10))
+            .expect("stop")
+            .counters
+            .processed
     };
     assert_eq!(processed, POOL_MESSAGES as u64);
     POOL_MESSAGES as f64 / started.elapsed().as_secs_f64()
@@ -132,11 +135,17 @@ fn main() {
     let (threads, threads_f) = measure(64, false);
     println!("durable enqueues, 100 B (median of {RUNS}):");
     println!("  async, 1 task:      {one:>9.0}/s  {one_f:>6.1} per fsync");
-    println!("  async, 64 tasks:    {tasks:>9.0}/s  {tasks_f:>6.1} per fsync  ({:.1}x one task)", tasks / one);
+    println!(
+        "  async, 64 tasks:    {tasks:>9.0}/s  {tasks_f:>6.1} per fsync  ({:.1}x one task)",
+        tasks / one
+    );
     println!("  blocking, 64 threads:{threads:>9.0}/s  {threads_f:>6.1} per fsync  (async 64 tasks: {:.2}x)", tasks / threads);
     let sync_pool = median((0..RUNS).map(|_| pool(false)).collect());
     let async_pool = median((0..RUNS).map(|_| pool(true)).collect());
     println!("pools, no-op handler, durable, 100 B, {POOL_MESSAGES} messages (median of {RUNS}):");
     println!("  thread pool, 2 workers:     {sync_pool:>9.0}/s");
-    println!("  async pool, 64 at once:     {async_pool:>9.0}/s  ({:.2}x the thread pool)", async_pool / sync_pool);
+    println!(
+        "  async pool, 64 at once:     {async_pool:>9.0}/s  ({:.2}x the thread pool)",
+        async_pool / sync_pool
+    );
 }

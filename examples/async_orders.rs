@@ -17,7 +17,10 @@ async fn process(msg: Message) -> Result<(), Failure> {
     tokio::time::sleep(Duration::from_millis(1)).await; // the service's answer
     match msg.text() {
         Some(order) if order.starts_with('{') => Ok(()),
-        _ => Err(Failure::permanent("InvalidPayload", "payload is not valid JSON")),
+        _ => Err(Failure::permanent(
+            "InvalidPayload",
+            "payload is not valid JSON",
+        )),
     }
 }
 
@@ -71,7 +74,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
         let dlq = orders.dlq();
         let stats = dlq.stats().await?;
-        println!("DLQ: {} entries, by kind {:?}", stats.total, stats.by_error_kind);
+        println!(
+            "DLQ: {} entries, by kind {:?}",
+            stats.total, stats.by_error_kind
+        );
         for entry in dlq.list(&Filter::all(), Page::first(3)).await? {
             println!(
                 "  {}: {:?} ({})",
@@ -82,9 +88,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         // The fix: every poison order corrected and replayed.
         for entry in dlq.list(&Filter::all(), Page::first(100)).await? {
-            let fixed = format!(r#"{{"orderId":"{}"}}"#, String::from_utf8_lossy(&entry.payload));
-            dlq.replay_corrected(entry.id(), fixed, &ReplayOptions::to_origin().reset_attempts())
-                .await?;
+            let fixed = format!(
+                r#"{{"orderId":"{}"}}"#,
+                String::from_utf8_lossy(&entry.payload)
+            );
+            dlq.replay_corrected(
+                entry.id(),
+                fixed,
+                &ReplayOptions::to_origin().reset_attempts(),
+            )
+            .await?;
         }
         let report = AsyncWorkerPool::new(&queue).run_until_idle(process).await?;
         println!("after the replay: {} processed", report.counters.processed);

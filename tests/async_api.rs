@@ -52,13 +52,21 @@ fn concurrent_durable_enqueues_from_tasks_share_fsyncs() {
     let fsyncs = store.storage_stats().fsyncs - before;
     println!("{N} concurrent durable enqueues from tasks: {fsyncs} fsyncs");
     assert!(fsyncs >= 1, "durable enqueues without an fsync");
-    assert!(fsyncs * 10 <= N, "{fsyncs} fsyncs for {N} enqueues: not shared");
+    assert!(
+        fsyncs * 10 <= N,
+        "{fsyncs} fsyncs for {N} enqueues: not shared"
+    );
     drop(q);
     store.close().unwrap();
     let store = Store::open(dir.path(), common::config()).unwrap();
     let q = store.queue("jobs").unwrap();
     assert_eq!(q.len(), N);
-    let mut leased: Vec<u64> = q.lease(N as usize).unwrap().iter().map(|m| m.id()).collect();
+    let mut leased: Vec<u64> = q
+        .lease(N as usize)
+        .unwrap()
+        .iter()
+        .map(|m| m.id())
+        .collect();
     leased.sort_unstable();
     let mut ids = ids;
     ids.sort_unstable();
@@ -139,7 +147,10 @@ fn a_waiting_lease_is_woken_by_a_write_and_by_the_clock() {
 
         let delayed = EnqueueOptions::default().delay(Duration::from_millis(30));
         let id = q.enqueue_with(b"later", &delayed).await.unwrap();
-        assert!(q.lease(1).await.unwrap().is_empty(), "visible before its delay");
+        assert!(
+            q.lease(1).await.unwrap().is_empty(),
+            "visible before its delay"
+        );
         let got = q.lease_wait(1, Duration::from_secs(30)).await.unwrap();
         assert_eq!(got[0].id(), id);
         q.ack(&got[0]).await.unwrap();
@@ -155,7 +166,10 @@ fn a_waiting_lease_is_woken_by_a_write_and_by_the_clock() {
 fn dlq_operations_as_futures() {
     let (dir, store) = common::temp_store(common::config());
     let queue = store
-        .queue_with("jobs", deadletter::queue::QueueOptions::default().max_attempts(2))
+        .queue_with(
+            "jobs",
+            deadletter::queue::QueueOptions::default().max_attempts(2),
+        )
         .unwrap();
     let q = AsyncQueue::new(&queue);
     let dlq = q.dlq();
@@ -163,13 +177,19 @@ fn dlq_operations_as_futures() {
         let ids = q.enqueue_batch(&["a", "b"]).await.unwrap();
         let msgs = q.lease(2).await.unwrap();
         let bad = Failure::permanent("Invalid", "not a job");
-        q.dead_letter(&msgs[0], &FailureReport::new(&bad)).await.unwrap();
+        q.dead_letter(&msgs[0], &FailureReport::new(&bad))
+            .await
+            .unwrap();
         let flaky = Failure::transient("Timeout", "no answer");
         let now = deadletter::MessageQueue::now_ms(&queue);
-        q.retry(&msgs[1], &FailureReport::new(&flaky), now).await.unwrap();
+        q.retry(&msgs[1], &FailureReport::new(&flaky), now)
+            .await
+            .unwrap();
         let again = q.lease_wait(1, Duration::from_secs(30)).await.unwrap();
         assert_eq!(again[0].attempt(), 2);
-        q.retry(&again[0], &FailureReport::new(&flaky), now).await.unwrap();
+        q.retry(&again[0], &FailureReport::new(&flaky), now)
+            .await
+            .unwrap();
 
         let stats = dlq.stats().await.unwrap();
         assert_eq!(stats.total, 2);
@@ -178,12 +198,18 @@ fn dlq_operations_as_futures() {
         let entry = dlq.get(ids[1]).await.unwrap();
         assert_eq!(entry.payload, b"b");
         assert_eq!(entry.failure.attempts.len(), 2);
-        let listed = dlq.list(&Filter::error_kind("Invalid"), Page::first(10)).await.unwrap();
+        let listed = dlq
+            .list(&Filter::error_kind("Invalid"), Page::first(10))
+            .await
+            .unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].id(), ids[0]);
 
         let report = dlq
-            .replay(&Filter::error_kind("Timeout"), &ReplayOptions::to_origin().reset_attempts())
+            .replay(
+                &Filter::error_kind("Timeout"),
+                &ReplayOptions::to_origin().reset_attempts(),
+            )
             .await
             .unwrap();
         assert_eq!(report.replayed, vec![ids[1]]);
@@ -203,7 +229,9 @@ fn dlq_operations_as_futures() {
 fn async_pool_outcomes_end_in_the_dlq_with_history() {
     let (_dir, store) = common::temp_store(common::config());
     let queue = store.queue("jobs").unwrap();
-    let ids = queue.enqueue_batch(&["ok", "permanent", "transient", "panic", "ok"]).unwrap();
+    let ids = queue
+        .enqueue_batch(&["ok", "permanent", "transient", "panic", "ok"])
+        .unwrap();
     let runs = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&runs);
     let report = tokio::runtime::Builder::new_multi_thread()
@@ -235,7 +263,10 @@ fn async_pool_outcomes_end_in_the_dlq_with_history() {
     assert!(report.drained);
     assert_eq!(c.processed, 2);
     assert_eq!(c.dead_lettered, 3);
-    assert_eq!(c.retried, 4, "two retries each for the transient and the panic");
+    assert_eq!(
+        c.retried, 4,
+        "two retries each for the transient and the panic"
+    );
     assert_eq!(c.panics, 3);
     assert_eq!(runs.load(Ordering::Relaxed), 2 + 1 + 3 + 3);
     let dlq = store.queue("jobs").unwrap().dlq();
@@ -306,14 +337,25 @@ fn async_pool_shutdown_mid_run_counts_nothing_twice() {
     assert_eq!(c.in_flight, 0);
     let started = started.load(Ordering::SeqCst);
     let stats = queue.stats().counts;
-    println!("started {started}, processed {}, left {}", c.processed, stats.ready);
+    println!(
+        "started {started}, processed {}, left {}",
+        c.processed, stats.ready
+    );
     assert!(c.processed < started, "the aborted handlers were not acked");
     assert_eq!(stats.in_flight, 0, "aborted handlers' messages released");
     assert_eq!(stats.acked, c.processed);
-    assert_eq!(stats.ready + c.processed, total, "every message acked or back in the queue");
+    assert_eq!(
+        stats.ready + c.processed,
+        total,
+        "every message acked or back in the queue"
+    );
     // The released messages keep their one counted delivery; the unleased ones none.
     let left = queue.lease(total as usize).unwrap();
     let redelivered = left.iter().filter(|m| m.attempt() == 2).count() as u64;
-    assert_eq!(redelivered, started - c.processed, "each started message counted once");
+    assert_eq!(
+        redelivered,
+        started - c.processed,
+        "each started message counted once"
+    );
     assert!(left.iter().all(|m| m.attempt() <= 2));
 }

@@ -63,7 +63,9 @@ fn child_async_pool_process() {
                 }
             });
         }
-        pool.run(handler, std::future::pending()).await.expect("pool");
+        pool.run(handler, std::future::pending())
+            .await
+            .expect("pool");
     });
 }
 
@@ -152,7 +154,13 @@ fn a_poison_that_kills_the_async_pool_ends_in_the_dlq_after_max_attempts_restart
         let store = Store::open(dir.path(), Config::default()).unwrap();
         let q = store.queue("jobs").unwrap();
         let payloads: Vec<String> = (0..40)
-            .map(|i| if i == 13 { "poison".into() } else { format!("job-{i}") })
+            .map(|i| {
+                if i == 13 {
+                    "poison".into()
+                } else {
+                    format!("job-{i}")
+                }
+            })
             .collect();
         let ids = q.enqueue_batch(&payloads).unwrap();
         store.close().unwrap();
@@ -175,7 +183,10 @@ fn a_poison_that_kills_the_async_pool_ends_in_the_dlq_after_max_attempts_restart
         crashes += 1;
     }
     assert!(finished, "the queue never drained");
-    assert_eq!(crashes, MAX_ATTEMPTS, "one crash per allowed delivery of the poison");
+    assert_eq!(
+        crashes, MAX_ATTEMPTS,
+        "one crash per allowed delivery of the poison"
+    );
     let store = Store::open(dir.path(), Config::default()).unwrap();
     let q = store.queue("jobs").unwrap();
     let dlq = q.dlq();

@@ -65,7 +65,7 @@ use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::core::alert::DlqAlert;
 use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
-use crate::api::failure_policy::{on_failure, panic_failure, Action};
+use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::error::{Error, Result};
@@ -147,11 +147,7 @@ pub struct ShutdownReport {
 pub struct WorkerPool<Q: WorkerQueue = Queue> {
     queue: Q,
     workers: usize,
-    retry: Retry,
-    lease: Duration,
-    name: String,
-    idle_poll: Duration,
-    classifier: Classifier,
+    settings: PoolSettings,
 }
 
 /// The largest batch a worker reserves.
@@ -278,38 +274,32 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         WorkerPool {
             queue: queue.clone(),
             workers: 1,
-            retry: Retry::default(),
-            lease: Duration::from_secs(30),
-            name: "worker".into(),
-            idle_poll: Duration::from_millis(200),
-            classifier: Classifier::new(),
+            settings: PoolSettings::new("worker"),
         }
     }
 
+    pool_setters!();
+
     setters! {
-        /// How failures converted from errors with `?` are classified (see [`Classifier`]):
-        /// by default every such failure is transient except a payload that does not decode.
-        classify(classifier: Classifier) => classifier = classifier;
         /// Number of worker threads.
         workers(n: usize) => workers = n.max(1);
-        /// The retry policy (its `max_attempts` becomes the queue's).
-        retry(retry: Retry) => retry = retry;
-        /// Lease length; handlers running longer get it extended by the heartbeat.
-        lease(lease: Duration) => lease = lease.max(Duration::from_millis(10));
-        /// Prefix of worker names (recorded with failures): `{name}-{index}`.
-        name(name: impl Into<String>) => name = name.into();
     }
 
     /// Starts the workers with `handler`.
     pub fn start(self, handler: impl Handler<Q::Message>) -> Result<RunningPool<Q>> {
-        let queue = self
-            .queue
-            .with_policy(self.retry.max_attempts, self.lease)?;
+        let PoolSettings {
+            retry,
+            lease,
+            name,
+            idle_poll,
+            classifier,
+        } = self.settings;
+        let queue = self.queue.with_policy(retry.max_attempts, lease)?;
         let shared = Arc::new(Shared {
             queue,
-            retry: self.retry,
-            lease: self.lease,
-            classifier: self.classifier,
+            retry,
+            lease,
+            classifier,
             stop: AtomicBool::new(false),
             counters: Counters::default(),
             slots: (0..self.workers)
@@ -327,9 +317,9 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         for i in 0..self.workers {
             let shared = Arc::clone(&shared);
             let handler = Arc::clone(&handler);
-            let name = format!("{}-{i}", self.name);
-            let poll = self.idle_poll;
-            let rng = self.retry.worker_rng(i);
+            let name = format!("{name}-{i}");
+            let poll = idle_poll;
+            let rng = retry.worker_rng(i);
             let t = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
@@ -354,7 +344,7 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         }
         let hb = Arc::clone(&shared);
         let t = std::thread::Builder::new()
-            .name(format!("{}-heartbeat", self.name))
+            .name(format!("{name}-heartbeat"))
             .spawn(move || heartbeat_loop(&hb))
             .map_err(|e| Error::io("spawn heartbeat", "", e))?;
         threads.push(t);

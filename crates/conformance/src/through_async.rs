@@ -12,11 +12,9 @@ use std::time::Duration;
 use deadletter::async_api::{AsyncDlq, AsyncQueue};
 use deadletter::backend::WorkerQueue;
 use deadletter::dlq::{Analysis, DeadLetter, DlqAlert, DlqStats};
-use deadletter::queue::{
-    EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueStats,
-};
-use deadletter::{DeadLetterQueue, Filter, Message, MessageQueue, Page, Queue, ReplayOptions};
+use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueStats};
 use deadletter::{replay::ReplayReport, Result};
+use deadletter::{DeadLetterQueue, Filter, Message, MessageQueue, Page, Queue, ReplayOptions};
 
 /// The runtime every call is driven on (multi-threaded: the worker pool's threads call
 /// in at once).
@@ -181,7 +179,8 @@ impl DeadLetterQueue for AsyncDrivenDlq {
         self.rt.block_on(self.dlq.delete_matching(filter))
     }
     fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
-        self.rt.block_on(self.dlq.purge(older_than, include_pending))
+        self.rt
+            .block_on(self.dlq.purge(older_than, include_pending))
     }
     fn on_threshold(
         &self,

@@ -36,7 +36,10 @@ impl EmbeddedAsync {
 impl TestBackend for EmbeddedAsync {
     type Queue = AsyncDriven;
     fn queue(&self, name: &str, options: QueueOptions) -> Result<AsyncDriven> {
-        Ok(AsyncDriven::new(&self.store().queue_with(name, options)?, &self.rt))
+        Ok(AsyncDriven::new(
+            &self.store().queue_with(name, options)?,
+            &self.rt,
+        ))
     }
     fn dlq(&self, name: &str) -> Result<AsyncDrivenDlq> {
         Ok(AsyncDrivenDlq::new(&self.store().dlq(name)?, &self.rt))

@@ -56,7 +56,11 @@ impl AsyncDlq {
 
     /// Replays the entries `ids` ([`Dlq::replay_ids`]). Cancel-safety: as
     /// [`AsyncDlq::replay`].
-    pub fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Committed<ReplayReport> {
+    pub fn replay_ids(
+        &self,
+        ids: &[MessageId],
+        options: &ReplayOptions,
+    ) -> Committed<ReplayReport> {
         self.deferred(|d| d.replay_ids(ids, options))
     }
 

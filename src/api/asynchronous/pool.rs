@@ -1,6 +1,6 @@
 //! [`AsyncWorkerPool`]: the worker pool for async handlers, on tokio tasks. It keeps the
-//! thread pool's promises with the thread pool's code: the policy (`failure_policy`: the
-//! classification, the retry delays, the move to the DLQ) and the embedded store's batching
+//! thread pool's promises with the thread pool's code: the policy (`pool_policy`: the
+//! settings, the classification, the retry delays, the move to the DLQ) and the embedded store's batching
 //! protocol (reservations, start records, failure reports made durable by the next write:
 //! docs/ARCHITECTURE.md, "The worker pool's batches"):
 //! - one dispatcher (the future `run` returns) reserves as many messages as handlers may
@@ -33,7 +33,7 @@ use super::queue::AsyncQueue;
 use crate::api::backend::MessageQueue;
 use crate::api::classify::Classifier;
 use crate::api::core::types::Failure;
-use crate::api::failure_policy::{on_failure, panic_failure, Action};
+use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::api::worker::{PoolCounters, ShutdownReport};
@@ -96,12 +96,8 @@ where
 pub struct AsyncWorkerPool {
     queue: Queue,
     concurrency: usize,
-    retry: Retry,
-    lease: Duration,
     grace: Duration,
-    name: String,
-    idle_poll: Duration,
-    classifier: Classifier,
+    settings: PoolSettings,
 }
 
 impl AsyncWorkerPool {
@@ -111,30 +107,19 @@ impl AsyncWorkerPool {
         AsyncWorkerPool {
             queue: queue.clone(),
             concurrency: 1,
-            retry: Retry::default(),
-            lease: Duration::from_secs(30),
             grace: Duration::from_secs(30),
-            name: "async-worker".into(),
-            idle_poll: Duration::from_millis(200),
-            classifier: Classifier::new(),
+            settings: PoolSettings::new("async-worker"),
         }
     }
 
+    pool_setters!();
+
     setters! {
-        /// How failures converted from errors with `?` are classified (as the thread
-        /// pool's [`WorkerPool::classify`](crate::WorkerPool::classify)).
-        classify(classifier: Classifier) => classifier = classifier;
         /// How many handlers run at once.
         concurrency(n: usize) => concurrency = n.max(1);
-        /// The retry policy (its `max_attempts` becomes the queue's).
-        retry(retry: Retry) => retry = retry;
-        /// Lease length; handlers running longer get it extended.
-        lease(lease: Duration) => lease = lease.max(Duration::from_millis(10));
         /// How long running handlers may go on after the shutdown signal before they are
         /// aborted and their messages released.
         grace(grace: Duration) => grace = grace;
-        /// Prefix of worker names (recorded with failures): `{name}-{index}`.
-        name(name: impl Into<String>) => name = name.into();
     }
 
     /// Runs the pool until `shutdown` completes (a `CancellationToken::cancelled()`,
@@ -208,20 +193,21 @@ struct Dispatcher<H: AsyncHandler> {
 
 impl<H: AsyncHandler> Dispatcher<H> {
     fn new(pool: &AsyncWorkerPool, handler: H) -> Result<Self> {
-        let queue = pool.queue.with_policy(pool.retry.max_attempts, pool.lease)?;
+        let settings = &pool.settings;
+        let queue = (pool.queue).with_policy(settings.retry.max_attempts, settings.lease)?;
         Ok(Dispatcher {
             asynchronous: AsyncQueue::new(&queue),
             starts: queue.store().engine().waits_for_sync(),
             queue,
             handler: Arc::new(handler),
-            retry: pool.retry,
-            classifier: pool.classifier.clone(),
+            retry: settings.retry,
+            classifier: settings.classifier.clone(),
             concurrency: pool.concurrency,
-            lease: pool.lease,
+            lease: settings.lease,
             grace: pool.grace,
-            idle_poll: pool.idle_poll,
-            name: pool.name.clone(),
-            rng: pool.retry.worker_rng(0),
+            idle_poll: settings.idle_poll,
+            name: format!("{}-0", settings.name),
+            rng: settings.retry.worker_rng(0),
             tasks: JoinSet::new(),
             running: HashMap::new(),
             done: Vec::new(),
@@ -255,7 +241,11 @@ impl<H: AsyncHandler> Dispatcher<H> {
 
     /// The dispatcher's loop; true when the running handlers finished before the end of
     /// the grace period.
-    async fn serve(&mut self, shutdown: impl Future<Output = ()>, until_idle: bool) -> Result<bool> {
+    async fn serve(
+        &mut self,
+        shutdown: impl Future<Output = ()>,
+        until_idle: bool,
+    ) -> Result<bool> {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut grace_ends: Option<Instant> = None;
         loop {
@@ -284,7 +274,10 @@ impl<H: AsyncHandler> Dispatcher<H> {
                 continue;
             }
             self.extend_due().await?;
-            match self.next_event(seen, free, grace_ends, shutdown.as_mut()).await {
+            match self
+                .next_event(seen, free, grace_ends, shutdown.as_mut())
+                .await
+            {
                 Event::Ended(ended) => self.ended(ended)?,
                 Event::Shutdown => grace_ends = Some(Instant::now() + self.grace),
                 Event::Look => {}
@@ -445,7 +438,12 @@ impl<H: AsyncHandler> Dispatcher<H> {
 
     /// Reports a failed delivery, written and made durable by the next reservation (or
     /// [`Dispatcher::settle`]), as the thread pool's deferred reports are.
-    fn report_failure(&mut self, msg: &Message, failure: Failure, duration: Duration) -> Result<()> {
+    fn report_failure(
+        &mut self,
+        msg: &Message,
+        failure: Failure,
+        duration: Duration,
+    ) -> Result<()> {
         let now = self.queue.now_ms();
         let (failure, action) = on_failure(
             &self.classifier,
@@ -462,7 +460,10 @@ impl<H: AsyncHandler> Dispatcher<H> {
             Action::DeadLetter => None,
             Action::RetryAt(at) => Some(at),
         };
-        match self.queue.report_failure(Settle::Written, msg, &report, retry_at) {
+        match self
+            .queue
+            .report_failure(Settle::Written, msg, &report, retry_at)
+        {
             Ok((outcome, pos)) => {
                 self.reports_to = self.reports_to.max(pos);
                 match outcome {
