@@ -141,6 +141,9 @@ impl AsyncWorkerPool {
 
     /// Runs the pool until the queue is empty (not even a message waiting out a backoff),
     /// no handler runs and every outcome is durable, then stops as [`Self::run`] does.
+    /// Under a clock that does not move by itself (a
+    /// [`ManualClock`](crate::clock::ManualClock)) a message waiting out a backoff keeps it
+    /// running until the clock is moved: use [`Self::run`] with a signal there.
     pub async fn run_until_idle(self, handler: impl AsyncHandler) -> Result<ShutdownReport> {
         Dispatcher::new(&self, handler)?
             .run(std::future::pending(), true)
