@@ -342,3 +342,14 @@ pub mod services {
 }
 
 pub use api::services::control;
+
+/// The async API (feature `async`): [`AsyncQueue`](async_api::AsyncQueue),
+/// [`AsyncDlq`](async_api::AsyncDlq) and [`AsyncWorkerPool`](async_api::AsyncWorkerPool),
+/// whose durable writes complete when the group commit's fsync covering them does, without
+/// blocking the runtime's threads.
+#[cfg(feature = "async")]
+pub mod async_api {
+    pub use crate::api::asynchronous::{
+        AsyncDlq, AsyncHandler, AsyncQueue, AsyncWorkerPool, Committed,
+    };
+}

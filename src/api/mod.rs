@@ -21,6 +21,8 @@
 //! briefly and read the log outside it. The crate root re-exports this layer's public
 //! types; the modules themselves are private.
 
+#[cfg(feature = "async")]
+pub mod asynchronous;
 pub mod backend;
 pub mod classify;
 mod compaction;
@@ -30,6 +32,7 @@ pub mod guarded;
 pub mod history;
 pub mod metrics;
 mod open;
+mod pool_policy;
 pub mod queue;
 pub mod retry;
 pub mod services;

@@ -65,6 +65,7 @@ use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::core::alert::DlqAlert;
 use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
+use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
 use crate::error::{Error, Result};
@@ -146,11 +147,7 @@ pub struct ShutdownReport {
 pub struct WorkerPool<Q: WorkerQueue = Queue> {
     queue: Q,
     workers: usize,
-    retry: Retry,
-    lease: Duration,
-    name: String,
-    idle_poll: Duration,
-    classifier: Classifier,
+    settings: PoolSettings,
 }
 
 /// The largest batch a worker reserves.
@@ -277,38 +274,32 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         WorkerPool {
             queue: queue.clone(),
             workers: 1,
-            retry: Retry::default(),
-            lease: Duration::from_secs(30),
-            name: "worker".into(),
-            idle_poll: Duration::from_millis(200),
-            classifier: Classifier::new(),
+            settings: PoolSettings::new("worker"),
         }
     }
 
+    pool_setters!();
+
     setters! {
-        /// How failures converted from errors with `?` are classified (see [`Classifier`]):
-        /// by default every such failure is transient except a payload that does not decode.
-        classify(classifier: Classifier) => classifier = classifier;
         /// Number of worker threads.
         workers(n: usize) => workers = n.max(1);
-        /// The retry policy (its `max_attempts` becomes the queue's).
-        retry(retry: Retry) => retry = retry;
-        /// Lease length; handlers running longer get it extended by the heartbeat.
-        lease(lease: Duration) => lease = lease.max(Duration::from_millis(10));
-        /// Prefix of worker names (recorded with failures): `{name}-{index}`.
-        name(name: impl Into<String>) => name = name.into();
     }
 
     /// Starts the workers with `handler`.
     pub fn start(self, handler: impl Handler<Q::Message>) -> Result<RunningPool<Q>> {
-        let queue = self
-            .queue
-            .with_policy(self.retry.max_attempts, self.lease)?;
+        let PoolSettings {
+            retry,
+            lease,
+            name,
+            idle_poll,
+            classifier,
+        } = self.settings;
+        let queue = self.queue.with_policy(retry.max_attempts, lease)?;
         let shared = Arc::new(Shared {
             queue,
-            retry: self.retry,
-            lease: self.lease,
-            classifier: self.classifier,
+            retry,
+            lease,
+            classifier,
             stop: AtomicBool::new(false),
             counters: Counters::default(),
             slots: (0..self.workers)
@@ -326,9 +317,9 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         for i in 0..self.workers {
             let shared = Arc::clone(&shared);
             let handler = Arc::clone(&handler);
-            let name = format!("{}-{i}", self.name);
-            let poll = self.idle_poll;
-            let rng = self.retry.worker_rng(i);
+            let name = format!("{name}-{i}");
+            let poll = idle_poll;
+            let rng = retry.worker_rng(i);
             let t = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
@@ -353,7 +344,7 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
         }
         let hb = Arc::clone(&shared);
         let t = std::thread::Builder::new()
-            .name(format!("{}-heartbeat", self.name))
+            .name(format!("{name}-heartbeat"))
             .spawn(move || heartbeat_loop(&hb))
             .map_err(|e| Error::io("spawn heartbeat", "", e))?;
         threads.push(t);
@@ -692,14 +683,10 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
                 running.store(false, Ordering::Release);
                 return Ok((true, ended));
             }
-            Ok(Err(failure)) => {
-                let failure = shared.classifier.apply(failure);
-                self.report_failure(msg, &failure, duration)
-            }
+            Ok(Err(failure)) => self.report_failure(msg, failure, duration),
             Err(panic) => {
                 c.panics.fetch_add(1, Ordering::Relaxed);
-                let failure = Failure::transient("Panic", panic_message(panic.as_ref()));
-                self.report_failure(msg, &failure, duration)
+                self.report_failure(msg, panic_failure(panic.as_ref()), duration)
             }
         };
         running.store(false, Ordering::Release);
@@ -734,22 +721,31 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
     fn report_failure(
         &mut self,
         msg: &Q::Message,
-        failure: &Failure,
+        failure: Failure,
         duration: Duration,
     ) -> Result<WriteMark> {
         let shared = self.shared;
         let c = &shared.counters;
-        let report = FailureReport::new(failure)
+        let now = self.queue.now_ms();
+        let (failure, action) = on_failure(
+            &shared.classifier,
+            &shared.retry,
+            failure,
+            msg.attempt(),
+            now,
+            &mut self.rng,
+        );
+        let report = FailureReport::new(&failure)
             .duration(duration)
             .worker(self.name);
-        if failure.is_permanent() {
-            let mark = self.queue.dead_letter_deferred(msg, &report)?;
-            c.dead_lettered.fetch_add(1, Ordering::Relaxed);
-            return Ok(mark);
-        }
-        let rng = &mut self.rng;
-        let delay = shared.retry.delay_with(msg.attempt(), || rng.next_u64());
-        let retry_at = self.queue.now_ms() + delay.as_millis() as u64;
+        let retry_at = match action {
+            Action::DeadLetter => {
+                let mark = self.queue.dead_letter_deferred(msg, &report)?;
+                c.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                return Ok(mark);
+            }
+            Action::RetryAt(at) => at,
+        };
         let (outcome, mark) = self.queue.retry_deferred(msg, &report, retry_at)?;
         let counter = match outcome {
             FailureOutcome::Retried { .. } => &c.retried,
@@ -757,14 +753,6 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(mark)
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let text = panic.downcast_ref::<&str>().copied();
-    match text.or_else(|| panic.downcast_ref::<String>().map(String::as_str)) {
-        Some(s) => format!("handler panicked: {s}"),
-        None => "handler panicked".to_string(),
     }
 }
 

@@ -123,7 +123,7 @@ impl Engine {
             Settle::Written => Ok(()),
         };
         if effects.ready {
-            self.ready.notify_all();
+            self.wake();
         }
         react(effects);
         settled
@@ -131,7 +131,12 @@ impl Engine {
 
     /// Returns once everything appended so far is durable, when the engine waits for
     /// durability; at once otherwise.
+    /// Inside [`Engine::deferring`] it only notes the position to wait for.
     pub(crate) fn wait_durable(&self) -> Result<()> {
+        #[cfg(feature = "async")]
+        if self.wait_for_sync && self.defer_durable_wait() {
+            return Ok(());
+        }
         if self.wait_for_sync {
             self.log.sync()?;
         }

@@ -22,10 +22,14 @@
 pub mod checkpoint;
 mod commit;
 pub mod compaction;
+#[cfg(feature = "async")]
+mod deferred;
 pub mod envelope;
 pub mod failpoint;
 pub mod fingerprint;
 mod read;
+#[cfg(feature = "async")]
+mod ready_signal;
 pub mod record;
 mod reserve;
 pub mod state;
@@ -86,6 +90,9 @@ pub(crate) struct Engine {
     state: Mutex<State>,
     /// Signalled when a write made a message ready.
     ready: Condvar,
+    /// The same, for waiting futures.
+    #[cfg(feature = "async")]
+    ready_async: ready_signal::ReadySignal,
     dir: PathBuf,
     fs: Arc<dyn Vfs>,
     wait_for_sync: bool,
@@ -185,6 +192,8 @@ impl Engine {
             log,
             state: Mutex::new(state),
             ready: Condvar::new(),
+            #[cfg(feature = "async")]
+            ready_async: ready_signal::ReadySignal::default(),
             dir: dir.to_path_buf(),
             fs: Arc::clone(&options.fs),
             wait_for_sync: options.wait_for_sync && !read_only,
@@ -305,9 +314,19 @@ impl Engine {
         self.ready.wait_until(st, until);
     }
 
-    /// Wakes every thread in [`Engine::wait_ready`].
+    /// Wakes every thread in [`Engine::wait_ready`] (and every future waiting on
+    /// [`Engine::ready_signal`]).
     pub(crate) fn wake(&self) {
         self.ready.notify_all();
+        #[cfg(feature = "async")]
+        self.ready_async.notify();
+    }
+
+    /// What waiting futures wait on: notified whenever [`Engine::wait_ready`]'s threads
+    /// are woken.
+    #[cfg(feature = "async")]
+    pub(crate) fn ready_signal(&self) -> &ready_signal::ReadySignal {
+        &self.ready_async
     }
 
     /// Drops the engine as a crash would: nothing buffered is written, nothing synced.

@@ -26,6 +26,8 @@
 //! and may be `in_flight` elsewhere, so the suite checks their sum.
 //!
 //! [`memory`] is a backend of its own, in memory, that implements only the core traits.
+//! With the feature `async`, `through_async` drives the embedded store through its async
+//! API, so the whole suite runs on it (`tests/embedded_async.rs`).
 //!
 //! [`MessageQueue`]: deadletter::MessageQueue
 //! [`DeadLetterQueue`]: deadletter::DeadLetterQueue
@@ -39,6 +41,8 @@ pub mod memory;
 pub mod pool;
 pub mod seeds;
 mod support;
+#[cfg(feature = "async")]
+pub mod through_async;
 
 use deadletter::backend::{CoreOnly, WorkerQueue};
 use deadletter::queue::QueueOptions;

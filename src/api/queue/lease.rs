@@ -101,16 +101,32 @@ impl Queue {
     /// kills the process is counted. Returns the acks refused because their lease was
     /// lost, and whether `next` could start (false: its reservation ended meanwhile).
     pub fn start(&self, next: &Message, done: &[Message]) -> Result<(u64, bool)> {
+        let (lost, started) = self.start_all(std::slice::from_ref(next), done)?;
+        Ok((lost, started.first().copied().unwrap_or(false)))
+    }
+
+    /// Starts the handlers of several reserved messages at once (one record), as
+    /// [`Queue::start`] does for one: the async pool, whose handlers run concurrently.
+    /// Returns the acks refused and, per message, whether it could start.
+    pub(crate) fn start_all(&self, next: &[Message], done: &[Message]) -> Result<(u64, Vec<bool>)> {
         let now = self.store.now();
         let (outcome, _) = self.store.commit_as(Settle::Written, |st| {
             let (mut batch, lost) = self.ack_entries(st, done, now)?;
-            let started = self.check_lease(st, next).is_ok()
-                && st.extras.get(&next.id).is_some_and(|e| e.awaiting_start);
-            if started {
-                batch.push(op_entry(Op::Start {
-                    at: now,
-                    ids: vec![next.id],
-                })?);
+            let started: Vec<bool> = next
+                .iter()
+                .map(|m| {
+                    self.check_lease(st, m).is_ok()
+                        && st.extras.get(&m.id).is_some_and(|e| e.awaiting_start)
+                })
+                .collect();
+            let ids: Vec<MessageId> = next
+                .iter()
+                .zip(&started)
+                .filter(|(_, &ok)| ok)
+                .map(|(m, _)| m.id)
+                .collect();
+            if !ids.is_empty() {
+                batch.push(op_entry(Op::Start { at: now, ids })?);
             }
             Ok((batch, (lost, started)))
         })?;
@@ -157,21 +173,32 @@ impl Queue {
     /// Waits until a message of this queue may be visible or `give_up`; false once
     /// `give_up` has passed.
     fn wait_visible(&self, give_up: Instant) -> bool {
+        let mut st = self.store.engine().lock();
+        let Some((until, wait)) = self.next_look(&st, give_up) else {
+            return false;
+        };
+        if wait {
+            self.store.engine().wait_ready(&mut st, until);
+        }
+        true
+    }
+
+    /// When a consumer that found nothing looks again, unless a wake-up comes first: the
+    /// time the queue's next message becomes visible (at most a minute away), never past
+    /// `give_up`; `None` once `give_up` has passed. The flag is false when a message is
+    /// visible now (one held back, a suspect while another is out): no wait is needed.
+    pub(crate) fn next_look(&self, st: &State, give_up: Instant) -> Option<(Instant, bool)> {
         let now_instant = Instant::now();
         if now_instant >= give_up {
-            return false;
+            return None;
         }
-        let mut st = self.store.engine().lock();
         let now = self.store.now();
         let wait_ms = st
             .next_visible_at(self.id)
             .map(|t| t.saturating_sub(now))
             .unwrap_or(u64::MAX);
         let until = give_up.min(now_instant + Duration::from_millis(wait_ms.clamp(1, 60_000)));
-        if wait_ms > 0 {
-            self.store.engine().wait_ready(&mut st, until);
-        }
-        true
+        Some((until, wait_ms > 0))
     }
 
     /// Leases (or reserves) up to `max` messages after acknowledging `acks`, in one write.

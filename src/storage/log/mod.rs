@@ -18,6 +18,8 @@
 //! (reads and iteration) and `recovery` (the scan at open).
 
 mod append;
+#[cfg(feature = "async")]
+mod committer;
 mod group_commit;
 mod options;
 mod read;
@@ -39,6 +41,8 @@ use crate::storage::vfs::{create_dir_durably, LockGuard, LockHolder, Vfs, VfsFil
 
 pub use append::AppendRules;
 use append::{spawn_preparer, PrepMsg};
+#[cfg(feature = "async")]
+pub use committer::DurableWait;
 use group_commit::GroupCommit;
 pub use options::{
     CheckpointMark, Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE,
@@ -151,6 +155,9 @@ pub struct Log {
     inner: Arc<Inner>,
     flusher: Mutex<Option<(crossbeam_channel::Sender<()>, JoinHandle<()>)>>,
     preparer: Mutex<Option<JoinHandle<()>>>,
+    /// The commit thread of [`Log::durable_at`], started by its first call.
+    #[cfg(feature = "async")]
+    committer: Mutex<Option<committer::Committer>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -312,6 +319,8 @@ impl Log {
             inner,
             flusher: Mutex::new(flusher),
             preparer: Mutex::new(preparer),
+            #[cfg(feature = "async")]
+            committer: Mutex::new(None),
         };
         Ok((log, report))
     }
@@ -472,6 +481,11 @@ impl Log {
     /// Writes and fsyncs everything, stops the background flusher. Dropping the log does the
     /// same, ignoring errors.
     pub fn close(&self) -> Result<()> {
+        // The commit thread serves what waits on it (one sync) before it stops.
+        #[cfg(feature = "async")]
+        if let Some(mut committer) = self.committer.lock().take() {
+            committer.stop();
+        }
         if let Some((stop, handle)) = self.flusher.lock().take() {
             drop(stop);
             let _ = handle.join();

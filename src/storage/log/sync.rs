@@ -23,6 +23,35 @@ impl Log {
     pub fn sync_to(&self, target: u64) -> Result<()> {
         self.inner.sync_to(target)
     }
+
+    /// A future that completes once everything below log position `target` is durable,
+    /// without blocking the thread that awaits it: the commit thread (started by the first
+    /// call; `committer.rs`) runs the fsync, shared with every other waiter, blocking or
+    /// not, and wakes the task.
+    #[cfg(feature = "async")]
+    pub fn durable_at(&self, target: u64) -> super::DurableWait {
+        use super::committer::Committer;
+        if self.inner.commit.synced() >= target {
+            return super::DurableWait::ready(Ok(()));
+        }
+        if self.is_poisoned() {
+            return super::DurableWait::ready(Err(Error::Poisoned));
+        }
+        let mut committer = self.committer.lock();
+        if committer.is_none() {
+            match Committer::start(Arc::downgrade(&self.inner)) {
+                Ok(c) => *committer = Some(c),
+                Err(e) => {
+                    let e = Error::io("spawn commit thread", &self.inner.dir, e);
+                    return super::DurableWait::ready(Err(e));
+                }
+            }
+        }
+        match committer.as_ref() {
+            Some(c) => c.register(target),
+            None => super::DurableWait::ready(Err(Error::Poisoned)),
+        }
+    }
 }
 
 impl Inner {
