@@ -324,8 +324,9 @@ fn metrics_parse_and_match_the_library() {
     let (store, clock) = small_store(dir.path(), T0);
     let opts = QueueOptions::default().max_attempts(2);
     let orders = store.queue_with("orders", opts.clone()).unwrap();
-    // A name that needs escaping in a label value.
-    let odd = store.queue_with(r#"odd "name" \ here"#, opts).unwrap();
+    // A name that needs escaping in a label value (a backslash, which the exporter also
+    // escapes, is no longer a valid new name; `escape_label`'s unit test covers it).
+    let odd = store.queue_with(r#"odd "name" here"#, opts).unwrap();
     for i in 0..6 {
         orders.enqueue(format!("order {i}")).unwrap();
     }
@@ -370,9 +371,9 @@ fn metrics_parse_and_match_the_library() {
     assert_eq!((o.depth, o.in_flight, o.acked, o.retried), (3, 1, 1, 1));
     assert_eq!((o.dead_lettered, o.dlq_size, o.enqueued), (1, 1, 6));
     assert_eq!(o.dlq_oldest_age_ms, Some(2_250));
-    assert_eq!(m.queues[1].queue, r#"odd "name" \ here"#);
+    assert_eq!(m.queues[1].queue, r#"odd "name" here"#);
     check_against(&exp, &m);
-    assert!(body.contains(r#"queue="odd \"name\" \\ here""#), "{body}");
+    assert!(body.contains(r#"queue="odd \"name\" here""#), "{body}");
 
     // The numbers follow the store.
     orders.ack(&msgs[3]).unwrap();
