@@ -159,6 +159,9 @@ struct Shared {
     power_cuts: AtomicU64,
     /// The disk's size in bytes (`u64::MAX`: unlimited); see [`SimDisk::set_capacity`].
     capacity: AtomicU64,
+    /// `sync_dir` returns `Ok` without making anything durable; see
+    /// [`SimDisk::set_lying_dir_syncs`].
+    lying_dir_syncs: std::sync::atomic::AtomicBool,
 }
 
 /// An in-memory file system with power-cut simulation. Clones share the same disk.
@@ -326,8 +329,16 @@ impl SimDisk {
                 dir_syncs: AtomicU64::new(0),
                 power_cuts: AtomicU64::new(0),
                 capacity: AtomicU64::new(u64::MAX),
+                lying_dir_syncs: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Makes `sync_dir` lie (`true`): it returns `Ok` and makes no directory operation
+    /// durable, as a store that skipped its directory syncs would leave things. For tests
+    /// that prove the simulation catches a missing directory fsync.
+    pub fn set_lying_dir_syncs(&self, lie: bool) {
+        self.shared.lying_dir_syncs.store(lie, Ordering::SeqCst);
     }
 
     /// Gives the disk a size: from now on, growing a file (a write past its end, `set_len`
