@@ -6,6 +6,8 @@
 //! - `/api/replay`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..same keys as the list
 //!   query..}}`, with optional `"to"` (target queue), `"reset_attempts"`, `"force"`,
 //!   `"dry_run"`; answers `{"replayed": [ids], "failed": [{"id", "reason"}], "dry_run"}`;
+//!   a `"to"` naming no queue of the backend is refused (404, `"kind": "unknown_queue"`,
+//!   with the nearest known name as `"suggestion"`): the dashboard creates no queue;
 //! - `/api/delete`: `{"dlq", "ids"}` or `{"dlq", "filter"}`; answers `{"deleted": n}`;
 //! - `/api/mark`: `{"dlq", "ids"}` or `{"dlq", "filter"}`, with `"success"` (true: it was
 //!   reprocessed and it worked; false: it did not) and an optional `"note"`; answers
@@ -20,7 +22,7 @@ use deadletter::{DeadLetterQueue, ReplayOptions};
 
 use crate::guarded;
 use crate::query::FilterSpec;
-use crate::reply::{status_of, Reply};
+use crate::reply::{refuse_unknown_target, status_of, Reply};
 use crate::source::Source;
 
 /// A change the API makes.
@@ -137,6 +139,11 @@ pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Repl
     };
     if let Some(why) = req.stray_field(action) {
         return fail(400, why.into());
+    }
+    if let Some(to) = req.to.as_deref().filter(|t| !t.is_empty()) {
+        if let Some(refused) = refuse_unknown_target(store, to) {
+            return refused;
+        }
     }
     let dlq = match store.dlq(&req.dlq) {
         Ok(d) => d,

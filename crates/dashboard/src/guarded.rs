@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::query::FilterSpec;
-use crate::reply::{status_of, Reply};
+use crate::reply::{refuse_unknown_target, status_of, Reply};
 use crate::source::{GuardedReplays, GuardedStep, Source};
 
 /// A guarded replay's report as a JSON object: every number of
@@ -210,6 +210,11 @@ pub(crate) fn step<S: Source>(store: &S, body: &[u8]) -> Answer {
 pub(crate) fn start<S: Source>(store: &S, body: &[u8]) -> Answer {
     answer(store, body, |guarded, req: StartRequest| {
         let dlq = store.dlq(&req.dlq).map_err(lib_fail)?;
+        if let Some(to) = req.to.as_deref().filter(|t| !t.is_empty()) {
+            if let Some(refused) = refuse_unknown_target(store, to) {
+                return Err(refused);
+            }
+        }
         let (ids, selection) = match (&req.ids, &req.filter) {
             (Some(ids), None) => (ids.clone(), format!("{} selected entries", ids.len())),
             (None, Some(spec)) => {

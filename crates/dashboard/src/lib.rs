@@ -75,6 +75,7 @@ mod reply;
 mod routes;
 mod server;
 pub mod source;
+pub mod suggest;
 pub mod time;
 
 pub use options::{DashboardOptions, ExtraMetrics};

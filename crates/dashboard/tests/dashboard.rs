@@ -305,6 +305,28 @@ fn mutations_need_the_token_the_origin_and_json() {
     );
     assert_eq!(dry.json()["replayed"].as_array().unwrap().len(), 1);
     assert_eq!(store.dlq("orders").unwrap().len(), 2);
+
+    // A replay (plain or guarded) into a queue the store does not hold is refused with a
+    // typed error naming the nearest queue; no queue is created, no entry moves.
+    for path in ["/api/replay", "/api/guarded/start"] {
+        let typo = request(
+            addr,
+            "POST",
+            path,
+            &[json, ("X-Deadletter-Token", TOKEN)],
+            r#"{"dlq":"orders","filter":{},"to":"ordrs"}"#,
+        );
+        assert_eq!(typo.status, 404, "{path}: {}", typo.body);
+        let body = typo.json();
+        assert_eq!(body["kind"], "unknown_queue", "{path}: {body}");
+        assert_eq!(body["queue"], "ordrs");
+        assert_eq!(body["suggestion"], "orders");
+        assert_eq!(body["known"], serde_json::json!(["orders"]));
+        let message = body["error"].as_str().unwrap();
+        assert!(message.contains("did you mean \"orders\""), "{message}");
+        assert_eq!(store.queue_names(), ["orders"], "{path}: no queue created");
+        assert_eq!(store.dlq("orders").unwrap().len(), 2);
+    }
     let del = request(
         addr,
         "POST",
