@@ -223,7 +223,9 @@ pub mod dlq {
         PastDlqStats, HISTORY_HOURS,
     };
     pub use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
-    pub use crate::engine::fingerprint::{message_template, Fingerprint, ParseFingerprintError};
+    pub use crate::engine::fingerprint::{
+        message_template, Fingerprint, ParseFingerprintError, FIXED_NAMES,
+    };
     pub use crate::engine::state::EXPIRED_KIND;
 }
 

@@ -19,6 +19,11 @@
 //! | a long id mixing letters and digits (8+ characters, 2+ digits) | `usr_8fK2pQ9x` | `<id>` |
 //! | digits (with a decimal part) | `42`, `3.14` | `<num>` |
 //!
+//! Before these, a name whose digits are part of the name (an encoding, a hash, a protocol
+//! version: `UTF-8`, `SHA-256`, `IPv6`, `HTTP/1.1`, `base64`; the list is [`FIXED_NAMES`],
+//! matched without regard to case) is copied as it is: "not UTF-8" and "not UTF-16" are two
+//! different failures, not one template `not UTF-<num>`.
+//!
 //! The normaliser is written out by hand (no regex crate in the core): one pass over the
 //! message, each rule a small matcher at a token start. It is deterministic and depends on
 //! nothing but its input, so the fingerprint of an entry is the same in every process and
@@ -48,8 +53,17 @@ use crate::engine::envelope::FailureInfo;
 /// ```
 ///
 /// Its serde form is the same 16 hex digits, so it reads the same in JSON as on a screen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Its `Debug` form shows the same digits (`Fingerprint(3fa9c01b00000000)`), so a logged
+/// value can be pasted into the CLI.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Fingerprint(pub u64);
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({self})")
+    }
+}
 
 impl Serialize for Fingerprint {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -166,6 +180,12 @@ pub fn message_template(message: &str) -> String {
     while i < b.len() {
         let at_start = i == 0 || !is_word(b[i - 1]);
         if at_start {
+            if let Some(end) = fixed_name(b, i) {
+                // Only ASCII was matched, so `end` is a character boundary.
+                out.push_str(&message[i..end]);
+                i = end;
+                continue;
+            }
             if let Some((end, placeholder)) = token_at(b, i) {
                 out.push_str(placeholder);
                 i = end;
@@ -184,6 +204,55 @@ pub fn message_template(message: &str) -> String {
         i += c.map_or(1, char::len_utf8);
     }
     out
+}
+
+/// Names whose digits belong to the name, copied into a template as they are (compared
+/// without regard to case, and only as a whole word). Where one name is the start of
+/// another, the longer comes first.
+pub const FIXED_NAMES: &[&str] = &[
+    "UTF-8",
+    "UTF-16",
+    "UTF-32",
+    "UTF8",
+    "UTF16",
+    "UTF32",
+    "ISO-8859-15",
+    "ISO-8859-1",
+    "Latin-1",
+    "Latin1",
+    "SHA-1",
+    "SHA-224",
+    "SHA-256",
+    "SHA-384",
+    "SHA-512",
+    "SHA1",
+    "SHA256",
+    "SHA512",
+    "MD5",
+    "CRC32",
+    "AES-128",
+    "AES-256",
+    "IPv4",
+    "IPv6",
+    "HTTP/1.0",
+    "HTTP/1.1",
+    "HTTP/2",
+    "HTTP/3",
+    "base32",
+    "base64",
+    "x86_64",
+    "S3",
+    "EC2",
+    "OAuth2",
+];
+
+/// Where the name of [`FIXED_NAMES`] that starts at `i` ends, if one does.
+fn fixed_name(b: &[u8], i: usize) -> Option<usize> {
+    FIXED_NAMES.iter().find_map(|name| {
+        let end = i + name.len();
+        let found = b.get(i..end)?.eq_ignore_ascii_case(name.as_bytes());
+        (found && ends_word(b, end)).then_some(end)
+    })
 }
 
 /// The placeholder of the token that starts at `i`, and where it ends.

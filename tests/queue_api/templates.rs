@@ -86,6 +86,29 @@ fn mixed_ids() {
 }
 
 #[test]
+fn names_whose_digits_are_part_of_the_name() {
+    assert_eq!(t("payload is not UTF-8"), "payload is not UTF-8");
+    assert_eq!(
+        t("payload is not utf-16 (BOM)"),
+        "payload is not utf-16 (BOM)"
+    );
+    assert_eq!(t("bad SHA-256 of part 3"), "bad SHA-256 of part <num>");
+    assert_eq!(t("GET /x HTTP/1.1 refused"), "GET /x HTTP/1.1 refused");
+    assert_eq!(
+        t("IPv6 address 7 unreachable"),
+        "IPv6 address <num> unreachable"
+    );
+    assert_eq!(t("S3 bucket b7 missing"), "S3 bucket b<num> missing");
+    // Only whole words: a longer word or number is not the name.
+    assert_eq!(t("UTF-88 and xS3"), "UTF-<num> and xS<num>");
+    assert_eq!(t("ISO-8859-15 text"), "ISO-8859-15 text");
+    assert_ne!(
+        Fingerprint::compute("InvalidPayload", "not UTF-8", None, 0),
+        Fingerprint::compute("InvalidPayload", "not UTF-16", None, 0)
+    );
+}
+
+#[test]
 fn long_inputs_cost_linear_time() {
     let quotes = "\"".repeat(100_000);
     assert_eq!(t(&quotes), "<str>".repeat(50_000));
@@ -138,6 +161,7 @@ fn a_fingerprint_has_its_released_value() {
 fn fingerprints_print_and_parse() {
     let f = Fingerprint(0x00ab_cdef_0123_4567);
     assert_eq!(f.to_string(), "00abcdef01234567");
+    assert_eq!(format!("{f:?}"), "Fingerprint(00abcdef01234567)");
     assert_eq!("00abcdef01234567".parse::<Fingerprint>(), Ok(f));
     assert_eq!("abc".parse::<Fingerprint>(), Ok(Fingerprint(0xabc)));
     assert!("".parse::<Fingerprint>().is_err());

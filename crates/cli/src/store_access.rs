@@ -72,12 +72,16 @@ pub enum Writable {
     Owner(Live),
 }
 
-/// Who this tool's changes are recorded as: `$USER@host` (`unknown` for a part it cannot
-/// find).
+/// Who this tool's changes are recorded as: `$USER@host`; without `$USER` (and `$LOGNAME`),
+/// the name of the process's user id in `/etc/passwd`, or `uid<N>` when it has none there;
+/// `unknown` for a host it cannot find.
 pub fn cli_actor() -> Actor {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".to_string());
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(user_of_this_process)
+        .unwrap_or_else(|| "unknown".to_string());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
@@ -87,6 +91,21 @@ pub fn cli_actor() -> Actor {
     Actor::new(format!("{user}@{host}"))
         .or_else(|_| Actor::new(format!("unknown@{host}")))
         .unwrap_or_else(|_| Actor::library())
+}
+
+/// The user this process runs as: its uid (the owner of `/proc/self`) looked up in
+/// `/etc/passwd`, or `uid<N>` for a uid that file does not name (a container, NSS users).
+fn user_of_this_process() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let named = passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?.parse::<u32>().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_string())
+    });
+    Some(named.unwrap_or_else(|| format!("uid{uid}")))
 }
 
 /// Takes the store in `dir` to change it, or, when another process holds it, connects to

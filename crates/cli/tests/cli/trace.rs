@@ -10,20 +10,36 @@ use deadletter::{Failure, Store};
 use crate::fixture::small_config;
 use crate::run::{fails, json, ok, serial};
 
-/// The actor the tool records, by the rule it uses.
+/// The actor the tool records: `$USER` (or `$LOGNAME`), else the name `id -un` gives for
+/// this process's user, at the host's name.
 pub fn tool_actor() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".to_string());
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(user_by_id);
+    format!("{user}@{}", host())
+}
+
+fn host() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
-    let host = if host.is_empty() {
+    if host.is_empty() {
         "unknown".into()
     } else {
         host
-    };
-    format!("{user}@{host}")
+    }
+}
+
+/// This process's user name as `id -un` (coreutils) prints it.
+fn user_by_id() -> String {
+    let out = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "id -un: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn fail_next(dir: &std::path::Path, generation: u32) {
@@ -126,4 +142,36 @@ fn trace_shows_each_step_after_compaction_and_reopen() {
         1,
         "knows nothing of message 999999",
     );
+}
+
+/// Without `$USER` and `$LOGNAME` (a cron job, a container's init), a change is recorded
+/// as the user the process runs as, not as `unknown`.
+#[test]
+fn without_user_in_the_environment_the_actor_is_the_process_user() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let store = Store::open(dir.path(), small_config()).unwrap();
+        let id = store.queue("orders").unwrap().enqueue(b"ORD").unwrap();
+        store.close().unwrap();
+        id
+    };
+    fail_next(dir.path(), 0);
+    let path = dir.path().to_str().unwrap();
+    let replayed = std::process::Command::new(crate::run::BIN)
+        .args(["replay", path, &id.to_string()])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(replayed.status.success(), "{replayed:?}");
+    let v = json(&["trace", path, &id.to_string(), "--json"]);
+    let actors: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["actor"].as_str())
+        .collect();
+    assert_eq!(actors, [format!("{}@{}", user_by_id(), host())], "{v}");
 }
