@@ -288,6 +288,20 @@ pub mod recovery {
     pub use crate::storage::log::{QuarantinedRange, RecoveryMode, RecoveryReport, TornTail};
 }
 
+pub mod trace {
+    //! Tracing a message's whole life: the W3C trace context it carries in its
+    //! `traceparent` attribute ([`TraceParent`], set with
+    //! [`EnqueueOptions::traceparent`](crate::queue::EnqueueOptions::traceparent)), kept
+    //! through every retry, into the DLQ and through a replay. With the cargo feature
+    //! `tracing`, deadletter emits `tracing` spans and events (target `deadletter`) for an
+    //! enqueue (`deadletter.enqueue`), each handler call of the worker pools
+    //! (`deadletter.handle`, with its outcome), a retry (`deadletter.retry`), a dead letter
+    //! (`deadletter.dead_letter`) and a replay (`deadletter.replay`), each with the
+    //! message's `traceparent` as a field: a subscriber (OpenTelemetry's, or a log) sees
+    //! them as one trace. Without the feature nothing is emitted and nothing is linked in.
+    pub use crate::api::trace::{ParseTraceParentError, TraceParent, TRACEPARENT_ATTRIBUTE};
+}
+
 pub mod verify {
     //! A read-only check of a store's files ([`verify`], and [`verify_with`] with a
     //! progress callback): it takes no lock and changes nothing, and reports each segment

@@ -12,8 +12,9 @@
 //!                       clock, durations, the types users see
 //! ```
 //!
-//! Beside them: [`retry`] and [`classify`] (the pool's policies) and [`verify`] (a check of
-//! a store's files, which opens no store).
+//! Beside them: [`retry`] and [`classify`] (the pool's policies), [`verify`] (a check of
+//! a store's files, which opens no store) and [`trace`] (the trace context and the spans
+//! every layer emits; it imports nothing of them).
 //!
 //! Every change goes through the engine's write path (`Engine::commit_with`, reached
 //! through the store handle): a handle validates against the index under the lock, builds
@@ -36,5 +37,6 @@ mod pool_policy;
 pub mod queue;
 pub mod retry;
 pub mod services;
+pub mod trace;
 pub mod verify;
 pub mod worker;

@@ -68,6 +68,7 @@ use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
 use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
+use crate::api::trace::spans::{self, HandlerSpan};
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
@@ -674,21 +675,28 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
         let c = &shared.counters;
         let running = &shared.slots[self.index].running;
         running.store(true, Ordering::Release);
-        let result = catch_unwind(AssertUnwindSafe(|| self.handler.handle(msg)));
+        let span = HandlerSpan::new(msg.queue(), msg.id(), msg.attempt(), msg.attributes());
+        let result = span.in_scope(|| catch_unwind(AssertUnwindSafe(|| self.handler.handle(msg))));
         let ended = Instant::now();
         let duration = ended.saturating_duration_since(started);
         self.durations.push(duration);
         let outcome = match result {
             Ok(Ok(())) => {
+                span.outcome("ok");
                 running.store(false, Ordering::Release);
                 return Ok((true, ended));
             }
-            Ok(Err(failure)) => self.report_failure(msg, failure, duration),
+            Ok(Err(failure)) => span.in_scope(|| self.report_failure(msg, failure, duration)),
             Err(panic) => {
                 c.panics.fetch_add(1, Ordering::Relaxed);
-                self.report_failure(msg, panic_failure(panic.as_ref()), duration)
+                let failure = panic_failure(panic.as_ref());
+                span.in_scope(|| self.report_failure(msg, failure, duration))
             }
         };
+        if let Ok(mark) = &outcome {
+            span.outcome(if mark.1 { "dead_letter" } else { "retry" });
+        }
+        let outcome = outcome.map(|(mark, _)| mark);
         running.store(false, Ordering::Release);
         // No wake-up here: a failure leaves its message held (until its report is durable)
         // or releases it through `release_held`, which wakes the waiters when the workers
@@ -717,13 +725,13 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
     }
 
     /// Reports a failed delivery (deferred: see [`WorkerQueue::retry_deferred`]) and
-    /// counts it; returns the report's mark.
+    /// counts it; returns the report's mark, and true when the message went to the DLQ.
     fn report_failure(
         &mut self,
         msg: &Q::Message,
         failure: Failure,
         duration: Duration,
-    ) -> Result<WriteMark> {
+    ) -> Result<(WriteMark, bool)> {
         let shared = self.shared;
         let c = &shared.counters;
         let now = self.queue.now_ms();
@@ -738,21 +746,28 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
         let report = FailureReport::new(&failure)
             .duration(duration)
             .worker(self.name);
-        let retry_at = match action {
-            Action::DeadLetter => {
-                let mark = self.queue.dead_letter_deferred(msg, &report)?;
-                c.dead_lettered.fetch_add(1, Ordering::Relaxed);
-                return Ok(mark);
-            }
-            Action::RetryAt(at) => at,
+        let (mark, retry_at) = match action {
+            Action::DeadLetter => (self.queue.dead_letter_deferred(msg, &report)?, None),
+            Action::RetryAt(at) => match self.queue.retry_deferred(msg, &report, at)? {
+                (FailureOutcome::Retried { visible_at_ms }, mark) => (mark, Some(visible_at_ms)),
+                (FailureOutcome::DeadLettered, mark) => (mark, None),
+            },
         };
-        let (outcome, mark) = self.queue.retry_deferred(msg, &report, retry_at)?;
-        let counter = match outcome {
-            FailureOutcome::Retried { .. } => &c.retried,
-            FailureOutcome::DeadLettered => &c.dead_lettered,
+        let counter = match retry_at {
+            Some(_) => &c.retried,
+            None => &c.dead_lettered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        Ok(mark)
+        let (queue, attributes) = (msg.queue(), msg.attributes());
+        spans::failed(
+            queue,
+            msg.id(),
+            msg.attempt(),
+            &failure.kind,
+            retry_at,
+            attributes,
+        );
+        Ok((mark, retry_at.is_none()))
     }
 }
 

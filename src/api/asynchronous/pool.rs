@@ -36,6 +36,7 @@ use crate::api::core::types::Failure;
 use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
+use crate::api::trace::spans::{self, HandlerSpan};
 use crate::api::worker::{PoolCounters, ShutdownReport};
 use crate::engine::Settle;
 use crate::error::{Error, Result};
@@ -154,6 +155,8 @@ impl AsyncWorkerPool {
 /// A handler running in its task.
 struct Running {
     msg: Message,
+    /// Its `deadletter.handle` span (feature `tracing`), which the outcome is recorded on.
+    span: HandlerSpan,
     started: Instant,
     /// When its lease is extended next.
     extend_at: Instant,
@@ -315,11 +318,15 @@ impl<H: AsyncHandler> Dispatcher<H> {
                 self.counters.lost_leases += 1;
                 continue;
             }
-            let task = self.tasks.spawn(self.handler.handle(msg.clone()));
+            let span = HandlerSpan::new(msg.queue(), msg.id(), msg.attempt(), msg.attributes());
+            let task = self
+                .tasks
+                .spawn(span.instrument(self.handler.handle(msg.clone())));
             self.running.insert(
                 task.id(),
                 Running {
                     msg: msg.clone(),
+                    span,
                     started: now,
                     extend_at: now + self.lease / 2,
                 },
@@ -433,8 +440,11 @@ impl<H: AsyncHandler> Dispatcher<H> {
         let duration = r.started.elapsed();
         self.durations.push(duration);
         match failure {
-            None => self.done.push(r.msg),
-            Some(failure) => self.report_failure(&r.msg, failure, duration)?,
+            None => {
+                r.span.outcome("ok");
+                self.done.push(r.msg);
+            }
+            Some(failure) => self.report_failure(&r, failure, duration)?,
         }
         Ok(())
     }
@@ -443,10 +453,11 @@ impl<H: AsyncHandler> Dispatcher<H> {
     /// [`Dispatcher::settle`]), as the thread pool's deferred reports are.
     fn report_failure(
         &mut self,
-        msg: &Message,
+        run: &Running,
         failure: Failure,
         duration: Duration,
     ) -> Result<()> {
+        let msg = &run.msg;
         let now = self.queue.now_ms();
         let (failure, action) = on_failure(
             &self.classifier,
@@ -469,10 +480,32 @@ impl<H: AsyncHandler> Dispatcher<H> {
         {
             Ok((outcome, pos)) => {
                 self.reports_to = self.reports_to.max(pos);
-                match outcome {
-                    FailureOutcome::Retried { .. } => self.counters.retried += 1,
-                    FailureOutcome::DeadLettered => self.counters.dead_lettered += 1,
-                }
+                let retry_at = match outcome {
+                    FailureOutcome::Retried { visible_at_ms } => {
+                        self.counters.retried += 1;
+                        Some(visible_at_ms)
+                    }
+                    FailureOutcome::DeadLettered => {
+                        self.counters.dead_lettered += 1;
+                        None
+                    }
+                };
+                run.span.in_scope(|| {
+                    let (queue, attributes) = (msg.queue(), msg.attributes());
+                    spans::failed(
+                        queue,
+                        msg.id(),
+                        msg.attempt(),
+                        &failure.kind,
+                        retry_at,
+                        attributes,
+                    );
+                });
+                run.span.outcome(if retry_at.is_some() {
+                    "retry"
+                } else {
+                    "dead_letter"
+                });
                 Ok(())
             }
             // The lease was lost meanwhile (expired and redelivered): the other delivery

@@ -40,6 +40,7 @@ use crate::api::dlq::{
     ReplayOptions, ReplayReport,
 };
 use crate::api::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueStats};
+use crate::api::trace::TraceParent;
 use crate::error::{Error, Result};
 
 /// A leased message, as a handler sees it on any backend.
@@ -90,6 +91,10 @@ pub trait Delivery: Clone + Send + Sync + 'static {
     fn enqueued_at_ms(&self) -> u64;
     /// The caller's attributes.
     fn attributes(&self) -> &BTreeMap<String, String>;
+    /// The trace context it carries (its `traceparent` attribute), if a valid one.
+    fn traceparent(&self) -> Option<TraceParent> {
+        TraceParent::from_attributes(self.attributes())
+    }
     /// The payload as UTF-8 text, if it is.
     fn text(&self) -> Option<&str> {
         std::str::from_utf8(self.payload()).ok()

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::{Dlq, EntryRef, Filter};
-use crate::api::core::store::Store;
+use crate::api::core::store::{queue_name, Store};
 use crate::api::core::types::MessageId;
+use crate::api::trace::spans;
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::{AuditAction, DeadStatus, State};
@@ -176,7 +177,10 @@ impl Dlq {
         let target = options.declare_target(&self.store)?;
         let now = self.store.now();
         let visible_at = now + options.delay.as_millis() as u64;
-        self.store.commit_with(|st| {
+        // Each replayed entry's target queue and attributes, for its trace event.
+        let mut traced = Vec::new();
+        let trace = spans::replays_traced() && !options.dry_run;
+        let report = self.store.commit_with(|st| {
             let mut report = ReplayReport::new(options.dry_run);
             let mut batch = Vec::new();
             for &id in ids {
@@ -188,9 +192,15 @@ impl Dlq {
                     }
                 };
                 report.replayed.push(id);
+                let queue = target.unwrap_or(r.msg.queue());
+                if trace {
+                    let reader = &mut self.store.engine().reader();
+                    let (meta, _, _) = self.load_put(reader, r.msg.payload_pos)?;
+                    traced.push((id, queue_name(st, queue), meta.attributes));
+                }
                 batch.push(op_entry(Op::Replay {
                     id,
-                    queue: target.unwrap_or(r.msg.queue()),
+                    queue,
                     at: now,
                     visible_at,
                     attempts: options.attempts_of(&r),
@@ -205,7 +215,14 @@ impl Dlq {
                 .audit_record(now, AuditAction::Replay, &report.replayed)?;
             batch.push(audit);
             Ok((batch, report))
-        })
+        })?;
+        if !traced.is_empty() {
+            let dlq = self.name();
+            for (id, queue, attributes) in &traced {
+                spans::replayed(&dlq, queue, *id, attributes);
+            }
+        }
+        Ok(report)
     }
 
     /// Replays one entry with a corrected payload (the failed bytes stay in its history as
@@ -221,6 +238,7 @@ impl Dlq {
         self.store.check_size(payload.len())?;
         let target = options.declare_target(&self.store)?;
         let now = self.store.now();
+        let mut traced = None;
         self.store.commit_with(|st| {
             let r = self.replayable(st, id, options)?;
             let (old_meta, old_payload, _) =
@@ -243,8 +261,15 @@ impl Dlq {
             };
             let mut body = Vec::with_capacity(payload.len() + 64);
             wire::encode_put(&mut body, &meta, payload)?;
+            if spans::replays_traced() {
+                traced = Some((queue_name(st, meta.queue), meta.attributes.clone()));
+            }
             let audit = self.store.audit_record(now, AuditAction::Replay, &[id])?;
             Ok((vec![(body, Decoded::Put(Put { meta, payload })), audit], ()))
-        })
+        })?;
+        if let Some((queue, attributes)) = &traced {
+            spans::replayed(&self.name(), queue, id, attributes);
+        }
+        Ok(())
     }
 }

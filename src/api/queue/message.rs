@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::api::core::types::MessageId;
+use crate::api::trace::{TraceParent, TRACEPARENT_ATTRIBUTE};
 use crate::error::{Error, Result};
 use crate::storage::log::Record;
 
@@ -70,6 +71,12 @@ impl EnqueueOptions {
     pub fn attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.attributes.insert(key.into(), value.into());
         self
+    }
+    /// Carries `trace` in the attribute [`TRACEPARENT_ATTRIBUTE`]: the message's spans
+    /// and events (feature `tracing`) then belong to that trace, through its retries, the
+    /// DLQ and replays (see [`crate::trace`]).
+    pub fn traceparent(self, trace: &TraceParent) -> Self {
+        self.attribute(TRACEPARENT_ATTRIBUTE, trace.to_string())
     }
     setters! {
         /// Sets a time to live.
@@ -185,5 +192,9 @@ impl Message {
     /// The caller's attributes.
     pub fn attributes(&self) -> &BTreeMap<String, String> {
         &self.attributes
+    }
+    /// The trace context it carries (its `traceparent` attribute), if a valid one.
+    pub fn traceparent(&self) -> Option<TraceParent> {
+        TraceParent::from_attributes(self.attributes())
     }
 }

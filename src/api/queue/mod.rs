@@ -24,6 +24,7 @@ use crate::api::core::durations::DurationHistogram;
 use crate::api::core::store::{queue_name, Store};
 use crate::api::core::types::MessageId;
 use crate::api::dlq::Dlq;
+use crate::api::trace::spans;
 use crate::engine::record::{Decoded, Put, PutCause, PutMeta, QueueId};
 use crate::engine::state::State;
 use crate::engine::wire;
@@ -207,7 +208,7 @@ impl Queue {
                 .iter()
                 .map(|(k, v)| k.len() + v.len() + 2)
                 .sum::<usize>();
-        self.store.commit_with(|st| {
+        let ids = self.store.commit_with(|st| {
             if let Some(k) = &key {
                 let window = self.store.config().idempotency_window.as_millis() as u64;
                 st.expire_idempotency(now.saturating_sub(window));
@@ -245,7 +246,9 @@ impl Queue {
                 ids.push(next);
             }
             Ok((batch, ids))
-        })
+        })?;
+        spans::enqueued(&self.name, &ids, &options.attributes);
+        Ok(ids)
     }
 
     /// Counts of the queue and its DLQ, read from counters (no scan).

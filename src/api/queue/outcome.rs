@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::{Message, Queue};
 use crate::api::core::config::QueueOptions;
 use crate::api::core::types::{Attempt, DlqMetadata, Failure, FailureInfo, MessageId};
+use crate::api::trace::spans;
 use crate::engine::record::{History, Op};
 use crate::engine::state::{Msg, State};
 use crate::engine::{op_entry, Settle};
@@ -130,14 +131,19 @@ impl Queue {
         report: &FailureReport<'_>,
         retry_at_ms: u64,
     ) -> Result<FailureOutcome> {
-        Ok(self
-            .report_failure(Settle::Durable, msg, report, Some(retry_at_ms))?
-            .0)
+        let (outcome, _) = self.report_failure(Settle::Durable, msg, report, Some(retry_at_ms))?;
+        let retry_at = match outcome {
+            FailureOutcome::Retried { visible_at_ms } => Some(visible_at_ms),
+            FailureOutcome::DeadLettered => None,
+        };
+        traced_failure(msg, report, retry_at);
+        Ok(outcome)
     }
 
     /// Moves a delivered message to the DLQ at once (a permanent failure).
     pub fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
         self.report_failure(Settle::Durable, msg, report, None)?;
+        traced_failure(msg, report, None);
         Ok(())
     }
 
@@ -263,4 +269,17 @@ impl Queue {
             })
         }
     }
+}
+
+/// The failure's event (feature `tracing`): retried at `retry_at`, or dead-lettered.
+fn traced_failure(msg: &Message, report: &FailureReport<'_>, retry_at: Option<u64>) {
+    let kind = &report.failure.kind;
+    spans::failed(
+        msg.queue(),
+        msg.id(),
+        msg.attempt(),
+        kind,
+        retry_at,
+        msg.attributes(),
+    );
 }
