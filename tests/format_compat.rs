@@ -932,9 +932,9 @@ fn check_lineage(store: &Store, ctx: &str) {
             &[
                 r#"InDlq { dlq: "orders-dlq" }, replays 1, dropped 0"#,
                 r#"+1000 - Enqueued { queue: "orders" }"#,
-                r#"+13000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 3, error_kind: "ConnectionReset", message: "connection reset by peer", fingerprint: Fingerprint(14106582976758387188), worker: Some("worker-a") }"#,
+                r#"+13000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 3, error_kind: "ConnectionReset", message: "connection reset by peer", fingerprint: Fingerprint(c3c4a67a3c4191f4), worker: Some("worker-a") }"#,
                 r#"+27000 library Replayed { from_dlq: "orders-dlq", to_queue: "orders", generation: 1, corrected: true }"#,
-                r#"+27000 - DeadLettered { dlq: "orders-dlq", generation: 1, attempts: 4, error_kind: "ValidationError", message: "sku-9 is discontinued", fingerprint: Fingerprint(3768032395742981915), worker: Some("worker-b") }"#,
+                r#"+27000 - DeadLettered { dlq: "orders-dlq", generation: 1, attempts: 4, error_kind: "ValidationError", message: "sku-9 is discontinued", fingerprint: Fingerprint(344abd80026caf1b), worker: Some("worker-b") }"#,
             ],
         ),
         (
@@ -942,7 +942,7 @@ fn check_lineage(store: &Store, ctx: &str) {
             &[
                 r#"InDlq { dlq: "emails-dlq" }, replays 0, dropped 0"#,
                 r#"+25000 - Enqueued { queue: "emails" }"#,
-                r#"+3700000 store DeadLettered { dlq: "emails-dlq", generation: 0, attempts: 0, error_kind: "expired", message: "the message's time to live passed", fingerprint: Fingerprint(15149983216284222136), worker: None }"#,
+                r#"+3700000 store DeadLettered { dlq: "emails-dlq", generation: 0, attempts: 0, error_kind: "expired", message: "the message's time to live passed", fingerprint: Fingerprint(d23f8d7797c042b8), worker: None }"#,
             ],
         ),
         (
@@ -950,7 +950,7 @@ fn check_lineage(store: &Store, ctx: &str) {
             &[
                 r#"Removed { how: Some(Deleted), at_ms: 1700000026000 }, replays 0, dropped 0"#,
                 r#"+26000 - Enqueued { queue: "orders" }"#,
-                r#"+26000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 1, error_kind: "FraudSuspected", message: "velocity check failed", fingerprint: Fingerprint(10208067765295457605), worker: Some("worker-c") }"#,
+                r#"+26000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 1, error_kind: "FraudSuspected", message: "velocity check failed", fingerprint: Fingerprint(8daa578c418d2545), worker: Some("worker-c") }"#,
                 r#"+26000 library Removed { how: Deleted }"#,
             ],
         ),
@@ -959,7 +959,7 @@ fn check_lineage(store: &Store, ctx: &str) {
             &[
                 r#"Queued { queue: "orders" }, replays 1, dropped 0"#,
                 r#"+26000 - Enqueued { queue: "orders" }"#,
-                r#"+26000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 1, error_kind: "PaymentDeclined", message: "card expired", fingerprint: Fingerprint(4098188309626949242), worker: Some("worker-c") }"#,
+                r#"+26000 - DeadLettered { dlq: "orders-dlq", generation: 0, attempts: 1, error_kind: "PaymentDeclined", message: "card expired", fingerprint: Fingerprint(38dfb08df1f90e7a), worker: Some("worker-c") }"#,
                 r#"+27000 library Replayed { from_dlq: "orders-dlq", to_queue: "orders", generation: 1, corrected: false }"#,
             ],
         ),
@@ -976,9 +976,9 @@ fn check_lineage(store: &Store, ctx: &str) {
             &[
                 r#"InDlq { dlq: "refunds-dlq" }, replays 1, dropped 0"#,
                 r#"+3700000 - Enqueued { queue: "refunds" }"#,
-                r#"+3700000 - DeadLettered { dlq: "refunds-dlq", generation: 0, attempts: 1, error_kind: "RefundRejected", message: "amount over the limit", fingerprint: Fingerprint(16833113657793175257), worker: Some("worker-d") }"#,
+                r#"+3700000 - DeadLettered { dlq: "refunds-dlq", generation: 0, attempts: 1, error_kind: "RefundRejected", message: "amount over the limit", fingerprint: Fingerprint(e99b3bafa489ded9), worker: Some("worker-d") }"#,
                 r#"+3700000 library Replayed { from_dlq: "refunds-dlq", to_queue: "refunds", generation: 1, corrected: false }"#,
-                r#"+3700000 - DeadLettered { dlq: "refunds-dlq", generation: 1, attempts: 2, error_kind: "RefundRejected", message: "amount over the limit", fingerprint: Fingerprint(16833113657793175257), worker: Some("worker-d") }"#,
+                r#"+3700000 - DeadLettered { dlq: "refunds-dlq", generation: 1, attempts: 2, error_kind: "RefundRejected", message: "amount over the limit", fingerprint: Fingerprint(e99b3bafa489ded9), worker: Some("worker-d") }"#,
             ],
         ),
     ];
