@@ -1,13 +1,16 @@
 //! What Python reads: a delivered message ([`PyMessage`], `deadletter.Message`) and a DLQ
 //! entry ([`PyDeadLetter`], `deadletter.DeadLetter`), each an immutable copy of the
-//! engine's value, and the plain dictionaries of the engine's counts and reports.
+//! engine's value (a listed entry's envelope decoded on first use from the bytes the
+//! listing copied: [`deadletter::dlq::LazyDeadLetter`]), and the plain dictionaries of the
+//! engine's counts and reports.
 //!
 //! Invariant: these objects hold no lock and no handle on the store, so keeping one alive
 //! keeps nothing open, and reading one never touches the disk.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use deadletter::dlq::{DeadLetter, DlqStats, EntryStatus, FingerprintStats};
+use deadletter::dlq::{DeadLetter, DlqStats, EntryStatus, FingerprintStats, LazyDeadLetter};
 use deadletter::pool::PoolCounters;
 use deadletter::queue::QueueStats;
 use deadletter::replay::ReplayReport;
@@ -15,6 +18,7 @@ use deadletter::Message;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use crate::errors::to_py;
 use crate::payload;
 
 /// A delivered message: its id, attempt number, payload and attributes. Ack, retry or
@@ -103,12 +107,93 @@ impl PyMessage {
     }
 }
 
+/// What a Python `DeadLetter` holds: a whole entry (`Dlq.get`), or one of a listing whose
+/// envelope is decoded on first use from the bytes the listing read (`Dlq.list`, `peek`).
+pub(crate) enum Entry {
+    Whole(DeadLetter),
+    Listed(LazyDeadLetter, OnceLock<DeadLetter>),
+}
+
 /// A DLQ entry: the original payload byte for byte and everything known about its failure
 /// (kind, message, every attempt, the worker, timestamps, its fingerprint). Reading it
-/// changes nothing.
+/// changes nothing and never touches the store: an entry of a listing decodes the rest of
+/// its envelope (attempts, details, attributes, tags, ...) from the bytes the listing read
+/// the first time one of those is read.
 #[pyclass(name = "DeadLetter", module = "deadletter", frozen)]
 pub struct PyDeadLetter {
-    pub(crate) inner: DeadLetter,
+    entry: Entry,
+}
+
+impl PyDeadLetter {
+    /// A whole entry.
+    pub(crate) fn whole(entry: DeadLetter) -> Self {
+        PyDeadLetter {
+            entry: Entry::Whole(entry),
+        }
+    }
+
+    /// An entry of a listing, decoded on demand.
+    pub(crate) fn listed(entry: LazyDeadLetter) -> Self {
+        PyDeadLetter {
+            entry: Entry::Listed(entry, OnceLock::new()),
+        }
+    }
+
+    /// The whole entry, decoded (once) if it was listed.
+    fn envelope(&self, py: Python<'_>) -> PyResult<&DeadLetter> {
+        match &self.entry {
+            Entry::Whole(e) => Ok(e),
+            Entry::Listed(listed, cell) => {
+                if let Some(e) = listed.decoded().or_else(|| cell.get()) {
+                    return Ok(e);
+                }
+                let e = listed.decode().map_err(|e| to_py(py, e))?;
+                Ok(cell.get_or_init(|| e))
+            }
+        }
+    }
+
+    fn id_(&self) -> u64 {
+        match &self.entry {
+            Entry::Whole(e) => e.id(),
+            Entry::Listed(l, _) => l.id(),
+        }
+    }
+
+    fn queue_(&self) -> &str {
+        match &self.entry {
+            Entry::Whole(e) => &e.metadata.queue,
+            Entry::Listed(l, _) => l.queue(),
+        }
+    }
+
+    fn payload_(&self) -> &[u8] {
+        match &self.entry {
+            Entry::Whole(e) => &e.payload,
+            Entry::Listed(l, _) => l.payload(),
+        }
+    }
+
+    fn error_kind_(&self) -> &str {
+        match &self.entry {
+            Entry::Whole(e) => &e.failure.error_kind,
+            Entry::Listed(l, _) => l.error_kind(),
+        }
+    }
+
+    fn error_message_(&self) -> &str {
+        match &self.entry {
+            Entry::Whole(e) => &e.failure.error_message,
+            Entry::Listed(l, _) => l.error_message(),
+        }
+    }
+
+    fn status_(&self) -> EntryStatus {
+        match &self.entry {
+            Entry::Whole(e) => e.status,
+            Entry::Listed(l, _) => l.status(),
+        }
+    }
 }
 
 #[pymethods]
@@ -116,38 +201,41 @@ impl PyDeadLetter {
     /// The entry's id (the message's id).
     #[getter]
     fn id(&self) -> u64 {
-        self.inner.id()
+        self.id_()
     }
 
     /// The queue the message failed in.
     #[getter]
     fn queue(&self) -> &str {
-        &self.inner.metadata.queue
+        self.queue_()
     }
 
     /// The DLQ that holds it.
     #[getter]
     fn dlq_name(&self) -> &str {
-        &self.inner.dlq_name
+        match &self.entry {
+            Entry::Whole(e) => &e.dlq_name,
+            Entry::Listed(l, _) => l.dlq_name(),
+        }
     }
 
     /// The original payload, byte for byte.
     #[getter]
     fn payload<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.inner.payload)
+        PyBytes::new(py, self.payload_())
     }
 
     /// The payload as text, or None when it is not UTF-8.
     #[getter]
     fn text(&self) -> Option<&str> {
-        std::str::from_utf8(&self.inner.payload).ok()
+        std::str::from_utf8(self.payload_()).ok()
     }
 
     /// The payload parsed as JSON.
     fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         payload::decode(
             py,
-            &self.inner.payload,
+            self.payload_(),
             pyo3::types::PyString::new(py, "json").as_any(),
         )
     }
@@ -158,40 +246,41 @@ impl PyDeadLetter {
         py: Python<'py>,
         codec: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        payload::decode(py, &self.inner.payload, codec)
+        payload::decode(py, self.payload_(), codec)
     }
 
     /// The payload before a corrected replay replaced it, if one did.
     #[getter]
-    fn replaced_payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.inner
+    fn replaced_payload<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self
+            .envelope(py)?
             .replaced_payload
             .as_deref()
-            .map(|p| PyBytes::new(py, p))
+            .map(|p| PyBytes::new(py, p)))
     }
 
     /// The error kind of the last failure (an exception's class name by default).
     #[getter]
     fn error_kind(&self) -> &str {
-        &self.inner.failure.error_kind
+        self.error_kind_()
     }
 
     /// The error message of the last failure.
     #[getter]
     fn error_message(&self) -> &str {
-        &self.inner.failure.error_message
+        self.error_message_()
     }
 
     /// The last failure's details, if any.
     #[getter]
-    fn details(&self) -> Option<&str> {
-        self.inner.failure.details.as_deref()
+    fn details(&self, py: Python<'_>) -> PyResult<Option<&str>> {
+        Ok(self.envelope(py)?.failure.details.as_deref())
     }
 
     /// The last failure's stack trace (a Python traceback), when the store keeps them.
     #[getter]
-    fn stack_trace(&self) -> Option<&str> {
-        self.inner.failure.stack_trace.as_deref()
+    fn stack_trace(&self, py: Python<'_>) -> PyResult<Option<&str>> {
+        Ok(self.envelope(py)?.failure.stack_trace.as_deref())
     }
 
     /// Every attempt kept: dicts of number, at_ms, error_kind, error_message, details,
@@ -199,7 +288,7 @@ impl PyDeadLetter {
     #[getter]
     fn attempts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for a in &self.inner.failure.attempts {
+        for a in &self.envelope(py)?.failure.attempts {
             let d = PyDict::new(py);
             d.set_item("number", a.number)?;
             d.set_item("at_ms", a.at_ms)?;
@@ -216,55 +305,61 @@ impl PyDeadLetter {
     /// Deliveries counted before it was dead-lettered.
     #[getter]
     fn delivery_count(&self) -> u32 {
-        self.inner.metadata.delivery_count
+        match &self.entry {
+            Entry::Whole(e) => e.metadata.delivery_count,
+            Entry::Listed(l, _) => l.delivery_count(),
+        }
     }
 
     /// When it was enqueued (ms since the epoch).
     #[getter]
-    fn enqueued_at_ms(&self) -> u64 {
-        self.inner.metadata.enqueued_at_ms
+    fn enqueued_at_ms(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.envelope(py)?.metadata.enqueued_at_ms)
     }
 
     /// When the last failure happened (ms since the epoch).
     #[getter]
-    fn failed_at_ms(&self) -> u64 {
-        self.inner.failure.failed_at_ms
+    fn failed_at_ms(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.envelope(py)?.failure.failed_at_ms)
     }
 
     /// When it was moved to the DLQ (ms since the epoch).
     #[getter]
     fn dead_lettered_at_ms(&self) -> u64 {
-        self.inner.dlq.dead_lettered_at_ms
+        match &self.entry {
+            Entry::Whole(e) => e.dlq.dead_lettered_at_ms,
+            Entry::Listed(l, _) => l.dead_lettered_at_ms(),
+        }
     }
 
     /// The worker whose failure dead-lettered it, if a worker did.
     #[getter]
-    fn worker(&self) -> Option<&str> {
-        self.inner.dlq.worker.as_deref()
+    fn worker(&self, py: Python<'_>) -> PyResult<Option<&str>> {
+        Ok(self.envelope(py)?.dlq.worker.as_deref())
     }
 
     /// The message's attributes.
     #[getter]
-    fn attributes(&self) -> BTreeMap<String, String> {
-        self.inner.metadata.attributes.clone()
+    fn attributes(&self, py: Python<'_>) -> PyResult<BTreeMap<String, String>> {
+        Ok(self.envelope(py)?.metadata.attributes.clone())
     }
 
     /// The entry's tags.
     #[getter]
-    fn tags(&self) -> BTreeMap<String, String> {
-        self.inner.dlq.tags.clone()
+    fn tags(&self, py: Python<'_>) -> PyResult<BTreeMap<String, String>> {
+        Ok(self.envelope(py)?.dlq.tags.clone())
     }
 
     /// The failure's context (key-value pairs).
     #[getter]
-    fn context(&self) -> BTreeMap<String, String> {
-        self.inner.failure.context.clone()
+    fn context(&self, py: Python<'_>) -> PyResult<BTreeMap<String, String>> {
+        Ok(self.envelope(py)?.failure.context.clone())
     }
 
     /// `"pending"`, or `"reprocessed"` once marked (see `reprocess_success`).
     #[getter]
     fn status(&self) -> &'static str {
-        match self.inner.status {
+        match self.status_() {
             EntryStatus::Pending => "pending",
             EntryStatus::Reprocessed { .. } => "reprocessed",
         }
@@ -273,7 +368,7 @@ impl PyDeadLetter {
     /// The outcome given to `mark_reprocessed`, or None while pending.
     #[getter]
     fn reprocess_success(&self) -> Option<bool> {
-        match self.inner.status {
+        match self.status_() {
             EntryStatus::Pending => None,
             EntryStatus::Reprocessed { success, .. } => Some(success),
         }
@@ -282,22 +377,29 @@ impl PyDeadLetter {
     /// How many times the message was replayed before this failure.
     #[getter]
     fn generation(&self) -> u32 {
-        self.inner.generation
+        match &self.entry {
+            Entry::Whole(e) => e.generation,
+            Entry::Listed(l, _) => l.generation(),
+        }
     }
 
     /// The failure fingerprint (error kind and message template), as text.
     #[getter]
     fn fingerprint(&self) -> Option<String> {
-        self.inner.fingerprint.map(|f| f.to_string())
+        let f = match &self.entry {
+            Entry::Whole(e) => e.fingerprint,
+            Entry::Listed(l, _) => l.fingerprint(),
+        };
+        f.map(|f| f.to_string())
     }
 
     fn __repr__(&self) -> String {
         format!(
             "DeadLetter(id={}, queue={:?}, error_kind={:?}, error_message={:?})",
-            self.inner.id(),
-            self.inner.metadata.queue,
-            self.inner.failure.error_kind,
-            self.inner.failure.error_message
+            self.id_(),
+            self.queue_(),
+            self.error_kind_(),
+            self.error_message_()
         )
     }
 }
