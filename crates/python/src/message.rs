@@ -107,13 +107,6 @@ impl PyMessage {
     }
 }
 
-/// What a Python `DeadLetter` holds: a whole entry (`Dlq.get`), or one of a listing whose
-/// envelope is decoded on first use from the bytes the listing read (`Dlq.list`, `peek`).
-pub(crate) enum Entry {
-    Whole(DeadLetter),
-    Listed(LazyDeadLetter, OnceLock<DeadLetter>),
-}
-
 /// A DLQ entry: the original payload byte for byte and everything known about its failure
 /// (kind, message, every attempt, the worker, timestamps, its fingerprint). Reading it
 /// changes nothing and never touches the store: an entry of a listing decodes the rest of
@@ -121,78 +114,36 @@ pub(crate) enum Entry {
 /// the first time one of those is read.
 #[pyclass(name = "DeadLetter", module = "deadletter", frozen)]
 pub struct PyDeadLetter {
-    entry: Entry,
+    /// The entry: decoded already (`Dlq.get`), or as a listing read it (`Dlq.list`).
+    entry: LazyDeadLetter,
+    /// A listed entry's whole envelope, once decoded.
+    whole: OnceLock<Box<DeadLetter>>,
 }
 
 impl PyDeadLetter {
     /// A whole entry.
     pub(crate) fn whole(entry: DeadLetter) -> Self {
-        PyDeadLetter {
-            entry: Entry::Whole(entry),
-        }
+        Self::listed(LazyDeadLetter::from(entry))
     }
 
     /// An entry of a listing, decoded on demand.
     pub(crate) fn listed(entry: LazyDeadLetter) -> Self {
         PyDeadLetter {
-            entry: Entry::Listed(entry, OnceLock::new()),
+            entry,
+            whole: OnceLock::new(),
         }
     }
 
     /// The whole entry, decoded (once) if it was listed.
     fn envelope(&self, py: Python<'_>) -> PyResult<&DeadLetter> {
-        match &self.entry {
-            Entry::Whole(e) => Ok(e),
-            Entry::Listed(listed, cell) => {
-                if let Some(e) = listed.decoded().or_else(|| cell.get()) {
-                    return Ok(e);
-                }
-                let e = listed.decode().map_err(|e| to_py(py, e))?;
-                Ok(cell.get_or_init(|| e))
-            }
+        if let Some(e) = self.entry.decoded() {
+            return Ok(e);
         }
-    }
-
-    fn id_(&self) -> u64 {
-        match &self.entry {
-            Entry::Whole(e) => e.id(),
-            Entry::Listed(l, _) => l.id(),
+        if let Some(e) = self.whole.get() {
+            return Ok(e);
         }
-    }
-
-    fn queue_(&self) -> &str {
-        match &self.entry {
-            Entry::Whole(e) => &e.metadata.queue,
-            Entry::Listed(l, _) => l.queue(),
-        }
-    }
-
-    fn payload_(&self) -> &[u8] {
-        match &self.entry {
-            Entry::Whole(e) => &e.payload,
-            Entry::Listed(l, _) => l.payload(),
-        }
-    }
-
-    fn error_kind_(&self) -> &str {
-        match &self.entry {
-            Entry::Whole(e) => &e.failure.error_kind,
-            Entry::Listed(l, _) => l.error_kind(),
-        }
-    }
-
-    fn error_message_(&self) -> &str {
-        match &self.entry {
-            Entry::Whole(e) => &e.failure.error_message,
-            Entry::Listed(l, _) => l.error_message(),
-        }
-    }
-
-    fn status_(&self) -> EntryStatus {
-        match &self.entry {
-            Entry::Whole(e) => e.status,
-            Entry::Listed(l, _) => l.status(),
-        }
+        let e = self.entry.decode().map_err(|e| to_py(py, e))?;
+        Ok(self.whole.get_or_init(|| Box::new(e)))
     }
 }
 
@@ -201,41 +152,38 @@ impl PyDeadLetter {
     /// The entry's id (the message's id).
     #[getter]
     fn id(&self) -> u64 {
-        self.id_()
+        self.entry.id()
     }
 
     /// The queue the message failed in.
     #[getter]
     fn queue(&self) -> &str {
-        self.queue_()
+        self.entry.queue()
     }
 
     /// The DLQ that holds it.
     #[getter]
     fn dlq_name(&self) -> &str {
-        match &self.entry {
-            Entry::Whole(e) => &e.dlq_name,
-            Entry::Listed(l, _) => l.dlq_name(),
-        }
+        self.entry.dlq_name()
     }
 
     /// The original payload, byte for byte.
     #[getter]
     fn payload<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.payload_())
+        PyBytes::new(py, self.entry.payload())
     }
 
     /// The payload as text, or None when it is not UTF-8.
     #[getter]
     fn text(&self) -> Option<&str> {
-        std::str::from_utf8(self.payload_()).ok()
+        std::str::from_utf8(self.entry.payload()).ok()
     }
 
     /// The payload parsed as JSON.
     fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         payload::decode(
             py,
-            self.payload_(),
+            self.entry.payload(),
             pyo3::types::PyString::new(py, "json").as_any(),
         )
     }
@@ -246,7 +194,7 @@ impl PyDeadLetter {
         py: Python<'py>,
         codec: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        payload::decode(py, self.payload_(), codec)
+        payload::decode(py, self.entry.payload(), codec)
     }
 
     /// The payload before a corrected replay replaced it, if one did.
@@ -262,13 +210,13 @@ impl PyDeadLetter {
     /// The error kind of the last failure (an exception's class name by default).
     #[getter]
     fn error_kind(&self) -> &str {
-        self.error_kind_()
+        self.entry.error_kind()
     }
 
     /// The error message of the last failure.
     #[getter]
     fn error_message(&self) -> &str {
-        self.error_message_()
+        self.entry.error_message()
     }
 
     /// The last failure's details, if any.
@@ -305,10 +253,7 @@ impl PyDeadLetter {
     /// Deliveries counted before it was dead-lettered.
     #[getter]
     fn delivery_count(&self) -> u32 {
-        match &self.entry {
-            Entry::Whole(e) => e.metadata.delivery_count,
-            Entry::Listed(l, _) => l.delivery_count(),
-        }
+        self.entry.delivery_count()
     }
 
     /// When it was enqueued (ms since the epoch).
@@ -326,10 +271,7 @@ impl PyDeadLetter {
     /// When it was moved to the DLQ (ms since the epoch).
     #[getter]
     fn dead_lettered_at_ms(&self) -> u64 {
-        match &self.entry {
-            Entry::Whole(e) => e.dlq.dead_lettered_at_ms,
-            Entry::Listed(l, _) => l.dead_lettered_at_ms(),
-        }
+        self.entry.dead_lettered_at_ms()
     }
 
     /// The worker whose failure dead-lettered it, if a worker did.
@@ -359,7 +301,7 @@ impl PyDeadLetter {
     /// `"pending"`, or `"reprocessed"` once marked (see `reprocess_success`).
     #[getter]
     fn status(&self) -> &'static str {
-        match self.status_() {
+        match self.entry.status() {
             EntryStatus::Pending => "pending",
             EntryStatus::Reprocessed { .. } => "reprocessed",
         }
@@ -368,7 +310,7 @@ impl PyDeadLetter {
     /// The outcome given to `mark_reprocessed`, or None while pending.
     #[getter]
     fn reprocess_success(&self) -> Option<bool> {
-        match self.status_() {
+        match self.entry.status() {
             EntryStatus::Pending => None,
             EntryStatus::Reprocessed { success, .. } => Some(success),
         }
@@ -377,29 +319,22 @@ impl PyDeadLetter {
     /// How many times the message was replayed before this failure.
     #[getter]
     fn generation(&self) -> u32 {
-        match &self.entry {
-            Entry::Whole(e) => e.generation,
-            Entry::Listed(l, _) => l.generation(),
-        }
+        self.entry.generation()
     }
 
     /// The failure fingerprint (error kind and message template), as text.
     #[getter]
     fn fingerprint(&self) -> Option<String> {
-        let f = match &self.entry {
-            Entry::Whole(e) => e.fingerprint,
-            Entry::Listed(l, _) => l.fingerprint(),
-        };
-        f.map(|f| f.to_string())
+        self.entry.fingerprint().map(|f| f.to_string())
     }
 
     fn __repr__(&self) -> String {
         format!(
             "DeadLetter(id={}, queue={:?}, error_kind={:?}, error_message={:?})",
-            self.id_(),
-            self.queue_(),
-            self.error_kind_(),
-            self.error_message_()
+            self.entry.id(),
+            self.entry.queue(),
+            self.entry.error_kind(),
+            self.entry.error_message()
         )
     }
 }

@@ -65,6 +65,9 @@ impl std::fmt::Debug for LazyDeadLetter {
     }
 }
 
+// `Raw` is what a listing makes of nearly every entry: boxed, each would cost one more
+// allocation; the rare `Whole` is the one boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Inner {
     /// Decoded when read: an imported entry, or a listing whose filter reads envelopes.
@@ -95,13 +98,16 @@ struct Raw {
     message: Range<usize>,
 }
 
-impl LazyDeadLetter {
-    fn whole(entry: DeadLetter) -> Self {
+/// A whole entry as a lazy one, already decoded.
+impl From<DeadLetter> for LazyDeadLetter {
+    fn from(entry: DeadLetter) -> Self {
         LazyDeadLetter {
             inner: Inner::Whole(Box::new(entry)),
         }
     }
+}
 
+impl LazyDeadLetter {
     /// The entry's id (the message's).
     pub fn id(&self) -> MessageId {
         match &self.inner {
@@ -242,7 +248,7 @@ impl Dlq {
     pub fn list_lazy(&self, filter: &Filter, page: Page) -> Result<Vec<LazyDeadLetter>> {
         if filter.needs_envelope() {
             let entries = self.list(filter, page)?;
-            return Ok(entries.into_iter().map(LazyDeadLetter::whole).collect());
+            return Ok(entries.into_iter().map(LazyDeadLetter::from).collect());
         }
         let names = Arc::new((self.queue_name.clone(), self.name()));
         let mut reader = self.store.engine().reader();
@@ -268,7 +274,7 @@ impl Dlq {
         let (payload_pos, envelope_pos) = (r.msg.payload_pos, r.info.envelope_pos);
         if payload_pos == envelope_pos {
             // An imported entry: its envelope is its payload record, decoded whole.
-            return self.load(reader, r, &names.1).map(LazyDeadLetter::whole);
+            return self.load(reader, r, &names.1).map(LazyDeadLetter::from);
         }
         let (version, bytes) = reader.read(payload_pos)?;
         let payload = wire::put_payload(version, bytes)
