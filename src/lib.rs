@@ -210,8 +210,9 @@ pub mod queue {
 pub mod dlq {
     //! What a DLQ holds and what it says about it: entries ([`DeadLetter`], with its
     //! [`FailureInfo`], each [`Attempt`], [`DlqMetadata`] and [`OriginalMetadata`]; a
-    //! [`DeadLetterSummary`] for listings), counts and analysis ([`DlqStats`],
-    //! [`Analysis`], [`FailurePattern`], [`FailureTimeline`], failure [`Fingerprint`]s),
+    //! [`DeadLetterSummary`] for listings, a [`LazyDeadLetter`] decoded on demand), counts
+    //! and analysis ([`DlqStats`], [`Analysis`], [`FailurePattern`], [`FailureTimeline`],
+    //! failure [`Fingerprint`]s),
     //! the DLQ as it was ([`DlqAsOf`]), paging ([`Cursor`]) and filtering by predicate
     //! ([`EntryPredicate`]), size alerts ([`DlqAlert`]) and imports ([`Importer`]). The
     //! handle itself is [`Dlq`](crate::Dlq); replays are in [`crate::replay`].
@@ -219,8 +220,8 @@ pub mod dlq {
     pub use crate::api::core::types::{DeadLetter, EntryStatus, OriginalMetadata};
     pub use crate::api::dlq::{
         Analysis, Cursor, DeadLetterSummary, DlqAsOf, DlqStats, EntryPredicate, FailurePattern,
-        FailureTimeline, FingerprintStats, ImportReport, ImportedEntry, Importer, PastDlqEntry,
-        PastDlqStats, HISTORY_HOURS,
+        FailureTimeline, FingerprintStats, ImportReport, ImportedEntry, Importer, LazyDeadLetter,
+        PastDlqEntry, PastDlqStats, HISTORY_HOURS,
     };
     pub use crate::engine::envelope::{Attempt, DlqMetadata, FailureInfo};
     pub use crate::engine::fingerprint::{

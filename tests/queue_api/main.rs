@@ -44,6 +44,7 @@ mod delay_and_ttl;
 mod dlq_alert;
 mod dlq_browse;
 mod dlq_import;
+mod dlq_lazy;
 mod fingerprints;
 mod handler_durations;
 mod history;

@@ -1,13 +1,16 @@
 //! What Python reads: a delivered message ([`PyMessage`], `deadletter.Message`) and a DLQ
 //! entry ([`PyDeadLetter`], `deadletter.DeadLetter`), each an immutable copy of the
-//! engine's value, and the plain dictionaries of the engine's counts and reports.
+//! engine's value (a listed entry's envelope decoded on first use from the bytes the
+//! listing copied: [`deadletter::dlq::LazyDeadLetter`]), and the plain dictionaries of the
+//! engine's counts and reports.
 //!
 //! Invariant: these objects hold no lock and no handle on the store, so keeping one alive
 //! keeps nothing open, and reading one never touches the disk.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use deadletter::dlq::{DeadLetter, DlqStats, EntryStatus, FingerprintStats};
+use deadletter::dlq::{DeadLetter, DlqStats, EntryStatus, FingerprintStats, LazyDeadLetter};
 use deadletter::pool::PoolCounters;
 use deadletter::queue::QueueStats;
 use deadletter::replay::ReplayReport;
@@ -15,6 +18,7 @@ use deadletter::Message;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use crate::errors::to_py;
 use crate::payload;
 
 /// A delivered message: its id, attempt number, payload and attributes. Ack, retry or
@@ -105,10 +109,42 @@ impl PyMessage {
 
 /// A DLQ entry: the original payload byte for byte and everything known about its failure
 /// (kind, message, every attempt, the worker, timestamps, its fingerprint). Reading it
-/// changes nothing.
+/// changes nothing and never touches the store: an entry of a listing decodes the rest of
+/// its envelope (attempts, details, attributes, tags, ...) from the bytes the listing read
+/// the first time one of those is read.
 #[pyclass(name = "DeadLetter", module = "deadletter", frozen)]
 pub struct PyDeadLetter {
-    pub(crate) inner: DeadLetter,
+    /// The entry: decoded already (`Dlq.get`), or as a listing read it (`Dlq.list`).
+    entry: LazyDeadLetter,
+    /// A listed entry's whole envelope, once decoded.
+    whole: OnceLock<Box<DeadLetter>>,
+}
+
+impl PyDeadLetter {
+    /// A whole entry.
+    pub(crate) fn whole(entry: DeadLetter) -> Self {
+        Self::listed(LazyDeadLetter::from(entry))
+    }
+
+    /// An entry of a listing, decoded on demand.
+    pub(crate) fn listed(entry: LazyDeadLetter) -> Self {
+        PyDeadLetter {
+            entry,
+            whole: OnceLock::new(),
+        }
+    }
+
+    /// The whole entry, decoded (once) if it was listed.
+    fn envelope(&self, py: Python<'_>) -> PyResult<&DeadLetter> {
+        if let Some(e) = self.entry.decoded() {
+            return Ok(e);
+        }
+        if let Some(e) = self.whole.get() {
+            return Ok(e);
+        }
+        let e = self.entry.decode().map_err(|e| to_py(py, e))?;
+        Ok(self.whole.get_or_init(|| Box::new(e)))
+    }
 }
 
 #[pymethods]
@@ -116,38 +152,38 @@ impl PyDeadLetter {
     /// The entry's id (the message's id).
     #[getter]
     fn id(&self) -> u64 {
-        self.inner.id()
+        self.entry.id()
     }
 
     /// The queue the message failed in.
     #[getter]
     fn queue(&self) -> &str {
-        &self.inner.metadata.queue
+        self.entry.queue()
     }
 
     /// The DLQ that holds it.
     #[getter]
     fn dlq_name(&self) -> &str {
-        &self.inner.dlq_name
+        self.entry.dlq_name()
     }
 
     /// The original payload, byte for byte.
     #[getter]
     fn payload<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.inner.payload)
+        PyBytes::new(py, self.entry.payload())
     }
 
     /// The payload as text, or None when it is not UTF-8.
     #[getter]
     fn text(&self) -> Option<&str> {
-        std::str::from_utf8(&self.inner.payload).ok()
+        std::str::from_utf8(self.entry.payload()).ok()
     }
 
     /// The payload parsed as JSON.
     fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         payload::decode(
             py,
-            &self.inner.payload,
+            self.entry.payload(),
             pyo3::types::PyString::new(py, "json").as_any(),
         )
     }
@@ -158,40 +194,41 @@ impl PyDeadLetter {
         py: Python<'py>,
         codec: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        payload::decode(py, &self.inner.payload, codec)
+        payload::decode(py, self.entry.payload(), codec)
     }
 
     /// The payload before a corrected replay replaced it, if one did.
     #[getter]
-    fn replaced_payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.inner
+    fn replaced_payload<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self
+            .envelope(py)?
             .replaced_payload
             .as_deref()
-            .map(|p| PyBytes::new(py, p))
+            .map(|p| PyBytes::new(py, p)))
     }
 
     /// The error kind of the last failure (an exception's class name by default).
     #[getter]
     fn error_kind(&self) -> &str {
-        &self.inner.failure.error_kind
+        self.entry.error_kind()
     }
 
     /// The error message of the last failure.
     #[getter]
     fn error_message(&self) -> &str {
-        &self.inner.failure.error_message
+        self.entry.error_message()
     }
 
     /// The last failure's details, if any.
     #[getter]
-    fn details(&self) -> Option<&str> {
-        self.inner.failure.details.as_deref()
+    fn details(&self, py: Python<'_>) -> PyResult<Option<&str>> {
+        Ok(self.envelope(py)?.failure.details.as_deref())
     }
 
     /// The last failure's stack trace (a Python traceback), when the store keeps them.
     #[getter]
-    fn stack_trace(&self) -> Option<&str> {
-        self.inner.failure.stack_trace.as_deref()
+    fn stack_trace(&self, py: Python<'_>) -> PyResult<Option<&str>> {
+        Ok(self.envelope(py)?.failure.stack_trace.as_deref())
     }
 
     /// Every attempt kept: dicts of number, at_ms, error_kind, error_message, details,
@@ -199,7 +236,7 @@ impl PyDeadLetter {
     #[getter]
     fn attempts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for a in &self.inner.failure.attempts {
+        for a in &self.envelope(py)?.failure.attempts {
             let d = PyDict::new(py);
             d.set_item("number", a.number)?;
             d.set_item("at_ms", a.at_ms)?;
@@ -216,55 +253,55 @@ impl PyDeadLetter {
     /// Deliveries counted before it was dead-lettered.
     #[getter]
     fn delivery_count(&self) -> u32 {
-        self.inner.metadata.delivery_count
+        self.entry.delivery_count()
     }
 
     /// When it was enqueued (ms since the epoch).
     #[getter]
-    fn enqueued_at_ms(&self) -> u64 {
-        self.inner.metadata.enqueued_at_ms
+    fn enqueued_at_ms(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.envelope(py)?.metadata.enqueued_at_ms)
     }
 
     /// When the last failure happened (ms since the epoch).
     #[getter]
-    fn failed_at_ms(&self) -> u64 {
-        self.inner.failure.failed_at_ms
+    fn failed_at_ms(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.envelope(py)?.failure.failed_at_ms)
     }
 
     /// When it was moved to the DLQ (ms since the epoch).
     #[getter]
     fn dead_lettered_at_ms(&self) -> u64 {
-        self.inner.dlq.dead_lettered_at_ms
+        self.entry.dead_lettered_at_ms()
     }
 
     /// The worker whose failure dead-lettered it, if a worker did.
     #[getter]
-    fn worker(&self) -> Option<&str> {
-        self.inner.dlq.worker.as_deref()
+    fn worker(&self, py: Python<'_>) -> PyResult<Option<&str>> {
+        Ok(self.envelope(py)?.dlq.worker.as_deref())
     }
 
     /// The message's attributes.
     #[getter]
-    fn attributes(&self) -> BTreeMap<String, String> {
-        self.inner.metadata.attributes.clone()
+    fn attributes(&self, py: Python<'_>) -> PyResult<BTreeMap<String, String>> {
+        Ok(self.envelope(py)?.metadata.attributes.clone())
     }
 
     /// The entry's tags.
     #[getter]
-    fn tags(&self) -> BTreeMap<String, String> {
-        self.inner.dlq.tags.clone()
+    fn tags(&self, py: Python<'_>) -> PyResult<BTreeMap<String, String>> {
+        Ok(self.envelope(py)?.dlq.tags.clone())
     }
 
     /// The failure's context (key-value pairs).
     #[getter]
-    fn context(&self) -> BTreeMap<String, String> {
-        self.inner.failure.context.clone()
+    fn context(&self, py: Python<'_>) -> PyResult<BTreeMap<String, String>> {
+        Ok(self.envelope(py)?.failure.context.clone())
     }
 
     /// `"pending"`, or `"reprocessed"` once marked (see `reprocess_success`).
     #[getter]
     fn status(&self) -> &'static str {
-        match self.inner.status {
+        match self.entry.status() {
             EntryStatus::Pending => "pending",
             EntryStatus::Reprocessed { .. } => "reprocessed",
         }
@@ -273,7 +310,7 @@ impl PyDeadLetter {
     /// The outcome given to `mark_reprocessed`, or None while pending.
     #[getter]
     fn reprocess_success(&self) -> Option<bool> {
-        match self.inner.status {
+        match self.entry.status() {
             EntryStatus::Pending => None,
             EntryStatus::Reprocessed { success, .. } => Some(success),
         }
@@ -282,22 +319,22 @@ impl PyDeadLetter {
     /// How many times the message was replayed before this failure.
     #[getter]
     fn generation(&self) -> u32 {
-        self.inner.generation
+        self.entry.generation()
     }
 
     /// The failure fingerprint (error kind and message template), as text.
     #[getter]
     fn fingerprint(&self) -> Option<String> {
-        self.inner.fingerprint.map(|f| f.to_string())
+        self.entry.fingerprint().map(|f| f.to_string())
     }
 
     fn __repr__(&self) -> String {
         format!(
             "DeadLetter(id={}, queue={:?}, error_kind={:?}, error_message={:?})",
-            self.inner.id(),
-            self.inner.metadata.queue,
-            self.inner.failure.error_kind,
-            self.inner.failure.error_message
+            self.entry.id(),
+            self.entry.queue(),
+            self.entry.error_kind(),
+            self.entry.error_message()
         )
     }
 }

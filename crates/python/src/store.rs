@@ -20,7 +20,9 @@ use std::time::Duration;
 use deadletter::pool::RunningPool;
 use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueOptions};
 use deadletter::store::Durability;
-use deadletter::{Config, Dlq, Error, Failure, MessageQueue, Page, Queue, ReplayOptions, Store};
+use deadletter::{
+    Config, Dlq, Error, Failure, Filter, MessageQueue, Page, Queue, ReplayOptions, Store,
+};
 use parking_lot::{Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyType};
@@ -524,8 +526,12 @@ pub struct PyDlq {
     cell: Arc<Cell<Dlq>>,
 }
 
-fn entries(py: Python<'_>, list: Vec<deadletter::dlq::DeadLetter>) -> PyResult<Bound<'_, PyList>> {
-    PyList::new(py, list.into_iter().map(|inner| PyDeadLetter { inner }))
+/// The entries of a listing as Python `DeadLetter`s (each decoded on first use).
+fn entries(
+    py: Python<'_>,
+    list: Vec<deadletter::dlq::LazyDeadLetter>,
+) -> PyResult<Bound<'_, PyList>> {
+    PyList::new(py, list.into_iter().map(PyDeadLetter::listed))
 }
 
 fn replay_options(
@@ -581,7 +587,7 @@ impl PyDlq {
             Some(id) => Page::after(id, limit),
             None => Page::first(limit),
         };
-        let list = with(py, &self.cell, |d| d.list(&f, page))?;
+        let list = with(py, &self.cell, |d| d.list_lazy(&f, page))?;
         entries(py, list)
     }
 
@@ -600,14 +606,16 @@ impl PyDlq {
     /// The first `n` entries.
     #[pyo3(signature = (n=10))]
     fn peek<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
-        let list = with(py, &self.cell, |d| d.peek(n))?;
+        let list = with(py, &self.cell, |d| {
+            d.list_lazy(&Filter::all(), Page::first(n))
+        })?;
         entries(py, list)
     }
 
     /// The entry `id` (`NotFound` if the DLQ has none).
     fn get(&self, py: Python<'_>, id: u64) -> PyResult<PyDeadLetter> {
-        let inner = with(py, &self.cell, |d| d.get(id))?;
-        Ok(PyDeadLetter { inner })
+        let entry = with(py, &self.cell, |d| d.get(id))?;
+        Ok(PyDeadLetter::whole(entry))
     }
 
     /// Counts (total, pending, reprocessed, replayed, ...), ages, and counts by error kind,

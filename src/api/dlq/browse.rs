@@ -14,6 +14,7 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use super::{Cursor, Dlq, EntryRef, Filter, Page};
 use crate::api::core::types::{DeadLetter, EntryStatus, MessageId, OriginalMetadata};
+use crate::engine::envelope::{DlqMetadata, FailureInfo};
 use crate::engine::record::{Decoded, Op, PutCause, PutMeta};
 use crate::engine::state::{DeadStatus, State};
 use crate::engine::wire;
@@ -250,53 +251,27 @@ impl Dlq {
     }
 
     /// Loads a whole envelope from the log; `dlq_name` is this DLQ's name.
-    fn load(
+    pub(super) fn load(
         &self,
         reader: &mut RecordReader<'_>,
         r: EntryRef,
         dlq_name: &str,
     ) -> Result<DeadLetter> {
         let (meta, payload, replaced) = self.load_put(reader, r.msg.payload_pos)?;
-        let original_id = match &meta.cause {
-            PutCause::Imported(entry) => Some(entry.original_id),
-            _ => None,
-        };
-        let (failure, dlq, first_received_at) = match meta.cause {
-            PutCause::Imported(entry) if r.info.envelope_pos == r.msg.payload_pos => {
-                (entry.failure, entry.dlq, entry.first_received_at)
-            }
+        let dead = match meta.cause {
+            PutCause::Imported(_) if r.info.envelope_pos == r.msg.payload_pos => None,
             _ => {
                 let (version, body) = reader.read(r.info.envelope_pos)?;
-                match wire::decode(version, body) {
-                    Ok(Decoded::Op(Op::DeadLetter {
-                        failure,
-                        dlq,
-                        first_received_at,
-                        ..
-                    })) => (failure, dlq, first_received_at),
-                    _ => return Err(bad_content(r.info.envelope_pos)),
-                }
+                Some(dead_letter_part(r.info.envelope_pos, version, body)?)
             }
         };
-        Ok(DeadLetter {
-            payload,
-            replaced_payload: replaced,
-            metadata: OriginalMetadata {
-                id: r.id,
-                queue: self.queue_name.clone(),
-                enqueued_at_ms: meta.enqueued_at,
-                first_received_at_ms: first_received_at,
-                delivery_count: r.msg.attempts,
-                attributes: meta.attributes,
-            },
-            failure,
-            dlq,
-            generation: r.generation,
-            status: status(r.info.status),
-            dlq_name: dlq_name.to_string(),
-            original_id,
-            fingerprint: r.fingerprint,
-        })
+        assemble(
+            r,
+            &self.queue_name,
+            dlq_name,
+            (meta, payload, replaced),
+            dead,
+        )
     }
 
     /// The payload record at `pos`: its metadata, payload and replaced payload.
@@ -306,20 +281,89 @@ impl Dlq {
         pos: u64,
     ) -> Result<(PutMeta, Vec<u8>, Option<Vec<u8>>)> {
         let (version, body) = reader.read(pos)?;
-        match wire::decode(version, body) {
-            Ok(Decoded::Put(put)) => {
-                let replaced = match &put.meta.cause {
-                    PutCause::CorrectedReplay {
-                        previous_payload, ..
-                    } => Some(previous_payload.clone()),
-                    PutCause::Imported(entry) => entry.replaced_payload.clone(),
-                    PutCause::Enqueue => None,
-                };
-                Ok((put.meta, put.payload.to_vec(), replaced))
-            }
-            _ => Err(bad_content(pos)),
-        }
+        put_part(pos, version, body)
     }
+}
+
+/// What the dead-letter record of an entry says: the failure, the DLQ metadata and when
+/// the message was first received.
+pub(super) type DeadPart = (FailureInfo, DlqMetadata, Option<u64>);
+
+/// The metadata, payload and replaced payload of the payload record body `body` (format
+/// `version`) at log position `pos`.
+pub(super) fn put_part(
+    pos: u64,
+    version: u16,
+    body: &[u8],
+) -> Result<(PutMeta, Vec<u8>, Option<Vec<u8>>)> {
+    match wire::decode(version, body) {
+        Ok(Decoded::Put(put)) => {
+            let replaced = match &put.meta.cause {
+                PutCause::CorrectedReplay {
+                    previous_payload, ..
+                } => Some(previous_payload.clone()),
+                PutCause::Imported(entry) => entry.replaced_payload.clone(),
+                PutCause::Enqueue => None,
+            };
+            Ok((put.meta, put.payload.to_vec(), replaced))
+        }
+        _ => Err(bad_content(pos)),
+    }
+}
+
+/// The failure, DLQ metadata and first receipt of the dead-letter record body `body`
+/// (format `version`) at log position `pos`.
+pub(super) fn dead_letter_part(pos: u64, version: u16, body: &[u8]) -> Result<DeadPart> {
+    match wire::decode(version, body) {
+        Ok(Decoded::Op(Op::DeadLetter {
+            failure,
+            dlq,
+            first_received_at,
+            ..
+        })) => Ok((failure, dlq, first_received_at)),
+        _ => Err(bad_content(pos)),
+    }
+}
+
+/// The whole entry `r` of queue `queue_name`'s DLQ `dlq_name`, from its payload record's
+/// parts and its dead-letter record's (`None`: an imported entry, whose envelope is in its
+/// payload record).
+pub(super) fn assemble(
+    r: EntryRef,
+    queue_name: &str,
+    dlq_name: &str,
+    (meta, payload, replaced): (PutMeta, Vec<u8>, Option<Vec<u8>>),
+    dead: Option<DeadPart>,
+) -> Result<DeadLetter> {
+    let original_id = match &meta.cause {
+        PutCause::Imported(entry) => Some(entry.original_id),
+        _ => None,
+    };
+    let (failure, dlq, first_received_at) = match (dead, meta.cause) {
+        (Some(dead), _) => dead,
+        (None, PutCause::Imported(entry)) => (entry.failure, entry.dlq, entry.first_received_at),
+        // Only an imported entry comes without a dead-letter record.
+        (None, _) => return Err(bad_content(r.info.envelope_pos)),
+    };
+    Ok(DeadLetter {
+        payload,
+        replaced_payload: replaced,
+        metadata: OriginalMetadata {
+            id: r.id,
+            queue: queue_name.to_string(),
+            enqueued_at_ms: meta.enqueued_at,
+            first_received_at_ms: first_received_at,
+            delivery_count: r.msg.attempts,
+            attributes: meta.attributes,
+        },
+        failure,
+        dlq,
+        generation: r.generation,
+        status: status(r.info.status),
+        dlq_name: dlq_name.to_string(),
+        original_id,
+        fingerprint: r.fingerprint,
+    })
 }
 
 /// The public form of an entry's status.

@@ -205,7 +205,12 @@ class Filter:
     ) -> None: ...
 
 class DeadLetter:
-    """A DLQ entry: the payload byte for byte and its whole failure history."""
+    """A DLQ entry: the payload byte for byte and its whole failure history.
+
+    An entry of `Dlq.list` or `Dlq.peek` decodes its envelope (attempts, details, stack
+    trace, attributes, tags, context, worker, enqueued and failed times, replaced payload)
+    the first time one of those is read, once, from the bytes the listing read: it never
+    touches the store, and reads the same after the entry left the DLQ."""
 
     @property
     def id(self) -> int: ...
