@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
 use crate::error::CliError;
+use crate::kinds;
 use crate::output::{clip, hex_dump, payload_preview, print, print_json, terminal_width, Table};
 use crate::store_access::{self, select_dlqs};
 use crate::timefmt::{fmt_age, fmt_opt_time};
@@ -155,14 +156,26 @@ pub fn list_on<S: Source>(store: &S, args: &ListArgs, json: bool) -> Result<(), 
     } else {
         None
     };
+    // Nothing matched: a --error-kind that differs only in case from a kind held says so.
+    let hint = match entries.is_empty() {
+        true => kinds::hint(args.sel.error_kind.as_deref(), &dlqs)?,
+        false => None,
+    };
     if json {
         let list: Vec<Value> = entries
             .iter()
             .map(|e| envelope_to_json(e, PayloadEncoding::Base64, true))
             .collect();
-        return print_json(&json!({ "entries": list, "next_cursor": next }));
+        let mut doc = json!({ "entries": list, "next_cursor": next });
+        if let Some(h) = &hint {
+            doc["error_kind_hint"] = h.to_json();
+        }
+        return print_json(&doc);
     }
-    print(&render_list(&entries, next))
+    match hint {
+        Some(h) => print(&format!("no matching DLQ entries: {}\n", h.sentence())),
+        None => print(&render_list(&entries, next)),
+    }
 }
 
 /// The table of a page of entries, and where the next page starts.
@@ -342,17 +355,32 @@ pub fn analyze_on<S: Source>(store: &S, args: &AnalyzeArgs, json: bool) -> Resul
     let mut text = String::new();
     for dlq in &dlqs {
         let a = dlq.analyze(&filter)?;
+        let hint = match a.total {
+            0 => kinds::hint(args.sel.error_kind.as_deref(), [dlq])?,
+            _ => None,
+        };
         if json {
             let analysis = serde_json::to_value(&a)
                 .map_err(|e| CliError::Input(format!("cannot encode JSON: {e}")))?;
-            docs.push(json!({
+            let mut doc = json!({
                 "dlq": dlq.name(),
                 "queue": dlq.queue_name(),
                 "analysis": analysis,
-            }));
+            });
+            if let Some(h) = &hint {
+                doc["error_kind_hint"] = h.to_json();
+            }
+            docs.push(doc);
             continue;
         }
-        text.push_str(&render_analysis(&dlq.name(), &a));
+        match hint {
+            Some(h) => text.push_str(&format!(
+                "{}: no matching entries: {}\n\n",
+                dlq.name(),
+                h.sentence()
+            )),
+            None => text.push_str(&render_analysis(&dlq.name(), &a)),
+        }
     }
     if json {
         return print_json(&json!({ "dlqs": docs }));

@@ -6,14 +6,18 @@
 
 use std::io::{IsTerminal, Read};
 
+use crate::confirm::{self, confirm};
+
 use deadletter::queue::{EnqueueOptions, MessageId};
 use deadletter::{DeadLetterQueue, Filter, MessageQueue, ReplayOptions};
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};
 
-use crate::cli::{DeleteArgs, EnqueueArgs, MarkArgs, PurgeArgs, ReplayArgs};
+use crate::cli::{DeleteArgs, EnqueueArgs, MarkArgs, PurgeArgs, ReplayArgs, Selection};
 use crate::error::CliError;
+use crate::kinds::{self, KindHint};
+use crate::names::{self, Created};
 use crate::output::{clip, print, print_json, Table};
 use crate::progress::{Progress, Unit};
 use crate::store_access::{self, select_dlqs, selected, Open, Writable};
@@ -31,12 +35,7 @@ pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
 /// `replay` on any source of queues and DLQs (a store, a JetStream namespace).
 pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<(), CliError> {
     if let Some(to) = &args.to {
-        if !args.create && !store.queue_names()?.iter().any(|q| q == to) {
-            return Err(CliError::Usage(format!(
-                "there is no queue {to:?} to replay into; check the name, or add --create \
-                 to create it"
-            )));
-        }
+        names::target(store, to, "replay into", args.create)?;
     }
     let filter = args.sel.filter();
     let groups = selected(
@@ -47,6 +46,22 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
         args.limit,
     )?;
     let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
+    if !args.dry_run {
+        confirm::bulk(
+            total,
+            || {
+                let into = match &args.to {
+                    Some(to) => to.clone(),
+                    None => "the queues they failed in".to_string(),
+                };
+                format!(
+                    "replay {total} entries of {} into {into}",
+                    confirm::dlqs_in_words(&names_of(&groups))
+                )
+            },
+            args.yes,
+        )?;
+    }
     let mut progress = Progress::new("replaying", total as u64, Unit::Items);
     let mut moved: Vec<(MessageId, String, String)> = Vec::new();
     let mut failed: Vec<(MessageId, String)> = Vec::new();
@@ -71,6 +86,7 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
         }
     }
     progress.finish();
+    let hint = empty_selection_hint(&args.sel, total, &groups)?;
     if json {
         let replayed: Vec<Value> = moved
             .iter()
@@ -80,12 +96,16 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
             .iter()
             .map(|(id, reason)| json!({ "id": id, "reason": reason }))
             .collect();
-        print_json(&json!({
+        let mut doc = json!({
             "dry_run": args.dry_run,
             "reset_attempts": args.reset_attempts,
             "replayed": replayed,
             "failed": refused,
-        }))?;
+        });
+        if let Some(h) = &hint {
+            doc["error_kind_hint"] = h.to_json();
+        }
+        print_json(&doc)?;
     } else {
         let mut text = String::new();
         if args.dry_run && !moved.is_empty() {
@@ -131,6 +151,9 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
             text.push_str(" (attempts reset)");
         }
         text.push('\n');
+        if let Some(h) = &hint {
+            text.push_str(&format!("{}\n", h.sentence()));
+        }
         for (id, reason) in &failed {
             text.push_str(&format!("refused {id}: {reason}\n"));
         }
@@ -146,6 +169,28 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
         )));
     }
     Ok(())
+}
+
+/// When a selection came out empty (`total` is 0) and its `--error-kind` differs only in
+/// case from a kind a selected DLQ holds, what to say about it.
+pub(crate) fn empty_selection_hint<D: DeadLetterQueue>(
+    sel: &Selection,
+    total: usize,
+    groups: &[(D, Vec<MessageId>)],
+) -> Result<Option<KindHint>, CliError> {
+    if total > 0 {
+        return Ok(None);
+    }
+    kinds::hint(sel.error_kind.as_deref(), groups.iter().map(|(d, _)| d))
+}
+
+/// The names of the DLQs with selected entries.
+fn names_of<D: DeadLetterQueue>(groups: &[(D, Vec<MessageId>)]) -> Vec<String> {
+    groups
+        .iter()
+        .filter(|(_, ids)| !ids.is_empty())
+        .map(|(d, _)| d.name())
+        .collect()
 }
 
 pub fn delete(args: &DeleteArgs, json: bool) -> Result<(), CliError> {
@@ -169,6 +214,17 @@ pub fn delete_on<S: Source>(store: &S, args: &DeleteArgs, json: bool) -> Result<
             &format!("delete all {total} entries {which} for good"),
             args.yes,
         )?;
+    } else if !args.dry_run {
+        confirm::bulk(
+            total,
+            || {
+                format!(
+                    "delete {total} entries of {} for good",
+                    confirm::dlqs_in_words(&names_of(&groups))
+                )
+            },
+            args.yes,
+        )?;
     }
     let mut progress = Progress::new("deleting", total as u64, Unit::Items);
     let mut deleted: Vec<(MessageId, String)> = Vec::new();
@@ -187,16 +243,21 @@ pub fn delete_on<S: Source>(store: &S, args: &DeleteArgs, json: bool) -> Result<
         progress.inc(ids.len() as u64);
     }
     progress.finish();
+    let hint = empty_selection_hint(&args.sel, total, &groups)?;
     if json {
         let list: Vec<Value> = deleted
             .iter()
             .map(|(id, dlq)| json!({ "id": id, "dlq": dlq }))
             .collect();
-        return print_json(&json!({
+        let mut doc = json!({
             "dry_run": args.dry_run,
             "deleted": deleted.len(),
             "entries": list,
-        }));
+        });
+        if let Some(h) = &hint {
+            doc["error_kind_hint"] = h.to_json();
+        }
+        return print_json(&doc);
     }
     let verb = if args.dry_run {
         "would delete"
@@ -213,6 +274,9 @@ pub fn delete_on<S: Source>(store: &S, args: &DeleteArgs, json: bool) -> Result<
         deleted.len(),
         if deleted.len() == 1 { "y" } else { "ies" }
     ));
+    if let Some(h) = &hint {
+        text.push_str(&format!("{}\n", h.sentence()));
+    }
     print(&text)
 }
 
@@ -230,11 +294,26 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     let cutoff = now.saturating_sub(args.older_than.as_millis() as u64);
     let mut old = Filter::all().between(None, Some(cutoff));
     old.fingerprint = args.fingerprint;
-    if !args.dry_run {
-        let what = if args.include_pending {
-            "every entry"
+    // What would go, per DLQ: the count the question gives, and a dry run's answer.
+    let mut would = Vec::with_capacity(dlqs.len());
+    for dlq in &dlqs {
+        let pending_old = dlq.ids(&old.clone().pending_only(), None)?.len() as u64;
+        let all_old = dlq.ids(&old, None)?.len() as u64;
+        let deleted = if args.include_pending {
+            all_old
         } else {
-            "every reprocessed entry"
+            all_old - pending_old
+        };
+        let kept = if args.include_pending { 0 } else { pending_old };
+        would.push((deleted, kept));
+    }
+    if !args.dry_run {
+        let count: u64 = would.iter().map(|(d, _)| d).sum();
+        let entries = if count == 1 { "entry" } else { "entries" };
+        let what = if args.include_pending {
+            entries.to_string()
+        } else {
+            format!("reprocessed {entries}")
         };
         let of = match args.fingerprint {
             Some(fp) => format!(" of fingerprint {fp}"),
@@ -242,7 +321,7 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
         };
         confirm(
             &format!(
-                "delete {what}{of} dead-lettered before {} for good",
+                "delete {count} {what}{of} dead-lettered before {} for good",
                 format_utc(cutoff)
             ),
             args.yes,
@@ -251,15 +330,9 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     let mut progress = Progress::new("purging", dlqs.len() as u64, Unit::Items);
     let mut rows = Vec::new();
     let (mut total_deleted, mut total_kept) = (0u64, 0u64);
-    for dlq in &dlqs {
-        let pending_old = dlq.ids(&old.clone().pending_only(), None)?.len() as u64;
+    for (dlq, &(would_delete, kept)) in dlqs.iter().zip(&would) {
         let deleted = if args.dry_run {
-            let all_old = dlq.ids(&old, None)?.len() as u64;
-            if args.include_pending {
-                all_old
-            } else {
-                all_old - pending_old
-            }
+            would_delete
         } else {
             match args.fingerprint {
                 None => dlq.purge(args.older_than, args.include_pending)?,
@@ -270,7 +343,6 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
                 )?,
             }
         };
-        let kept = if args.include_pending { 0 } else { pending_old };
         total_deleted += deleted;
         total_kept += kept;
         rows.push((dlq.name(), deleted, kept));
@@ -311,31 +383,6 @@ pub fn purge_on<S: Source>(store: &S, args: &PurgeArgs, json: bool) -> Result<()
     }
     text.push('\n');
     print(&text)
-}
-
-/// Asks on the terminal before a change that deletes in bulk, unless `--yes`; refuses
-/// when standard input is not a terminal and `--yes` was not given.
-fn confirm(what: &str, yes: bool) -> Result<(), CliError> {
-    if yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() {
-        return Err(CliError::Usage(format!(
-            "this would {what}; add --yes to confirm (standard input is not a terminal, so \
-             there is no one to ask)"
-        )));
-    }
-    eprint!("This will {what}. Continue? [y/N] ");
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .map_err(|e| CliError::io("read the answer", e))?;
-    match answer.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Ok(()),
-        _ => Err(CliError::Incomplete(
-            "cancelled: nothing was changed".into(),
-        )),
-    }
 }
 
 pub fn mark(args: &MarkArgs, json: bool) -> Result<(), CliError> {
@@ -393,11 +440,30 @@ pub fn mark_on<S: Source>(store: &S, args: &MarkArgs, json: bool) -> Result<(), 
 
 pub fn enqueue(args: &EnqueueArgs, json: bool) -> Result<(), CliError> {
     let (payload, options) = message_of(args)?;
-    match store_access::open_write(&args.dir, Open::Create, false)? {
-        Writable::Local(store) => enqueue_on(&store.queue(&args.queue)?, &payload, &options, json),
+    let (store, new_store) = store_access::open_target(&args.dir, args.create)?;
+    let mut created = Created {
+        store: new_store.then(|| args.dir.display().to_string()),
+        queues: Vec::new(),
+    };
+    match store {
+        Writable::Local(store) => {
+            if names::target(&store, &args.queue, "enqueue to", args.create)? {
+                created.queues.push(args.queue.clone());
+            }
+            enqueue_on(
+                &store.queue(&args.queue)?,
+                &payload,
+                &options,
+                &created,
+                json,
+            )
+        }
         Writable::Owner(live) => {
+            if names::target(&live, &args.queue, "enqueue to", args.create)? {
+                created.queues.push(args.queue.clone());
+            }
             let id = live.client().enqueue(&args.queue, &payload, &options)?;
-            print_enqueued(id, &args.queue, payload.len(), json)
+            print_enqueued(id, &args.queue, payload.len(), &created, json)
         }
     }
 }
@@ -431,20 +497,34 @@ pub fn message_of(args: &EnqueueArgs) -> Result<(Vec<u8>, EnqueueOptions), CliEr
     Ok((payload, options))
 }
 
-/// Enqueues `payload` on any backend's queue and says so.
+/// Enqueues `payload` on any backend's queue and says so, and that the queue was created
+/// (`created`).
 pub fn enqueue_on<Q: MessageQueue>(
     queue: &Q,
     payload: &[u8],
     options: &EnqueueOptions,
+    created: &Created,
     json: bool,
 ) -> Result<(), CliError> {
     let id = queue.enqueue_with(payload, options)?;
-    print_enqueued(id, queue.name(), payload.len(), json)
+    print_enqueued(id, queue.name(), payload.len(), created, json)
 }
 
-fn print_enqueued(id: MessageId, queue: &str, bytes: usize, json: bool) -> Result<(), CliError> {
+fn print_enqueued(
+    id: MessageId,
+    queue: &str,
+    bytes: usize,
+    created: &Created,
+    json: bool,
+) -> Result<(), CliError> {
+    created.say(json);
     if json {
-        return print_json(&json!({ "id": id, "queue": queue, "bytes": bytes }));
+        return print_json(&json!({
+            "id": id,
+            "queue": queue,
+            "bytes": bytes,
+            "created": created.to_json(),
+        }));
     }
     print(&format!(
         "enqueued message {id} ({bytes} bytes) to {queue}\n"

@@ -75,6 +75,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  deadletter replay ./data 42\n  \
         deadletter replay ./data --error-kind Timeout --reset-attempts --dry-run\n  \
         deadletter replay ./data --all --queue orders --limit 100\n  \
+        deadletter replay ./data --all --yes             # more than 1,000 entries\n  \
         deadletter replay ./data --grep ORD-123 --to orders-manual --create\n  \
         deadletter replay ./data --guarded --error-kind Timeout --canary 20 --rate 50\n  \
         deadletter replay ./data --progress\n  \
@@ -106,12 +107,14 @@ pub enum Command {
     Export(ExportArgs),
     /// Read entries written by `export` into a DLQ (each entry once).
     #[command(after_help = "Examples:\n  deadletter import ./data orders.ndjson\n  \
-        gunzip -c timeouts.ndjson.gz | deadletter import ./data --queue archive --ids")]
+        deadletter import ./restored orders.ndjson --create   # into a new store\n  \
+        gunzip -c timeouts.ndjson.gz | deadletter import ./data --queue archive --create --ids")]
     Import(ImportArgs),
     /// Enqueue one message (the payload argument, or stdin).
     #[command(
         after_help = "Examples:\n  deadletter enqueue ./data --queue orders '{\"orderId\":\"ORD-1\"}'\n  \
-        cat order.json | deadletter enqueue ./data --queue orders --attr source=cli"
+        cat order.json | deadletter enqueue ./data --queue orders --attr source=cli\n  \
+        deadletter enqueue ./new-store --queue jobs --create 'first'   # a new store and queue"
     )]
     Enqueue(EnqueueArgs),
     /// Check every record's checksum and report what recovery would find; changes nothing
@@ -434,7 +437,7 @@ pub struct AnalyzeArgs {
 ))]
 #[command(
     override_usage = "deadletter replay <DIR> <ID | --all | FILTERS> [--queue Q] [--to QUEUE [--create]] \
-                          [--reset-attempts] [--dry-run] [--force] [--limit N]\n       \
+                          [--reset-attempts] [--dry-run] [--force] [--limit N] [--yes]\n       \
                       deadletter replay <DIR> --guarded <--all | FILTERS> [--canary N] [--growth F] \
                           [--max-failure-ratio R] [--rate M] [--queue Q] [--to QUEUE [--create]] [...]\n       \
                       deadletter replay <DIR> --progress [ID]\n       \
@@ -470,6 +473,10 @@ pub struct ReplayArgs {
     /// Replay at most this many entries.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Do not ask before replaying more than 1,000 entries; needed then when not on a
+    /// terminal.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// Replay in waves: a canary first, each next wave once the one before was handled,
     /// stopping by itself when a wave fails again too often (one guarded replay per DLQ).
     #[arg(long, conflicts_with_all = ["id", "dry_run"])]
@@ -526,7 +533,8 @@ pub struct DeleteArgs {
     /// Say what would be deleted, change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Do not ask before deleting every entry (--all); needed when not on a terminal.
+    /// Do not ask before deleting every entry (--all) or more than 1,000 entries; needed
+    /// then when not on a terminal.
     #[arg(long, short = 'y')]
     pub yes: bool,
 }
@@ -584,13 +592,17 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The store directory (created if missing).
+    /// The store directory (an existing store, unless --create).
     pub dir: PathBuf,
     /// The export file; stdin when absent or `-`.
     pub file: Option<PathBuf>,
-    /// Import into this queue's DLQ (created if missing) instead of each entry's own queue.
+    /// Import into this queue's DLQ instead of each entry's own queue (an existing queue,
+    /// unless --create).
     #[arg(long, short = 'q')]
     pub queue: Option<String>,
+    /// Create the store, and the queues the entries go to, if missing (and say so).
+    #[arg(long)]
+    pub create: bool,
     /// Print each imported entry's original and new id (by default a summary).
     #[arg(long)]
     pub ids: bool,
@@ -598,11 +610,14 @@ pub struct ImportArgs {
 
 #[derive(Debug, Args)]
 pub struct EnqueueArgs {
-    /// The store directory (created if missing).
+    /// The store directory (an existing store, unless --create).
     pub dir: PathBuf,
-    /// The queue (created if missing).
+    /// The queue (an existing queue, unless --create).
     #[arg(long, short = 'q')]
     pub queue: String,
+    /// Create the store and the queue if missing (and say so).
+    #[arg(long)]
+    pub create: bool,
     /// The payload; read from stdin when absent.
     pub payload: Option<String>,
     /// An attribute kept with the message and in its DLQ envelope (repeatable).

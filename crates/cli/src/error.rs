@@ -25,6 +25,17 @@ pub enum CliError {
     },
     /// The directory is not a store.
     NotAStore(PathBuf, &'static str),
+    /// `enqueue` or `import` without `--create` found no store to write to: a missing
+    /// directory, or one that holds no segment file (nothing was created).
+    NoStore {
+        /// The directory given.
+        path: PathBuf,
+        /// What is there instead, such as "no such directory".
+        why: &'static str,
+    },
+    /// A queue or DLQ name the store (or namespace) does not know, with the nearest known
+    /// name and every known one (see [`crate::names`]).
+    UnknownQueue(Box<crate::names::Unknown>),
     /// The library failed.
     Store(deadletter::Error),
     /// Reading or writing a file or stream failed.
@@ -64,6 +75,8 @@ impl CliError {
             CliError::Usage(_) => "usage",
             CliError::Locked { .. } => "locked",
             CliError::NotAStore(..) => "not_a_store",
+            CliError::NoStore { .. } => "store_not_found",
+            CliError::UnknownQueue(_) => "unknown_queue",
             CliError::Io { .. } => "io",
             CliError::Input(_) => "input",
             CliError::Incomplete(_) => "incomplete",
@@ -95,9 +108,23 @@ impl CliError {
         }
     }
 
-    /// The error as the JSON object `--json` prints.
+    /// The error as the JSON object `--json` prints: its kind and message, and for an
+    /// unknown queue the name, the nearest known one (`suggestion`, or null) and every
+    /// known one (`known`); for a missing store its `path`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({ "error": { "kind": self.kind(), "message": self.to_string() } })
+        let mut error = serde_json::json!({ "kind": self.kind(), "message": self.to_string() });
+        match self {
+            CliError::UnknownQueue(u) => {
+                error["queue"] = u.name.clone().into();
+                error["suggestion"] = u.suggestion.clone().into();
+                error["known"] = u.known.clone().into();
+            }
+            CliError::NoStore { path, .. } => {
+                error["path"] = path.display().to_string().into();
+            }
+            _ => {}
+        }
+        serde_json::json!({ "error": error })
     }
 
     /// An I/O error with what was being done.
@@ -167,6 +194,13 @@ impl fmt::Display for CliError {
             CliError::NotAStore(path, why) => {
                 write!(f, "{} is not a deadletter store: {why}", path.display())
             }
+            CliError::NoStore { path, why } => write!(
+                f,
+                "there is no store at {} ({why}); check the path, or pass --create to create \
+                 one there",
+                path.display()
+            ),
+            CliError::UnknownQueue(u) => write!(f, "{u}"),
             CliError::Store(deadletter::Error::NotFound(id)) => {
                 write!(f, "no DLQ entry with id {id}")
             }

@@ -14,8 +14,12 @@ use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::Source;
 use serde_json::{json, Value};
 
+use deadletter::queue::MessageId;
+
+use crate::change::empty_selection_hint;
 use crate::cli::ReplayArgs;
 use crate::error::CliError;
+use crate::names;
 use crate::output::{print, print_json, Table};
 use crate::store_access::{self, selected, Open, Writable};
 
@@ -108,7 +112,7 @@ fn start(store: &Writable, args: &ReplayArgs) -> Result<Vec<GuardedReplay>, CliE
             for (dlq, ids) in groups.iter().filter(|(_, ids)| !ids.is_empty()) {
                 out.push(dlq.replay_guarded_ids(ids, &options)?);
             }
-            nothing_selected(&out)?;
+            nothing_selected(&out, args, &groups)?;
             Ok(out)
         }
         Writable::Owner(live) => {
@@ -127,7 +131,7 @@ fn start(store: &Writable, args: &ReplayArgs) -> Result<Vec<GuardedReplay>, CliE
                         .replay_guarded(&dlq.name(), ids, &options, args.create)?;
                 out.push(report);
             }
-            nothing_selected(&out)?;
+            nothing_selected(&out, args, &groups)?;
             Ok(out)
         }
     }
@@ -135,21 +139,26 @@ fn start(store: &Writable, args: &ReplayArgs) -> Result<Vec<GuardedReplay>, CliE
 
 fn check_target<S: Source>(store: &S, args: &ReplayArgs) -> Result<(), CliError> {
     if let Some(to) = &args.to {
-        if !args.create && !store.queue_names()?.iter().any(|q| q == to) {
-            return Err(CliError::Usage(format!(
-                "there is no queue {to:?} to replay into; check the name, or add --create \
-                 to create it"
-            )));
-        }
+        names::target(store, to, "replay into", args.create)?;
     }
     Ok(())
 }
 
-fn nothing_selected(started: &[GuardedReplay]) -> Result<(), CliError> {
+/// Refuses a selection that started nothing, saying why when its `--error-kind` differs
+/// only in case from a kind held.
+fn nothing_selected<D: DeadLetterQueue>(
+    started: &[GuardedReplay],
+    args: &ReplayArgs,
+    groups: &[(D, Vec<MessageId>)],
+) -> Result<(), CliError> {
     if started.is_empty() {
-        return Err(CliError::Incomplete(
-            "no DLQ entry matches: no guarded replay was started".into(),
-        ));
+        let why = match empty_selection_hint(&args.sel, 0, groups)? {
+            Some(h) => format!(" ({})", h.sentence()),
+            None => String::new(),
+        };
+        return Err(CliError::Incomplete(format!(
+            "no DLQ entry matches{why}: no guarded replay was started"
+        )));
     }
     Ok(())
 }

@@ -21,19 +21,23 @@
 //! JetStream), `forward` (the forwarder to JetStream) and `fleet` (the fleet DLQ on
 //! JetStream); [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
-//! [`progress`], [`timefmt`], [`store_access`].
+//! [`progress`], [`timefmt`], [`store_access`], [`names`] (unknown names, with the nearest
+//! known one, and `--create`), [`kinds`] (a `--error-kind` that differs only in case), [`confirm`] (asking before bulk changes).
 
 mod browse;
 mod change;
 mod check;
 mod cli;
+mod confirm;
 mod error;
 #[cfg(feature = "jetstream")]
 mod fleet;
 #[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;
+mod kinds;
 mod live;
+mod names;
 mod output;
 mod past;
 mod progress;

@@ -83,7 +83,11 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
         Command::MarkReprocessed(a) => change::mark_on(&ns, a, json),
         Command::Enqueue(a) => {
             let (payload, options) = change::message_of(a)?;
-            change::enqueue_on(&ns.js.queue(&a.queue)?, &payload, &options, json)
+            let mut created = crate::names::Created::default();
+            if crate::names::target(&ns, &a.queue, "enqueue to", a.create)? {
+                created.queues.push(a.queue.clone());
+            }
+            change::enqueue_on(&ns.js.queue(&a.queue)?, &payload, &options, &created, json)
         }
         Command::Serve(a) => serve::serve_on(ns, a, json),
         Command::Import(_) => Err(CliError::Usage(format!(

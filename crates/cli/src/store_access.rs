@@ -10,7 +10,8 @@
 //!
 //! Commands that only read or change existing entries refuse a directory that holds no
 //! segment file, so a mistyped path is reported instead of becoming a new, empty store.
-//! `enqueue` and `import` create the store.
+//! `enqueue` and `import` create the store only when asked (`--create`, [`open_target`]),
+//! and say that they did.
 
 use std::path::Path;
 
@@ -23,6 +24,7 @@ use deadletter_dashboard::Source;
 
 use crate::error::CliError;
 use crate::live::Live;
+use crate::names;
 
 /// Whether a command may create the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,29 @@ pub enum Open {
     /// The store is created if missing.
     Create,
 }
+
+/// The store `enqueue` or `import` writes into: an existing one, or, with `create`, a new
+/// one, and whether it was created. Without `create`, a directory that holds no store is
+/// [`CliError::NoStore`] and nothing is created.
+pub fn open_target(dir: &Path, create: bool) -> Result<(Writable, bool), CliError> {
+    let missing = match check_is_store(dir) {
+        Ok(()) => false,
+        Err(CliError::NotAStore(path, why)) if why != NOT_A_DIRECTORY => {
+            if !create {
+                return Err(CliError::NoStore { path, why });
+            }
+            true
+        }
+        // A path that is a file: the store reports it (`not_a_directory`).
+        Err(CliError::NotAStore(..)) => false,
+        Err(e) => return Err(e),
+    };
+    let store = open_write(dir, Open::Create, false)?;
+    Ok((store, missing))
+}
+
+/// What [`check_is_store`] says of a path that is a file.
+const NOT_A_DIRECTORY: &str = "not a directory";
 
 /// Checks that `dir` holds a store (at least one segment file).
 pub fn check_is_store(dir: &Path) -> Result<(), CliError> {
@@ -45,7 +70,7 @@ pub fn check_is_store(dir: &Path) -> Result<(), CliError> {
             Err(CliError::NotAStore(dir.to_path_buf(), "no such directory"))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-            Err(CliError::NotAStore(dir.to_path_buf(), "not a directory"))
+            Err(CliError::NotAStore(dir.to_path_buf(), NOT_A_DIRECTORY))
         }
         Err(e) => Err(CliError::io(format!("read {}", dir.display()), e)),
     }
@@ -139,7 +164,7 @@ pub fn open_write(dir: &Path, mode: Open, serve: bool) -> Result<Writable, CliEr
 /// The DLQs a command works on: the one of `queue` (a queue or DLQ name), or all of them.
 pub fn select_dlqs<S: Source>(source: &S, queue: Option<&str>) -> Result<Vec<S::Dlq>, CliError> {
     match queue {
-        Some(name) => Ok(vec![source.dlq(name)?]),
+        Some(name) => Ok(vec![names::dlq(source, name)?]),
         None => source
             .queue_names()?
             .iter()
@@ -162,7 +187,7 @@ pub(crate) fn selected<S: Source>(
     if let Some(id) = id {
         let (dlq, _) = api::find_entry(store, id)?;
         if let Some(q) = queue {
-            let wanted = store.dlq(q)?;
+            let wanted = names::dlq(store, q)?;
             if wanted.name() != dlq.name() {
                 return Err(CliError::Input(format!(
                     "entry {id} is in {}, not in {}",

@@ -7,22 +7,25 @@
 //! skipping the entries the store already holds, so memory stays bounded and importing an
 //! export twice adds nothing. A bad line stops it; what came before is imported.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use deadletter::dlq::{DeadLetter, ImportedEntry, Importer};
-use deadletter::DeadLetterQueue;
+use deadletter::{DeadLetterQueue, Store};
 use deadletter_dashboard::export::{envelope_to_line, parse_line};
 use deadletter_dashboard::Source;
 use serde_json::json;
 
+use crate::change::empty_selection_hint;
 use crate::cli::{ExportArgs, ImportArgs};
 use crate::error::CliError;
 use crate::live::Live;
+use crate::names::{self, Created};
 use crate::output::{print, print_json, Table};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, select_dlqs, Open, Writable};
+use crate::store_access::{self, select_dlqs, Writable};
 
 pub fn export(args: &ExportArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open_read(&args.dir)?;
@@ -57,10 +60,18 @@ pub fn export_on<S: Source>(store: &S, args: &ExportArgs, json: bool) -> Result<
         .unwrap_or_else(|| "stdout".into());
     // With --out the summary goes to stdout; otherwise stdout holds the data, so the
     // summary goes to stderr.
+    let hint = empty_selection_hint(&args.sel, total, &groups)?;
     let summary = if json {
-        json!({ "exported": count, "out": out_name }).to_string()
+        let mut doc = json!({ "exported": count, "out": out_name });
+        if let Some(h) = &hint {
+            doc["error_kind_hint"] = h.to_json();
+        }
+        doc.to_string()
     } else {
-        format!("exported {count} entries to {out_name}")
+        match &hint {
+            Some(h) => format!("exported {count} entries to {out_name}: {}", h.sentence()),
+            None => format!("exported {count} entries to {out_name}"),
+        }
     };
     if args.out.is_some() {
         print(&(summary + "\n"))
@@ -143,10 +154,28 @@ pub fn import(args: &ImportArgs, json: bool) -> Result<(), CliError> {
         let size = file.metadata().ok().map(|m| m.len());
         (Box::new(file), path.display().to_string(), size)
     };
-    let mut sink = match store_access::open_write(&args.dir, Open::Create, false)? {
-        Writable::Local(store) => Sink::Local(store.importer(args.queue.as_deref())?),
+    let (store, new_store) = store_access::open_target(&args.dir, args.create)?;
+    let mut sink = match store {
+        Writable::Local(store) => Sink::Local(store.importer(args.queue.as_deref())?, store),
         Writable::Owner(live) => Sink::Owner(live, args.queue.clone()),
     };
+    let mut targets = Targets {
+        create: args.create,
+        json,
+        checked: HashSet::new(),
+        pending: Vec::new(),
+        created: Created {
+            store: new_store.then(|| args.dir.display().to_string()),
+            queues: Vec::new(),
+        },
+    };
+    if new_store && !json {
+        eprintln!("created store {}", args.dir.display());
+    }
+    // One target for every entry: checked before anything is read.
+    if let Some(q) = &args.queue {
+        targets.check(&sink, q)?;
+    }
     let mut progress = Progress::new("importing", size.unwrap_or(0), Unit::Bytes);
     let mut summary = ImportSummary::default();
     let mut batch: Vec<DeadLetter> = Vec::with_capacity(IMPORT_BATCH);
@@ -167,34 +196,59 @@ pub fn import(args: &ImportArgs, json: bool) -> Result<(), CliError> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry = match parse_line(line.trim_end()) {
+        let parsed = parse_line(line.trim_end())
+            .map_err(|e| CliError::Input(format!("{source} line {number}: {e}")))
+            .and_then(|entry| {
+                if args.queue.is_none() {
+                    targets.check(&sink, &entry.metadata.queue)?;
+                }
+                Ok(entry)
+            });
+        let entry = match parsed {
             Ok(entry) => entry,
             Err(e) => {
                 // What came before is imported; importing the file again after fixing the
-                // line adds only the rest (an import skips entries the store holds).
+                // line (or with --create) adds only the rest (an import skips entries the
+                // store holds).
                 sink.import(&batch, &mut summary)?;
+                targets.imported();
                 progress.finish();
-                return Err(CliError::Input(format!(
-                    "{source} line {number}: {e}; the {} entries before it were imported \
-                     ({} already held), importing the file again adds only the rest",
+                let rest = format!(
+                    "; the {} entries before it were imported ({} already held), importing \
+                     the file again adds only the rest",
                     summary.imported.len(),
                     summary.skipped
-                )));
+                );
+                return Err(match e {
+                    CliError::UnknownQueue(u) => u
+                        .prefixed(&format!("{source} line {number}: "))
+                        .then(&rest)
+                        .into(),
+                    CliError::Input(m) => CliError::Input(m + &rest),
+                    e => e,
+                });
             }
         };
         batch_bytes += entry.payload.len();
         batch.push(entry);
         if batch.len() >= IMPORT_BATCH || batch_bytes >= IMPORT_BATCH_BYTES {
             sink.import(&batch, &mut summary)?;
+            targets.imported();
             batch.clear();
             batch_bytes = 0;
         }
     }
     sink.import(&batch, &mut summary)?;
+    targets.imported();
     progress.finish();
     let ImportSummary { imported, skipped } = summary;
     if json {
-        let mut doc = json!({ "imported": imported.len(), "skipped": skipped, "source": source });
+        let mut doc = json!({
+            "imported": imported.len(),
+            "skipped": skipped,
+            "source": source,
+            "created": targets.created.to_json(),
+        });
         if args.ids {
             doc["entries"] = imported
                 .iter()
@@ -246,8 +300,48 @@ const IMPORT_BATCH_BYTES: usize = 8 << 20;
 /// Where an import's batches go: an importer on a store this process holds, or the owner
 /// of a store another process holds.
 enum Sink {
-    Local(Importer),
+    Local(Importer, Store),
     Owner(Live, Option<String>),
+}
+
+/// The DLQs an import writes into: each checked once, when first met (an unknown one is
+/// refused without `--create`), and those created said once their first batch is in.
+struct Targets {
+    create: bool,
+    json: bool,
+    /// The names checked so far.
+    checked: HashSet<String>,
+    /// Queues to be created by the batch being gathered.
+    pending: Vec<String>,
+    created: Created,
+}
+
+impl Targets {
+    /// Checks `name`, the DLQ (or queue) an entry goes to.
+    fn check(&mut self, sink: &Sink, name: &str) -> Result<(), CliError> {
+        if self.checked.contains(name) {
+            return Ok(());
+        }
+        let new = match sink {
+            Sink::Local(_, store) => names::import_target(store, name, self.create)?,
+            Sink::Owner(live, _) => names::import_target(live, name, self.create)?,
+        };
+        if new {
+            self.pending.push(name.to_string());
+        }
+        self.checked.insert(name.to_string());
+        Ok(())
+    }
+
+    /// The batch gathered is imported: its new queues exist now.
+    fn imported(&mut self) {
+        let new = Created {
+            store: None,
+            queues: std::mem::take(&mut self.pending),
+        };
+        new.say(self.json);
+        self.created.queues.extend(new.queues);
+    }
 }
 
 #[derive(Default)]
@@ -262,7 +356,7 @@ impl Sink {
             return Ok(());
         }
         let report = match self {
-            Sink::Local(importer) => importer.import_batch(batch)?,
+            Sink::Local(importer, _) => importer.import_batch(batch)?,
             Sink::Owner(live, queue) => live.client().import(queue.as_deref(), batch)?,
         };
         into.skipped += report.skipped.len();

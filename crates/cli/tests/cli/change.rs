@@ -164,7 +164,7 @@ fn delete_and_purge() {
 fn enqueue_from_argument_and_stdin() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    // `enqueue` creates a store (with the default 64 MiB segment)...
+    // `enqueue --create` creates a store (with the default 64 MiB segment)...
     let fresh = dir.path().join("fresh");
     let v = json(&[
         "enqueue",
@@ -172,9 +172,11 @@ fn enqueue_from_argument_and_stdin() {
         "-q",
         "jobs",
         "first",
+        "--create",
         "--json",
     ]);
     assert_eq!(v["id"], 0);
+    assert_eq!(v["created"]["store"], fresh.to_str().unwrap());
     assert_eq!(
         deadletter::verify::verify(&fresh).unwrap().segments.len(),
         1
@@ -191,9 +193,11 @@ fn enqueue_from_argument_and_stdin() {
         r#"{"orderId":"X"}"#,
         "--attr",
         "source=cli",
+        "--create",
         "--json",
     ]);
     let first = v["id"].as_u64().unwrap();
+    assert_eq!(v["created"]["queues"][0], "orders");
     assert_eq!(v["queue"], "orders");
     let binary = [0u8, 255, 10, 13, 128, 7];
     let o = run_stdin(&["enqueue", d, "--queue", "orders", "--json"], &binary);

@@ -176,7 +176,7 @@ fn a_running_owner_serves_every_command() {
     assert_eq!(replayed["replayed"][0]["id"], a);
     fails(
         &["replay", d, &b.to_string(), "--to", "hled"],
-        2,
+        1,
         "--create",
     );
     json(&["--json", "delete", d, &b.to_string()]);
@@ -202,7 +202,9 @@ fn a_running_owner_serves_every_command() {
         purged["deleted"], 2,
         "the two entries marked reprocessed: {purged}"
     );
-    json(&["--json", "enqueue", d, "--queue", "held", "hello"]);
+    json(&[
+        "--json", "enqueue", d, "--queue", "held", "hello", "--create",
+    ]);
     let imported = json(&[
         "--json",
         "import",
@@ -210,6 +212,7 @@ fn a_running_owner_serves_every_command() {
         export.to_str().unwrap(),
         "--queue",
         "archive",
+        "--create",
     ]);
     assert_eq!(imported["imported"].as_u64().unwrap() as usize, exported);
 

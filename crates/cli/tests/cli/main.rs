@@ -21,6 +21,8 @@
 //! - `missing`: a deleted first, middle or last segment, reported and refused;
 //! - `names`: bad queue names, a name clash and a store path that is a file, refused by kind.
 //! - `foreign`: a segment of another store, refused by name.
+//! - `mistakes`: no store or queue created without `--create`, the nearest name for an
+//!   unknown one, a `--error-kind` differing only in case, `--yes` for bulk changes.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -46,6 +48,7 @@ mod guarded;
 mod limits;
 mod live;
 mod missing;
+mod mistakes;
 mod names;
 #[cfg(feature = "jetstream")]
 mod nats;

@@ -83,7 +83,15 @@ fn bad_queue_names_are_refused_each_with_its_kind() {
     empty_store(dir.path());
     refuses_every_bad_name(dir.path(), "the tool holds the store");
     let path = dir.path().to_str().unwrap();
-    json(&["--json", "enqueue", path, "--queue", "eu orders.v2", "ok"]);
+    json(&[
+        "--json",
+        "enqueue",
+        path,
+        "--queue",
+        "eu orders.v2",
+        "ok",
+        "--create",
+    ]);
     let store = Store::open(dir.path(), small_config()).unwrap();
     assert_eq!(store.queue_names(), ["eu orders.v2"]);
 }

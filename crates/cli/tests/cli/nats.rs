@@ -127,6 +127,18 @@ fn changes_on_a_namespace() {
     let enq = ok_json(&["--json", "enqueue", &target, "-q", "orders", "ORD-9"]);
     assert_eq!(enq["queue"], "orders");
     assert_eq!(orders.stats().unwrap().counts.ready, 1);
+    // A mistyped queue is refused with the nearest name, and no stream is created.
+    let o = run(&["--json", "enqueue", &target, "-q", "ordrs", "ORD-10"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+    assert_eq!(err["error"]["kind"], "unknown_queue", "{err}");
+    assert_eq!(err["error"]["suggestion"], "orders", "{err}");
+    assert_eq!(js.queue_names().unwrap(), ["orders"]);
     js.delete_namespace().unwrap();
 }
 

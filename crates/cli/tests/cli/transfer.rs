@@ -52,7 +52,7 @@ fn export_then_import_round_trips_bytes() {
     let imported = {
         let all = f.dir.path().join("all.ndjson");
         std::fs::write(&all, &o.stdout).unwrap();
-        json(&["import", t, all.to_str().unwrap(), "--json"])
+        json(&["import", t, all.to_str().unwrap(), "--create", "--json"])
     };
     assert_eq!(imported["imported"], 5);
     let store = Store::open(target.path(), small_config()).unwrap();
@@ -86,7 +86,15 @@ fn export_then_import_round_trips_bytes() {
     // From stdin into a named queue.
     let data = std::fs::read(&out).unwrap();
     let o = run_stdin(
-        &["import", t, "--queue", "quarantine", "--json", "--ids"],
+        &[
+            "import",
+            t,
+            "--queue",
+            "quarantine",
+            "--create",
+            "--json",
+            "--ids",
+        ],
         &data,
     );
     assert!(o.status.success(), "{}", stderr(&o));
