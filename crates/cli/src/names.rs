@@ -113,10 +113,11 @@ pub fn target<S: Source>(
     verb: &str,
     create: bool,
 ) -> Result<bool, CliError> {
-    let (known, candidates) = known_names(source)?;
-    if known.iter().any(|q| q == name) {
+    // A known queue, the common case: no DLQ is looked up.
+    if source.queue_names()?.iter().any(|q| q == name) {
         return Ok(false);
     }
+    let (known, candidates) = known_names(source)?;
     if let Some(problem) = NameProblem::of(name) {
         return Err(Error::InvalidQueueName {
             name: name.to_string(),
