@@ -359,3 +359,26 @@ fn async_pool_shutdown_mid_run_counts_nothing_twice() {
     );
     assert!(left.iter().all(|m| m.attempt() <= 2));
 }
+
+/// The async pool makes its queue's handler histogram known when it starts (all counts
+/// 0), before any delivery: the shutdown future, polled once the pool runs, sees it.
+#[test]
+fn async_pool_declares_its_histogram_at_start() {
+    let (_dir, store) = common::temp_store(common::config());
+    let queue = store.queue("jobs").unwrap();
+    let watcher = store.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    current_thread()
+        .block_on(async move {
+            AsyncWorkerPool::new(&queue)
+                .run(|_: Message| async { Ok(()) }, async move {
+                    let m = watcher.metrics_snapshot();
+                    let _ = tx.send(m.queues[0].handler_duration.clone());
+                })
+                .await
+        })
+        .unwrap();
+    let h = rx.recv().unwrap().expect("declared when the pool started");
+    assert_eq!((h.count, h.sum_micros), (0, 0));
+    assert!(h.cumulative.iter().all(|&n| n == 0));
+}

@@ -7,7 +7,9 @@
 //! `*_total` counters count since the oldest record still in the log (they start again from
 //! what the log holds when a store is reopened, like a process restart for Prometheus).
 //!
-//! Metric names (each with the labels `queue` and `dlq`):
+//! Metric names (each with the label `queue`; a queue's DLQ is named by
+//! `deadletter_queue_info`, not by a label on every series, since it is a function of the
+//! queue):
 //!
 //! | metric                                   | type    | field                         |
 //! |------------------------------------------|---------|-------------------------------|
@@ -19,20 +21,26 @@
 //! | `deadletter_dead_lettered_total`         | counter | [`QueueMetrics::dead_lettered`] |
 //! | `deadletter_expired_total`               | counter | [`QueueMetrics::expired`]     |
 //! | `deadletter_enqueue_refused_total`       | counter | [`QueueMetrics::refused`]     |
-//! | `deadletter_dlq_size`                    | gauge   | [`QueueMetrics::dlq_size`]    |
 //! | `deadletter_dlq_pending`                 | gauge   | [`QueueMetrics::dlq_pending`] |
 //! | `deadletter_dlq_replayed_total`          | counter | [`QueueMetrics::dlq_replayed`] |
 //! | `deadletter_oldest_message_age_seconds`  | gauge   | [`QueueMetrics::oldest_message_age_ms`] |
 //! | `deadletter_dlq_oldest_age_seconds`      | gauge   | [`QueueMetrics::dlq_oldest_age_ms`] |
 //!
-//! The two age gauges are 0 when there is nothing to age. Then, with more labels or none:
+//! The two age gauges have no sample for a queue with nothing to age (an empty queue, an
+//! empty DLQ): a 0 would read as "fresh", and an absent series is the exposition's way to
+//! say there is no value. Then, with more labels or none:
 //!
 //! | metric | type | labels | from |
 //! |---|---|---|---|
-//! | `deadletter_dlq_entries` | gauge | `queue`, `dlq`, `error_kind` | [`QueueMetrics::dlq_by_error_kind`] (one series per kind in the DLQ) |
-//! | `deadletter_handler_duration_seconds` | histogram | `queue`, `dlq`, `le` | [`QueueMetrics::handler_duration`] (queues a worker pool ran on in this process) |
+//! | `deadletter_queue_info` | gauge | `queue`, `dlq` | always 1: the name of the queue's DLQ |
+//! | `deadletter_dlq_entries` | gauge | `queue`, `error_kind` | [`QueueMetrics::dlq_by_error_kind`] (one series per kind in the DLQ) |
+//! | `deadletter_handler_duration_seconds` | histogram | `queue`, `le` | [`QueueMetrics::handler_duration`] (queues a worker pool was started on in this process, at zero until its first delivery) |
 //! | `deadletter_store_disk_bytes` | gauge | none | [`Metrics::disk_bytes`] (when known) |
 //! | `deadletter_build_info` | gauge | `version`, `format_version` | always 1: the library's version and the on-disk format version it writes |
+//!
+//! A DLQ's size is `sum by (queue) (deadletter_dlq_entries)` ([`QueueMetrics::dlq_size`]
+//! is that sum): no family repeats it, since a total beside its parts is counted twice by
+//! any `sum` over the family names.
 
 use std::fmt::Write as _;
 
@@ -72,7 +80,8 @@ pub struct QueueMetrics {
     /// store opened.
     #[serde(default)]
     pub refused: u64,
-    /// Entries in the DLQ now.
+    /// Entries in the DLQ now (the sum of [`QueueMetrics::dlq_by_error_kind`]; Prometheus:
+    /// `sum by (queue) (deadletter_dlq_entries)`).
     pub dlq_size: u64,
     /// DLQ entries not dealt with yet.
     pub dlq_pending: u64,
@@ -87,8 +96,9 @@ pub struct QueueMetrics {
     pub dlq_oldest_age_ms: Option<u64>,
     /// DLQ entries by error kind.
     pub dlq_by_error_kind: BTreeMap<String, u64>,
-    /// How long handlers ran, from the worker pools on this queue in this process (`None`
-    /// before the first delivery handled, or on a backend that keeps none).
+    /// How long handlers ran, from the worker pools on this queue in this process: `None`
+    /// until a pool is started on the queue (or on a backend that keeps none), empty (all
+    /// counts 0) from then until its first delivery is handled.
     pub handler_duration: Option<DurationHistogram>,
 }
 
@@ -112,7 +122,8 @@ pub struct QueueMetrics {
 ///
 /// let text = metrics.to_prometheus();
 /// assert!(text.contains("# TYPE deadletter_queue_depth gauge"));
-/// assert!(text.contains(r#"deadletter_dlq_size{queue="orders",dlq="orders-dlq"} 1"#));
+/// assert!(text.contains(r#"deadletter_dlq_entries{queue="orders",error_kind="Invalid"} 1"#));
+/// assert!(text.contains(r#"deadletter_queue_info{queue="orders",dlq="orders-dlq"} 1"#));
 /// # Ok::<(), deadletter::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,7 +236,6 @@ const FAMILIES: &[Family] = families! {
     deadletter_expired_total: counter, Count(expired), "Messages whose time to live passed.";
     deadletter_enqueue_refused_total: counter, Count(refused),
         "Enqueues refused because the queue held its limit of pending messages.";
-    deadletter_dlq_size: gauge, Count(dlq_size), "Entries in the dead letter queue.";
     deadletter_dlq_pending: gauge, Count(dlq_pending), "Dead letter entries not dealt with yet.";
     deadletter_dlq_replayed_total: counter, Count(dlq_replayed),
         "Dead letter entries replayed to a queue.";
@@ -242,8 +252,9 @@ impl Metrics {
     }
 
     /// Renders the snapshot in the Prometheus text exposition format (version 0.0.4): one
-    /// `# HELP` and `# TYPE` line per family, then one sample per queue; then the DLQ
-    /// entries by error kind, the handler durations, the disk bytes and the build info.
+    /// `# HELP` and `# TYPE` line per family, then one sample per queue (none for an age
+    /// with nothing to age); then the queues' DLQ names, the DLQ entries by error kind, the
+    /// handler durations, the disk bytes and the build info.
     pub fn to_prometheus(&self) -> String {
         let mut out = String::new();
         for family in FAMILIES {
@@ -252,7 +263,8 @@ impl Metrics {
             for q in &self.queues {
                 let value = match (family.value)(q) {
                     MetricValue::Count(n) => n.to_string(),
-                    MetricValue::Seconds(ms) => seconds(ms.unwrap_or(0)),
+                    MetricValue::Seconds(Some(ms)) => seconds(ms),
+                    MetricValue::Seconds(None) => continue,
                 };
                 let _ = writeln!(out, "{}{{{}}} {value}", family.name, labels(q));
             }
@@ -267,6 +279,20 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} {kind}");
         };
+        head(
+            out,
+            "deadletter_queue_info",
+            "gauge",
+            "The name of the queue's dead letter queue; always 1.",
+        );
+        for q in &self.queues {
+            let dlq = escape_label(&q.dlq);
+            let _ = writeln!(
+                out,
+                "deadletter_queue_info{{{},dlq=\"{dlq}\"}} 1",
+                labels(q)
+            );
+        }
         head(
             out,
             "deadletter_dlq_entries",
@@ -326,10 +352,9 @@ impl Metrics {
     }
 }
 
-/// The labels of a queue's samples: `queue="…",dlq="…"`, escaped.
+/// The label of a queue's samples: `queue="…"`, escaped.
 fn labels(q: &QueueMetrics) -> String {
-    let (queue, dlq) = (escape_label(&q.queue), escape_label(&q.dlq));
-    format!("queue=\"{queue}\",dlq=\"{dlq}\"")
+    format!("queue=\"{}\"", escape_label(&q.queue))
 }
 
 /// Milliseconds as decimal seconds, exactly (`1500` -> `1.5`).

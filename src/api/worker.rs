@@ -296,6 +296,8 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
             classifier,
         } = self.settings;
         let queue = self.queue.with_policy(retry.max_attempts, lease)?;
+        // Its handler-duration series exist from now, at zero until the first delivery.
+        queue.declare_handler_durations();
         let shared = Arc::new(Shared {
             queue,
             retry,

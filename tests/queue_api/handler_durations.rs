@@ -50,3 +50,23 @@ fn a_batch_counts_as_its_runs_one_by_one() {
     assert_eq!(histogram(&store, &batched), histogram(&store, &one_by_one));
     assert_eq!(histogram(&store, &batched).unwrap().count, 5);
 }
+
+/// A pool started on a queue makes its histogram known before its first delivery (all
+/// counts 0), so that `/metrics` has the series from the pool's start; a queue no pool
+/// started on has none (whether one will is not known).
+#[test]
+fn a_started_pool_declares_its_histogram() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), fast(&ManualClock::new(0))).unwrap();
+    let jobs = store.queue("jobs").unwrap();
+    let idle = store.queue("idle").unwrap();
+    let pool = deadletter::WorkerPool::new(&jobs)
+        .workers(2)
+        .start(|_: &deadletter::Message| Ok(()))
+        .unwrap();
+    let s = histogram(&store, &jobs).expect("declared at start");
+    assert_eq!(s.cumulative, vec![0; 14]);
+    assert_eq!((s.count, s.sum_micros), (0, 0));
+    assert!(histogram(&store, &idle).is_none());
+    pool.shutdown(Duration::from_secs(5)).unwrap();
+}

@@ -1,6 +1,6 @@
-//! The Prometheus text a metrics snapshot renders: every family for every queue, the
-//! DLQ entries by error kind (labels escaped), the handler histogram, the disk bytes and
-//! the build info.
+//! The Prometheus text a metrics snapshot renders: every family for every queue (no age
+//! sample when there is nothing to age), the DLQ's name, the DLQ entries by error kind
+//! (labels escaped), the handler histogram, the disk bytes and the build info.
 
 use std::time::Duration;
 
@@ -36,29 +36,31 @@ fn renders_every_family_for_every_queue() {
     q.handler_duration = histogram;
     let m = Metrics::new(0, vec![q]).with_disk_bytes(Some(4096));
     let text = m.to_prometheus();
-    assert!(text.contains(
-        "deadletter_dlq_entries{queue=\"orders\",dlq=\"orders-dlq\",error_kind=\"Invalid \\\"x\\\"\"} 1\n"
-    ));
-    assert!(text.contains(
-        "deadletter_handler_duration_seconds_bucket{queue=\"orders\",dlq=\"orders-dlq\",le=\"0.001\"} 1\n"
-    ));
-    assert!(text.contains(
-        "deadletter_handler_duration_seconds_bucket{queue=\"orders\",dlq=\"orders-dlq\",le=\"+Inf\"} 2\n"
-    ));
-    assert!(text.contains(
-        "deadletter_handler_duration_seconds_sum{queue=\"orders\",dlq=\"orders-dlq\"} 61.0005\n"
-    ));
+    assert!(text
+        .contains("deadletter_dlq_entries{queue=\"orders\",error_kind=\"Invalid \\\"x\\\"\"} 1\n"));
+    assert!(text
+        .contains("deadletter_handler_duration_seconds_bucket{queue=\"orders\",le=\"0.001\"} 1\n"));
+    assert!(text
+        .contains("deadletter_handler_duration_seconds_bucket{queue=\"orders\",le=\"+Inf\"} 2\n"));
+    assert!(text.contains("deadletter_handler_duration_seconds_sum{queue=\"orders\"} 61.0005\n"));
     assert!(text.contains("deadletter_store_disk_bytes 4096\n"));
     assert!(text.contains(&format!(
         "deadletter_build_info{{version=\"{}\",format_version=\"{FORMAT_VERSION}\"}} 1\n",
         env!("CARGO_PKG_VERSION")
     )));
-    assert!(text.contains("deadletter_queue_depth{queue=\"orders\",dlq=\"orders-dlq\"} 3\n"));
-    assert!(text.contains(
-        "deadletter_oldest_message_age_seconds{queue=\"orders\",dlq=\"orders-dlq\"} 2.5\n"
-    ));
+    assert!(text.contains("deadletter_queue_depth{queue=\"orders\"} 3\n"));
+    assert!(text.contains("deadletter_oldest_message_age_seconds{queue=\"orders\"} 2.5\n"));
+    assert!(text.contains("deadletter_queue_info{queue=\"orders\",dlq=\"orders-dlq\"} 1\n"));
+    assert!(
+        !text.contains("deadletter_dlq_size"),
+        "the sum of dlq_entries is not repeated"
+    );
+    assert!(
+        !text.contains("deadletter_dlq_oldest_age_seconds{"),
+        "no DLQ age was given"
+    );
     assert_eq!(
         text.matches("# TYPE").count(),
-        Metrics::family_names().count() + 4
+        Metrics::family_names().count() + 5
     );
 }

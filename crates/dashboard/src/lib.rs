@@ -28,7 +28,7 @@
 //! let mut reply = String::new();
 //! http.read_to_string(&mut reply)?;
 //! assert!(reply.starts_with("HTTP/1.1 200"));
-//! assert!(reply.contains(r#"deadletter_queue_depth{queue="orders",dlq="orders-dlq"} 1"#));
+//! assert!(reply.contains(r#"deadletter_queue_depth{queue="orders"} 1"#));
 //!
 //! server.shutdown();
 //! # drop(store);

@@ -203,32 +203,44 @@ fn parse_exposition(text: &str) -> Result<Exposition, String> {
     Ok(exp)
 }
 
-/// The value of `family` for `queue` in the exposition.
-fn value_of(exp: &Exposition, family: &str, q: &QueueMetrics) -> f64 {
-    let hits: Vec<&Sample> = exp
-        .samples
+/// The samples of `family` for `queue` in the exposition.
+fn samples_of<'e>(exp: &'e Exposition, family: &str, q: &QueueMetrics) -> Vec<&'e Sample> {
+    exp.samples
         .iter()
         .filter(|s| s.name == family && s.labels.get("queue") == Some(&q.queue))
-        .collect();
-    assert_eq!(hits.len(), 1, "{family} for {}", q.queue);
-    assert_eq!(hits[0].labels.get("dlq"), Some(&q.dlq));
-    hits[0].value
+        .collect()
+}
+
+/// The value of `family` for `queue`: its one sample, whose only label is `queue` (the
+/// DLQ's name, a function of the queue's, is in `deadletter_queue_info`), or `None` when
+/// the family has no sample for it.
+fn value_of(exp: &Exposition, family: &str, q: &QueueMetrics) -> Option<f64> {
+    let hits = samples_of(exp, family, q);
+    assert!(hits.len() <= 1, "{family} for {}: {hits:?}", q.queue);
+    let hit = hits.first()?;
+    assert_eq!(hit.labels.len(), 1, "{family}: {:?}", hit.labels);
+    Some(hit.value)
 }
 
 fn check_against(exp: &Exposition, m: &Metrics) {
-    let secs = |ms: Option<u64>| ms.unwrap_or(0) as f64 / 1000.0;
+    // An age with nothing to age has no sample (not a 0 that reads as "fresh").
+    let secs = |ms: Option<u64>| ms.map(|ms| ms as f64 / 1000.0);
+    let mut per_queue_samples_expected = 0;
     for q in &m.queues {
-        let expect: [(&str, f64); 12] = [
-            ("deadletter_queue_depth", q.depth as f64),
-            ("deadletter_queue_in_flight", q.in_flight as f64),
-            ("deadletter_enqueued_total", q.enqueued as f64),
-            ("deadletter_acked_total", q.acked as f64),
-            ("deadletter_retried_total", q.retried as f64),
-            ("deadletter_dead_lettered_total", q.dead_lettered as f64),
-            ("deadletter_expired_total", q.expired as f64),
-            ("deadletter_dlq_size", q.dlq_size as f64),
-            ("deadletter_dlq_pending", q.dlq_pending as f64),
-            ("deadletter_dlq_replayed_total", q.dlq_replayed as f64),
+        let expect: [(&str, Option<f64>); 12] = [
+            ("deadletter_queue_depth", Some(q.depth as f64)),
+            ("deadletter_queue_in_flight", Some(q.in_flight as f64)),
+            ("deadletter_enqueued_total", Some(q.enqueued as f64)),
+            ("deadletter_acked_total", Some(q.acked as f64)),
+            ("deadletter_retried_total", Some(q.retried as f64)),
+            (
+                "deadletter_dead_lettered_total",
+                Some(q.dead_lettered as f64),
+            ),
+            ("deadletter_expired_total", Some(q.expired as f64)),
+            ("deadletter_enqueue_refused_total", Some(q.refused as f64)),
+            ("deadletter_dlq_pending", Some(q.dlq_pending as f64)),
+            ("deadletter_dlq_replayed_total", Some(q.dlq_replayed as f64)),
             (
                 "deadletter_oldest_message_age_seconds",
                 secs(q.oldest_message_age_ms),
@@ -240,8 +252,28 @@ fn check_against(exp: &Exposition, m: &Metrics) {
         ];
         for (family, want) in expect {
             assert_eq!(value_of(exp, family, q), want, "{family} of {}", q.queue);
+            per_queue_samples_expected += usize::from(want.is_some());
         }
+        // The DLQ's name: one info sample per queue, always 1.
+        let info = samples_of(exp, "deadletter_queue_info", q);
+        assert_eq!(info.len(), 1, "queue_info of {}", q.queue);
+        assert_eq!(info[0].labels.get("dlq"), Some(&q.dlq));
+        assert_eq!(info[0].value, 1.0);
+        // The DLQ's size is not a family of its own: it is the sum of its entries by kind.
+        let by_kind: f64 = samples_of(exp, "deadletter_dlq_entries", q)
+            .iter()
+            .map(|s| s.value)
+            .sum();
+        assert_eq!(by_kind, q.dlq_size as f64, "dlq size of {}", q.queue);
     }
+    assert!(!exp.types.contains_key("deadletter_dlq_size"));
+    assert!(
+        exp.samples
+            .iter()
+            .filter(|s| s.name != "deadletter_queue_info")
+            .all(|s| !s.labels.contains_key("dlq")),
+        "a dlq label beside queue"
+    );
     // Every family is typed and described; counters end in _total.
     for name in Metrics::family_names() {
         let kind = exp
@@ -261,7 +293,7 @@ fn check_against(exp: &Exposition, m: &Metrics) {
         .iter()
         .filter(|s| per_queue.contains(&s.name.as_str()))
         .count();
-    assert_eq!(per_queue_samples, m.queues.len() * per_queue.len());
+    assert_eq!(per_queue_samples, per_queue_samples_expected);
 
     // DLQ entries by error kind: one series per kind, with the queue's labels.
     for q in &m.queues {
@@ -386,11 +418,11 @@ fn metrics_parse_and_match_the_library() {
     assert!(m.disk_bytes.is_some_and(|b| b > 0));
 
     // A worker pool on the queue: its handler's durations, as a histogram.
-    assert!(histogram(&exp, "orders").0.is_empty(), "no handler ran yet");
+    assert!(
+        histogram(&exp, "orders").0.is_empty(),
+        "no pool ever ran on orders: whether one will is not known"
+    );
     let jobs = store.queue("jobs").unwrap();
-    for i in 0..5 {
-        jobs.enqueue(format!("job {i}")).unwrap();
-    }
     let pool = deadletter::WorkerPool::new(&jobs)
         .workers(1)
         .start(|_: &deadletter::Message| {
@@ -398,6 +430,35 @@ fn metrics_parse_and_match_the_library() {
             Ok(())
         })
         .unwrap();
+    // Started, no delivery yet: the series exist, at zero.
+    let body = request(addr, "GET", "/metrics", &[], "").body;
+    let exp = parse_exposition(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let (buckets, sum, count) = histogram(&exp, "jobs");
+    assert_eq!(
+        buckets.len(),
+        deadletter::metrics::DURATION_BUCKETS_SECONDS.len() + 1,
+        "{body}"
+    );
+    assert!(buckets.iter().all(|(_, n)| *n == 0.0), "{buckets:?}");
+    assert_eq!((sum, count), (0.0, 0.0));
+    assert!(histogram(&exp, "orders").0.is_empty());
+    // An empty queue and an empty DLQ: no age samples, while the counts are there at 0.
+    let m = store.metrics_snapshot();
+    let empty = m.queues.iter().find(|q| q.queue == "jobs").unwrap();
+    assert_eq!(
+        (empty.oldest_message_age_ms, empty.dlq_oldest_age_ms),
+        (None, None)
+    );
+    for family in [
+        "deadletter_oldest_message_age_seconds",
+        "deadletter_dlq_oldest_age_seconds",
+    ] {
+        assert_eq!(value_of(&exp, family, empty), None, "{family}\n{body}");
+    }
+    assert_eq!(value_of(&exp, "deadletter_queue_depth", empty), Some(0.0));
+    for i in 0..5 {
+        jobs.enqueue(format!("job {i}")).unwrap();
+    }
     pool.run_until_idle().unwrap();
     pool.shutdown(std::time::Duration::from_secs(5)).unwrap();
     let body = request(addr, "GET", "/metrics", &[], "").body;

@@ -201,6 +201,8 @@ impl<H: AsyncHandler> Dispatcher<H> {
     fn new(pool: &AsyncWorkerPool, handler: H) -> Result<Self> {
         let settings = &pool.settings;
         let queue = (pool.queue).with_policy(settings.retry.max_attempts, settings.lease)?;
+        // Its handler-duration series exist from now, at zero until the first delivery.
+        queue.declare_handler_durations();
         Ok(Dispatcher {
             asynchronous: AsyncQueue::new(&queue),
             starts: queue.store().engine().waits_for_sync(),

@@ -45,10 +45,11 @@ use crate::error::{Error, Result};
 ///   written now and made durable by a later write that happens anyway (a group commit);
 /// - [`worker_handle`](WorkerQueue::worker_handle),
 ///   [`wake_consumers`](WorkerQueue::wake_consumers),
-///   [`observe_handler`](WorkerQueue::observe_handler) and
-///   [`observe_handlers`](WorkerQueue::observe_handlers), one by one: a handle per
-///   worker thread, interrupting blocked leases when the pool stops, and a record of
-///   handler times for the backend's metrics.
+///   [`observe_handler`](WorkerQueue::observe_handler),
+///   [`observe_handlers`](WorkerQueue::observe_handlers) and
+///   [`declare_handler_durations`](WorkerQueue::declare_handler_durations), one by one:
+///   a handle per worker thread, interrupting blocked leases when the pool stops, and a
+///   record of handler times for the backend's metrics.
 ///
 /// ```
 /// use std::time::Duration;
@@ -219,6 +220,12 @@ pub trait WorkerQueue: MessageQueue {
             self.observe_handler(d);
         }
     }
+
+    /// Says that a worker pool starts on this queue, before any handler runs: a backend
+    /// that keeps handler times creates the queue's histogram here, so that its series
+    /// exist (at zero) from the pool's start rather than from its first delivery. The
+    /// default, for a backend that keeps none, does nothing.
+    fn declare_handler_durations(&self) {}
 }
 
 /// How far a backend's deferred reports ([`WorkerQueue::retry_deferred`],

@@ -103,6 +103,9 @@ impl WorkerQueue for Queue {
     fn wake_consumers(&self) {
         self.store().wake_consumers()
     }
+    fn declare_handler_durations(&self) {
+        Queue::declare_handler_durations(self)
+    }
 }
 
 impl DeadLetterQueue for Dlq {

@@ -58,8 +58,9 @@ impl HandlerDurations {
         self.sum_micros.fetch_add(sum, Ordering::Relaxed);
     }
 
-    /// The counts now, or `None` before the first observation.
-    pub(crate) fn snapshot(&self) -> Option<DurationHistogram> {
+    /// The counts now (all 0 before the first observation: the histogram exists once a
+    /// pool declared it or a run was recorded).
+    pub(crate) fn snapshot(&self) -> DurationHistogram {
         let mut cumulative = Vec::with_capacity(BUCKETS_MICROS.len());
         let mut total = 0;
         for b in &self.buckets[..BUCKETS_MICROS.len()] {
@@ -67,11 +68,11 @@ impl HandlerDurations {
             cumulative.push(total);
         }
         let count = total + self.buckets[BUCKETS_MICROS.len()].load(Ordering::Relaxed);
-        (count > 0).then(|| DurationHistogram {
+        DurationHistogram {
             cumulative,
             count,
             sum_micros: self.sum_micros.load(Ordering::Relaxed),
-        })
+        }
     }
 }
 

@@ -320,9 +320,10 @@ impl Store {
         Arc::clone(self.inner.durations.write().entry(q).or_default())
     }
 
-    /// The handler durations recorded for queue `q`, if any.
+    /// The handler durations of queue `q`, if its histogram exists (a pool declared it or
+    /// a run was recorded).
     pub(crate) fn handler_duration_snapshot(&self, q: QueueId) -> Option<DurationHistogram> {
-        self.inner.durations.read().get(&q)?.snapshot()
+        Some(self.inner.durations.read().get(&q)?.snapshot())
     }
 
     /// Bytes of the files in the store's directory (segments, which are preallocated,

@@ -282,7 +282,15 @@ impl Queue {
         }
     }
 
-    /// The handler durations recorded for this queue, if any.
+    /// Creates this queue's handler-duration histogram, empty, if it has none yet (a
+    /// worker pool starting on it does, so that its metrics show zero counts until the
+    /// first delivery rather than no series).
+    pub(crate) fn declare_handler_durations(&self) {
+        self.store.handler_durations(self.id);
+    }
+
+    /// The handler durations recorded for this queue: `None` until a pool starts on it or
+    /// a run is recorded.
     pub(crate) fn handler_duration(&self) -> Option<DurationHistogram> {
         self.store.handler_duration_snapshot(self.id)
     }

@@ -165,10 +165,18 @@ fn serve_a_namespace() {
     let v: Value = serde_json::from_str(&list.body).unwrap();
     assert_eq!(v["matched"], 1);
     assert_eq!(v["entries"][0]["error_kind"], "Invalid");
+    // The DLQ's size is the sum of its entries by kind; its name is in the info family.
+    let by_kind: f64 = metrics
+        .body
+        .lines()
+        .filter(|l| l.starts_with(r#"deadletter_dlq_entries{queue="orders","#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(by_kind, 2.0, "{}", metrics.body);
     assert!(
         metrics
             .body
-            .contains(r#"deadletter_dlq_size{queue="orders",dlq="orders-dlq"} 2"#),
+            .contains("deadletter_queue_info{queue=\"orders\",dlq=\"orders-dlq\"} 1\n"),
         "{}",
         metrics.body
     );
