@@ -648,12 +648,12 @@ pub struct ServeArgs {
     /// on a read-only directory): browsing only, replay and delete are refused.
     #[arg(long)]
     pub read_only: bool,
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Address to listen on, HOST:PORT (127.0.0.1:8080, localhost:8080, [::1]:8080; port 0
+    /// picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_bind)]
     pub bind: SocketAddr,
-    /// The token replay and delete requests must carry (random when absent).
-    #[arg(long, env = "DEADLETTER_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub token: TokenArgs,
     /// The token's name: the audit trail records the dashboard's changes as made by it.
     #[arg(long, default_value = "dashboard", value_name = "NAME")]
     pub token_name: String,
@@ -686,19 +686,58 @@ pub struct ForwardArgs {
     /// Also serve the store's dashboard and /metrics (with the forwarder's metrics) on
     /// this address (port 0 picks a free port): the forwarder holds the store, so no other
     /// process can serve it meanwhile.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_bind)]
     pub serve: Option<SocketAddr>,
-    /// The token the dashboard's replay and delete requests must carry (random when absent).
-    #[arg(
-        long,
-        env = "DEADLETTER_TOKEN",
-        hide_env_values = true,
-        requires = "serve"
-    )]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub token: TokenArgs,
     /// Print the status this often (such as 10s; 0s for only at the end).
     #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration, default_value = "10s")]
     pub status_every: Duration,
+}
+
+/// Where the dashboard's token comes from (`serve`, `forward --serve`): `--token`,
+/// `--token-file`, or else `$DEADLETTER_TOKEN` (read by [`crate::token`], which knows
+/// which one it was: a token from the environment or a file is never printed).
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The token replay and delete requests must carry (random when absent). Other users
+    /// see it in `ps`: prefer --token-file or $DEADLETTER_TOKEN.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// Read the token from this file (its first line; surrounding whitespace ignored).
+    /// Without --token or --token-file, $DEADLETTER_TOKEN is used when set.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// The accepted forms of a listening address, for error messages.
+const BIND_FORMS: &str = "expected HOST:PORT, such as 127.0.0.1:8080, localhost:8080 or \
+    [::1]:8080 (port 0 picks a free port)";
+
+/// A listening address: an IP address and port, or a host name and port, resolved (the
+/// first IPv4 address it has, else its first one, so `localhost:8080` listens on
+/// 127.0.0.1 as the default does).
+pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let port_given = s
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !port_given {
+        return Err(format!("{s:?} is not an address: {BIND_FORMS}"));
+    }
+    let addrs: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {s:?} ({e}): {BIND_FORMS}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?} resolves to no address: {BIND_FORMS}"))
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -716,6 +755,31 @@ mod tests {
     #[test]
     fn grammar_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bind_addresses() {
+        let v4 = |a: [u8; 4], p: u16| SocketAddr::from((a, p));
+        assert_eq!(parse_bind("127.0.0.1:8097"), Ok(v4([127, 0, 0, 1], 8097)));
+        assert_eq!(
+            parse_bind("[::1]:0"),
+            Ok(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)))
+        );
+        let local = parse_bind("localhost:8097").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 8097, "{local}");
+        for bad in [
+            "localhost",
+            "8097",
+            ":8097",
+            "localhost:http",
+            "localhost:70000",
+        ] {
+            let e = parse_bind(bad).unwrap_err();
+            assert!(
+                e.contains("HOST:PORT") && e.contains("localhost:8080"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

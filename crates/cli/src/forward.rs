@@ -18,10 +18,11 @@ use deadletter::Store;
 use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions};
 use deadletter_jetstream::{ForwardOptions, ForwardStatus, ForwardStatusHandle, Forwarder};
 
-use crate::cli::{self, ForwardArgs};
+use crate::cli::{self, ForwardArgs, TokenArgs};
 use crate::error::CliError;
 use crate::output::print;
 use crate::store_access;
+use crate::token;
 
 pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
     let Some((url, namespace)) = cli::parse_target(std::path::Path::new(&args.to)) else {
@@ -30,6 +31,11 @@ pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
             args.to
         )));
     };
+    if args.serve.is_none() && (args.token.token.is_some() || args.token.token_file.is_some()) {
+        return Err(CliError::Usage(
+            "--token and --token-file are the dashboard's: they need --serve ADDR".into(),
+        ));
+    }
     store_access::check_is_store(&args.dir)?;
     let config = store_access::config_for(&args.dir)
         .queue_defaults(QueueOptions::default().max_attempts(u32::MAX));
@@ -45,7 +51,7 @@ pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
     let mut forwarder = Forwarder::new(&store, options)?;
     let handle = forwarder.status_handle();
     let dashboard = match args.serve {
-        Some(addr) => Some(serve(&store, &handle, addr, args.token.as_deref(), json)?),
+        Some(addr) => Some(serve(&store, &handle, addr, &args.token, json)?),
         None => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -87,35 +93,39 @@ pub fn forward(args: &ForwardArgs, json: bool) -> Result<(), CliError> {
 }
 
 /// Starts the store's dashboard, with the forwarder's metrics appended to `/metrics`, and
-/// prints where it is (as `serve` does).
+/// prints where it is (as `serve` does; a token from the environment or a file is not
+/// printed).
 fn serve(
     store: &Store,
     handle: &ForwardStatusHandle,
     addr: std::net::SocketAddr,
-    token: Option<&str>,
+    token: &TokenArgs,
     json: bool,
 ) -> Result<Dashboard, CliError> {
+    let (token, from) = token::resolve(token)?;
     let handle = handle.clone();
     let mut options = DashboardOptions::default()
         .bind(addr)
         .extra_metrics(move || handle.status().to_prometheus());
-    if let Some(t) = token {
+    if let Some(t) = &token {
         options = options.token(t);
     }
     let server = dashboard::serve(store.clone(), options).map_err(CliError::Dashboard)?;
+    let shown = from.printable().then(|| server.token().to_string());
     let text = if json {
         serde_json::json!({
             "url": server.url(),
             "addr": server.local_addr().to_string(),
-            "token": server.token(),
+            "token": shown,
+            "token_from": from.key(),
         })
         .to_string()
             + "\n"
     } else {
+        let token = shown.unwrap_or_else(|| format!("from {}, not shown", from.describe()));
         format!(
-            "dashboard on {} (token {}), metrics on {}metrics\n",
+            "dashboard on {} (token {token}), metrics on {}metrics\n",
             server.url(),
-            server.token(),
             server.url()
         )
     };

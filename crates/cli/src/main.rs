@@ -22,7 +22,8 @@
 //! JetStream); [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
 //! [`progress`], [`timefmt`], [`store_access`], [`names`] (unknown names, with the nearest
-//! known one, and `--create`), [`kinds`] (a `--error-kind` that differs only in case), [`confirm`] (asking before bulk changes).
+//! known one, and `--create`), [`kinds`] (a `--error-kind` that differs only in case), [`confirm`] (asking before bulk changes),
+//! [`token`] (where the dashboard's token came from, and whether it may be printed).
 
 mod browse;
 mod change;
@@ -46,6 +47,7 @@ mod remote;
 mod serve;
 mod store_access;
 mod timefmt;
+mod token;
 mod trace;
 mod transfer;
 

@@ -59,8 +59,10 @@
 //!   the browser sends `Origin` (or `Referer`), come from the dashboard's own origin;
 //! - the page is served with a strict content security policy and may not be framed
 //!   (no click-jacking of its buttons);
-//! - when bound to a non-loopback address, reads of the API need the token too (payloads may
-//!   hold private data); `/metrics` stays open (counts only);
+//! - when bound to a non-loopback address, reads of the API and `/metrics` need the token
+//!   too (payloads may hold private data; the metrics name queues and error kinds), in the
+//!   header or as `Authorization: Bearer TOKEN` (what a Prometheus scrape configuration
+//!   sends); on loopback `/metrics` stays open, for a local scraper;
 //! - every mutating request, done or refused, is logged as one line on stderr.
 
 #![warn(missing_docs)]

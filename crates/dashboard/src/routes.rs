@@ -106,6 +106,15 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
             Reply::text(200, "text/javascript; charset=utf-8", GUARDED_JS)
         }
         (Method::Get, "/style.css") => Reply::text(200, "text/css; charset=utf-8", STYLE_CSS),
+        (Method::Get, "/metrics") if ctx.reads_need_token && !read_token_ok(ctx, request) => {
+            Reply::error(
+                403,
+                format!(
+                    "beyond loopback /metrics needs the token: {TOKEN_HEADER}: TOKEN, or \
+                     Authorization: Bearer TOKEN"
+                ),
+            )
+        }
         (Method::Get, "/metrics") => match ctx.store.metrics() {
             Ok(m) => {
                 let mut text = m.to_prometheus();
@@ -121,7 +130,7 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
             Reply::error(405, "this endpoint takes POST only")
         }
         (Method::Get, p) if p.starts_with("/api/") => {
-            if ctx.reads_need_token && !token_ok(ctx, request) {
+            if ctx.reads_need_token && !read_token_ok(ctx, request) {
                 return Reply::error(403, format!("missing or wrong {TOKEN_HEADER} header"));
             }
             api::get(&ctx.store, p, query)
@@ -135,9 +144,24 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
     }
 }
 
+/// Whether the request carries the token in [`TOKEN_HEADER`] (what a change needs).
 fn token_ok<S: Source>(ctx: &Ctx<S>, request: &Request) -> bool {
     header_value(request, TOKEN_HEADER)
         .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), ctx.token.as_bytes()))
+}
+
+/// Whether a read carries the token: in [`TOKEN_HEADER`], or as `Authorization: Bearer`
+/// (what a Prometheus scrape sends with `authorization: {credentials_file: ...}`). Reads
+/// only: a change still needs the custom header, whose absence from cross-site requests
+/// the security model rests on.
+fn read_token_ok<S: Source>(ctx: &Ctx<S>, request: &Request) -> bool {
+    token_ok(ctx, request)
+        || header_value(request, "Authorization")
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
+            })
+            .is_some_and(|t| constant_time_eq(t.trim().as_bytes(), ctx.token.as_bytes()))
 }
 
 /// Checks that a browser's `Origin` (or, without it, `Referer`) names this dashboard.
