@@ -77,6 +77,27 @@ fn a_control_server_serves_until_its_guard_goes_and_keeps_the_store_open_meanwhi
     ));
 }
 
+/// A control socket removed under the running server (its file, or the whole store
+/// directory, deleted) does not keep the guard's drop, nor the store's close, from
+/// returning: there is nobody left to wake the listener through it.
+#[test]
+fn a_control_server_whose_socket_was_removed_still_stops() {
+    let clock = ManualClock::new(T0);
+    let (dir, store) = common::temp_store(fast(&clock));
+    let server = ControlServer::start(&store).unwrap();
+    std::fs::remove_file(server.path()).unwrap();
+    drop(server);
+    // The same through a store that serves its socket as a service.
+    drop(store);
+    let store = Store::open(dir.path(), fast(&clock).control_socket(true)).unwrap();
+    std::fs::remove_file(dir.path().join(SOCKET_NAME)).unwrap();
+    store.close().unwrap();
+    assert!(
+        Store::open(dir.path(), fast(&clock)).is_ok(),
+        "the lock was released"
+    );
+}
+
 #[test]
 fn a_guarded_replay_driver_started_on_its_own_drives_until_its_guard_goes() {
     let clock = ManualClock::new(T0);

@@ -122,7 +122,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Serve the web dashboard and /metrics.
     #[command(after_help = "Examples:\n  deadletter serve ./data\n  \
-        deadletter serve ./data --read-only --bind 127.0.0.1:9090   # beside a running app")]
+        deadletter serve ./data --read-only --bind 127.0.0.1:9090   # beside a running app\n  \
+        deadletter serve ./data --bind 0.0.0.0:8080 --token-file /etc/deadletter/token\n\n\
+        Ctrl-C or SIGTERM stops it cleanly (the store closed, its control.sock removed).")]
     Serve(ServeArgs),
     #[cfg(feature = "jetstream")]
     /// Forward queues and DLQs to a NATS JetStream server while the link is up, until

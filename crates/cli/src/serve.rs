@@ -4,7 +4,8 @@
 //! closed, and closing the store is what removes the `control.sock` it serves (the socket's
 //! guard, `ControlServer`, is one of the store's services and removes its file when the
 //! last handle goes). Without that, the default action of those signals would end the
-//! process with the file left behind.
+//! process with the file left behind. A second signal while it stops ends it at once
+//! (exit 130).
 
 use deadletter_dashboard::{self as dashboard, Dashboard, DashboardOptions, Source};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -116,6 +117,15 @@ fn serve_until_stopped<S: Source>(
     let server = dashboard::serve_source(store, options).map_err(CliError::Dashboard)?;
     print(&announce(&server, &what, &from, args.read_only, json))?;
     let signal = signals.forever().next();
+    // A second signal while it stops (a close that does not end) ends the process at once.
+    let _ = std::thread::Builder::new()
+        .name("deadletter-stop".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                eprintln!("stopping interrupted: exiting before the store is closed");
+                std::process::exit(130);
+            }
+        });
     server.shutdown();
     Ok(match signal {
         Some(SIGTERM) => "SIGTERM",

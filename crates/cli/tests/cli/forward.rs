@@ -126,7 +126,7 @@ fn delete_namespace(ns: &str) {
 }
 
 /// `forward --serve`: the store's dashboard from the forwarding process, its `/metrics`
-/// with the forwarder's own metrics.
+/// with the forwarder's own metrics; its token, from `$DEADLETTER_TOKEN`, not printed.
 #[test]
 fn forward_serves_the_dashboard_with_the_forwarder_metrics() {
     use std::io::{BufRead, BufReader};
@@ -146,6 +146,7 @@ fn forward_serves_the_dashboard_with_the_forwarder_metrics() {
         .arg(dir.path())
         .args(["--to", &to, "--origin", "dev-2", "-q", "readings"])
         .args(["--serve", "127.0.0.1:0", "--status-every", "0s"])
+        .env("DEADLETTER_TOKEN", "fwd-s3cret")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -156,6 +157,10 @@ fn forward_serves_the_dashboard_with_the_forwarder_metrics() {
         .read_line(&mut line)
         .unwrap();
     let info: serde_json::Value = serde_json::from_str(&line).unwrap();
+    // A token from the environment is not printed.
+    assert!(!line.contains("fwd-s3cret"), "{line}");
+    assert_eq!(info["token"], serde_json::Value::Null);
+    assert_eq!(info["token_from"], "env");
     let addr: std::net::SocketAddr = info["addr"].as_str().unwrap().parse().unwrap();
     // Wait until the message is forwarded (the link is up).
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);

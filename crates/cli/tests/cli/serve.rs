@@ -154,6 +154,14 @@ impl Served {
     }
 }
 
+/// A test that fails leaves no server running.
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A delete of `id` carrying `token`: its status.
 fn delete_with(addr: SocketAddr, token: &str, id: u64) -> u16 {
     let body = format!(r#"{{"dlq":"orders-dlq","ids":[{id}]}}"#);

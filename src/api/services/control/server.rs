@@ -13,7 +13,9 @@
 //!   refused;
 //! - one server per store: a second start finds the first one answering and is refused;
 //! - stopping (dropping the guard) removes the socket file before the guard lets go of
-//!   the store, so before the directory lock can be released.
+//!   the store, so before the directory lock can be released; it returns even when the
+//!   socket file was removed by someone else meanwhile (the listener is then not waited
+//!   for).
 
 use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
@@ -105,10 +107,16 @@ impl ControlServer {
 impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // Wake the listener out of `accept`.
-        let _ = UnixStream::connect(&self.path);
+        // Wake the listener out of `accept`. When that fails (the socket file, or the
+        // whole store directory, was removed under the running process), nobody can
+        // connect any more either: the listener is left blocked rather than waited for
+        // forever; it holds the store only weakly, and refuses whatever it might still
+        // accept since `stop` is set.
+        let woken = UnixStream::connect(&self.path).is_ok();
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            if woken {
+                let _ = thread.join();
+            }
         }
         let _ = std::fs::remove_file(&self.path);
     }
