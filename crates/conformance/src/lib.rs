@@ -107,30 +107,29 @@ impl<B: TestBackend> TestBackend for ThroughCore<B> {
     }
 }
 
-/// Expands to one `#[test]` per scenario, each calling `$make` for a fresh backend, and
-/// to a module `through_core` that runs the worker pool's scenarios again on
-/// [`ThroughCore`]`($make)`.
+/// A scenario of the suite, by its name (`module::function`, as the test
+/// [`conformance_tests!`] generates for it is named), run on a backend.
+pub type Scenario<B> = (&'static str, fn(&B));
+
+/// Every scenario but the worker pool's, in the order [`conformance_tests!`] lists them:
+/// for a harness that runs the suite its own way (several scenarios on one shared
+/// server cluster, a subset in CI). The same list as the macro's, from one place.
+pub fn scenarios<B: TestBackend>() -> Vec<Scenario<B>> {
+    crate::__core_scenarios!(__scenario_list!(B))
+}
+
+/// The worker pool's scenarios (run once more through [`ThroughCore`] by the macro).
+pub fn pool_scenarios<B: TestBackend>() -> Vec<Scenario<B>> {
+    crate::__pool_scenarios!(__scenario_list!(B))
+}
+
+/// Calls `$callback!(args...; module::scenario, ...)` with every scenario but the pool's:
+/// the one list both [`conformance_tests!`] and [`scenarios`] expand.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! conformance_tests {
-    (@tests $make:expr; $($module:ident :: $name:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                let backend = $make;
-                $crate::$module::$name(&backend);
-            }
-        )*
-    };
-    (@pool $make:expr) => {
-        $crate::conformance_tests!(@tests $make;
-            pool::worker_pool,
-            pool::pool_policy_and_typed_handlers,
-            pool::slow_handlers_keep_their_lease,
-            pool::shutdown_gives_back_what_has_not_started,
-        );
-    };
-    ($make:expr) => {
-        $crate::conformance_tests!(@tests $make;
+macro_rules! __core_scenarios {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback!($($args)*;
             seeds::orders,
             seeds::newsletter,
             delivery::batches,
@@ -149,8 +148,53 @@ macro_rules! conformance_tests {
             dlq::delete_and_purge,
             dlq::analyze_groups_patterns,
             dlq::alerts_fire_both_ways,
-        );
-        $crate::conformance_tests!(@pool $make);
+        )
+    };
+}
+
+/// Calls `$callback!(args...; module::scenario, ...)` with the worker pool's scenarios.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __pool_scenarios {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback!($($args)*;
+            pool::worker_pool,
+            pool::pool_policy_and_typed_handlers,
+            pool::slow_handlers_keep_their_lease,
+            pool::shutdown_gives_back_what_has_not_started,
+        )
+    };
+}
+
+/// The scenarios named as a `Vec<Scenario<$b>>` (see [`scenarios`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __scenario_list {
+    ($b:ident; $($module:ident :: $name:ident),* $(,)?) => {
+        vec![$((
+            concat!(stringify!($module), "::", stringify!($name)),
+            $crate::$module::$name::<$b> as fn(&$b),
+        )),*]
+    };
+}
+
+/// Expands to one `#[test]` per scenario, each calling `$make` for a fresh backend, and
+/// to a module `through_core` that runs the worker pool's scenarios again on
+/// [`ThroughCore`]`($make)`.
+#[macro_export]
+macro_rules! conformance_tests {
+    (@tests $make:expr; $($module:ident :: $name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                let backend = $make;
+                $crate::$module::$name(&backend);
+            }
+        )*
+    };
+    ($make:expr) => {
+        $crate::__core_scenarios!(conformance_tests!(@tests $make));
+        $crate::__pool_scenarios!(conformance_tests!(@tests $make));
 
         /// The worker pool's scenarios through [`WorkerQueue`]'s defaults.
         ///
@@ -159,7 +203,7 @@ macro_rules! conformance_tests {
             #[allow(unused_imports)]
             use super::*;
 
-            $crate::conformance_tests!(@pool $crate::ThroughCore($make));
+            $crate::__pool_scenarios!(conformance_tests!(@tests $crate::ThroughCore($make)));
         }
     };
 }

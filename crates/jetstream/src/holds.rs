@@ -16,9 +16,16 @@
 //! - **succeeded**: the last [`SUCCEEDED_KEPT`] messages whose handler succeeded here
 //!   (recorded before their ack is sent). A later delivery of one of them is only acked
 //!   again: never handled twice, never dead-lettered as a lost lease.
+//! - **unadmitted**: how many deliveries of a message this process fetched but handed to
+//!   no handler because their batch could not be admitted (a lookup timed out while the
+//!   server, or a cluster's stream leader, was away). The server counted each; the next
+//!   delivery's attempt does not (see `queue`'s `admit`), so a message whose deliveries
+//!   were fetched during an outage is not dead-lettered as a lost lease before its
+//!   handler ran `max_attempts` times.
 //!
-//! Invariants: a key is held by at most one unexpired lease; `succeeded` holds at most
-//! [`SUCCEEDED_KEPT`] keys (the oldest are forgotten first).
+//! Invariants: a key is held by at most one unexpired lease; `succeeded` and
+//! `unadmitted` hold at most [`SUCCEEDED_KEPT`] keys each (the oldest are forgotten
+//! first).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
@@ -37,6 +44,13 @@ pub(crate) const SUCCEEDED_KEPT: usize = 65_536;
 pub(crate) struct Holds {
     held: Mutex<HashMap<Key, Instant>>,
     succeeded: Mutex<Succeeded>,
+    unadmitted: Mutex<Unadmitted>,
+}
+
+#[derive(Default)]
+struct Unadmitted {
+    counts: HashMap<Key, u32>,
+    order: VecDeque<Key>,
 }
 
 #[derive(Default)]
@@ -94,6 +108,32 @@ impl Holds {
     pub(crate) fn has_succeeded(&self, key: Key) -> bool {
         self.succeeded.lock().keys.contains(&key)
     }
+
+    /// Records a delivery of `key` that was fetched but not admitted (see the module
+    /// documentation).
+    pub(crate) fn not_admitted(&self, key: Key) {
+        let mut u = self.unadmitted.lock();
+        let count = u.counts.entry(key).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            u.order.push_back(key);
+            while u.order.len() > SUCCEEDED_KEPT {
+                if let Some(old) = u.order.pop_front() {
+                    u.counts.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// The deliveries of `key` this process fetched and did not admit.
+    pub(crate) fn unadmitted(&self, key: Key) -> u32 {
+        self.unadmitted
+            .lock()
+            .counts
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
@@ -138,5 +178,25 @@ mod tests {
         assert!(!holds.has_succeeded((7, 0)), "the oldest is forgotten");
         assert!(holds.has_succeeded((100, 0)));
         assert!(holds.has_succeeded((99 + SUCCEEDED_KEPT as u64, 0)));
+    }
+
+    #[test]
+    fn unadmitted_deliveries_are_counted_per_message_up_to_the_bound() {
+        let holds = Holds::default();
+        assert_eq!(holds.unadmitted((3, 0)), 0);
+        holds.not_admitted((3, 0));
+        holds.not_admitted((3, 0));
+        holds.not_admitted((3, 1));
+        assert_eq!(holds.unadmitted((3, 0)), 2);
+        assert_eq!(
+            holds.unadmitted((3, 1)),
+            1,
+            "another generation counts apart"
+        );
+        for id in 100..100 + SUCCEEDED_KEPT as u64 {
+            holds.not_admitted((id, 0));
+        }
+        assert_eq!(holds.unadmitted((3, 0)), 0, "the oldest is forgotten");
+        assert_eq!(holds.unadmitted((100, 0)), 1);
     }
 }

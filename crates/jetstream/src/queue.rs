@@ -53,6 +53,11 @@ use crate::wire::{self, header_u64, headers};
 /// caller to one slice instead of the whole wait.
 const PULL_SLICE: Duration = Duration::from_secs(1);
 
+/// How many times `stats` reads the consumer and the stream for counts that agree, and
+/// how long it pauses between reads.
+const STATS_READS: usize = 5;
+const STATS_PAUSE: Duration = Duration::from_millis(10);
+
 /// A queue's stream handed out a sequence it had handed out before (a server that lost
 /// part of its stream): the source of the `Error::Backend` an enqueue then returns. The
 /// messages it stored under reused sequences were deleted; what was acknowledged before
@@ -264,8 +269,20 @@ impl JetStreamQueue {
             let left = give_up.map(|t| t.saturating_duration_since(std::time::Instant::now()));
             let epoch = self.js.inner.conn.epoch();
             let raw = self.fetch(max, left).await?;
+            // Each fetched delivery that fails to be admitted below was counted by the
+            // server but reaches no handler: recorded, so that its next delivery here
+            // does not count it as an attempt (see `holds`).
+            let keys: Vec<Option<Key>> = raw.iter().map(|m| self.delivery_key(m)).collect();
+            let not_admitted = |keys: &mut dyn Iterator<Item = Key>| {
+                for key in keys {
+                    self.info.holds.not_admitted(key);
+                }
+            };
             if !raw.is_empty() {
-                self.renew_trust().await?;
+                if let Err(e) = self.renew_trust().await {
+                    not_admitted(&mut keys.iter().flatten().copied());
+                    return Err(e);
+                }
             }
             let trust_from = self.info.trust_from.load(Ordering::Acquire);
             let now = now_ms();
@@ -278,17 +295,23 @@ impl JetStreamQueue {
             .await;
             let mut out = Vec::with_capacity(fetched);
             let mut failed = None;
-            for m in admitted {
+            let mut unadmitted = Vec::new();
+            for (m, key) in admitted.into_iter().zip(keys) {
                 match m {
                     Ok(m) => out.extend(m),
-                    Err(e) => failed = failed.or(Some(e)),
+                    Err(e) => {
+                        failed = failed.or(Some(e));
+                        unadmitted.extend(key);
+                    }
                 }
             }
             if let Some(e) = failed {
                 // None of the batch is handed out: none stays held.
                 for m in &out {
                     self.release_hold(m);
+                    unadmitted.push((m.id, m.generation));
                 }
+                not_admitted(&mut unadmitted.into_iter());
                 return Err(e);
             }
             // Nothing to deliver yet (each pull waits at most `PULL_SLICE`), or everything
@@ -334,16 +357,9 @@ impl JetStreamQueue {
         epoch: u64,
     ) -> Result<Option<JetStreamMessage>> {
         let info = m.info().map_err(|e| backend("read a delivery", e))?;
-        let sequence = info.stream_sequence;
-        let h = m.headers.as_ref();
-        let id = match header_u64(h, headers::ID) {
-            Some(id) => id,
-            None => names::message_id(self.info.number, sequence)?,
-        };
-        let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
+        let key = self.key_of(&m, info.stream_sequence)?;
         // A server that restarted may redeliver a message a worker of this process still
         // holds: that worker's outcome settles it (see `holds`), so it is not handed out.
-        let key = (id, generation);
         let held_from = std::time::Instant::now();
         if !self
             .info
@@ -357,6 +373,23 @@ impl JetStreamQueue {
             self.info.holds.release(key);
         }
         admitted
+    }
+
+    /// The message (id, generation) a delivery of stream message `sequence` carries.
+    fn key_of(&self, m: &jetstream::Message, sequence: u64) -> Result<Key> {
+        let h = m.headers.as_ref();
+        let id = match header_u64(h, headers::ID) {
+            Some(id) => id,
+            None => names::message_id(self.info.number, sequence)?,
+        };
+        let generation = header_u64(h, headers::GENERATION).unwrap_or(0) as u32;
+        Ok((id, generation))
+    }
+
+    /// The message of a delivery, when it can be read.
+    fn delivery_key(&self, m: &jetstream::Message) -> Option<Key> {
+        let sequence = m.info().ok()?.stream_sequence;
+        self.key_of(m, sequence).ok()
     }
 
     /// Until when a delivery leased (or extended) at `from` is held (see `holds`): a
@@ -440,7 +473,9 @@ impl JetStreamQueue {
         }
         // The history holds the attempts a replay kept (counted in `base`) and those
         // since: a restarted server's count never takes the attempt below them.
-        let attempt = (base + delivered.saturating_sub(deferred).max(1)).max(recorded + 1);
+        // Nor do the deliveries this process fetched and could not admit (see `holds`).
+        let skipped = deferred + self.info.holds.unadmitted((id, generation));
+        let attempt = (base + delivered.saturating_sub(skipped).max(1)).max(recorded + 1);
         let delivered = attempt - base;
         let msg = JetStreamMessage {
             id,
@@ -676,6 +711,22 @@ impl JetStreamQueue {
             .clone();
         let stream = self.js.stream(&self.info.stream).await?;
         let mut state = self.stream_state(&stream).await?;
+        // The stream can hold more than the consumer accounts for, for a moment: a
+        // message just stored that the consumer has not counted yet, or, in a cluster,
+        // one whose acknowledgement the consumer confirmed before the stream's replica
+        // removed it. Read again, a few times, for a view in which they agree.
+        for _ in 1..STATS_READS {
+            if state.messages <= c.num_pending + c.num_ack_pending as u64 {
+                break;
+            }
+            tokio::time::sleep(STATS_PAUSE).await;
+            c = consumer
+                .info()
+                .await
+                .map_err(|e| backend("read the queue's consumer", e))?
+                .clone();
+            state = self.stream_state(&stream).await?;
+        }
         let repaired = self
             .js
             .repair_queue(&stream, &self.info.subject, &c, &state)

@@ -84,3 +84,7 @@ pub fn wait_for_port(port: u16) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+pub mod backend;
+pub mod cluster;
+pub mod workload;
