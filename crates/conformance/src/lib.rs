@@ -129,7 +129,7 @@ pub fn pool_scenarios<B: TestBackend>() -> Vec<Scenario<B>> {
 #[macro_export]
 macro_rules! __core_scenarios {
     ($callback:ident ! ($($args:tt)*)) => {
-        $crate::$callback!($($args)*;
+        $crate::$callback! {$($args)*;
             seeds::orders,
             seeds::newsletter,
             delivery::batches,
@@ -148,7 +148,7 @@ macro_rules! __core_scenarios {
             dlq::delete_and_purge,
             dlq::analyze_groups_patterns,
             dlq::alerts_fire_both_ways,
-        )
+        }
     };
 }
 
@@ -157,12 +157,12 @@ macro_rules! __core_scenarios {
 #[macro_export]
 macro_rules! __pool_scenarios {
     ($callback:ident ! ($($args:tt)*)) => {
-        $crate::$callback!($($args)*;
+        $crate::$callback! {$($args)*;
             pool::worker_pool,
             pool::pool_policy_and_typed_handlers,
             pool::slow_handlers_keep_their_lease,
             pool::shutdown_gives_back_what_has_not_started,
-        )
+        }
     };
 }
 

@@ -344,11 +344,27 @@ impl JetStream {
         let publish = jetstream::message::PublishMessage::build()
             .payload(name.to_string().into())
             .expected_last_subject_sequence(0);
-        let sent = js
-            .send_publish(subject.clone(), publish)
-            .await
-            .map_err(|e| backend("register a queue", e))?;
-        match sent.await {
+        // Just after the registry stream was created in a cluster, the server this
+        // client is connected to may not know yet where the stream is, and nothing
+        // answers the publish (`StreamNotFound`: nothing was stored). Sent again for up
+        // to the request timeout.
+        let give_up = std::time::Instant::now() + self.inner.options.request_timeout;
+        let answer = loop {
+            let sent = js
+                .send_publish(subject.clone(), publish.clone())
+                .await
+                .map_err(|e| backend("register a queue", e))?;
+            match sent.await {
+                Err(e)
+                    if e.kind() == PublishErrorKind::StreamNotFound
+                        && std::time::Instant::now() < give_up =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                answer => break answer,
+            }
+        };
+        match answer {
             Ok(ack) => Ok(ack.sequence),
             Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
                 let stream = self.stream(&n.registry_stream()).await?;

@@ -247,7 +247,10 @@ pub fn settle_and_check(
         let in_dlq = dead.contains_key(&id);
         assert!(
             !(ok && in_dlq),
-            "message {i} (id {id}) both acknowledged and in the DLQ"
+            "message {i} (id {id}) both acknowledged and in the DLQ ({:?}), its failing \
+             handler ran {} times",
+            dead.get(&id),
+            seen.failing_runs.get(&id).copied().unwrap_or(0)
         );
         if !ok && !in_dlq {
             lost.push(i);
