@@ -14,9 +14,11 @@
 use std::any::Any;
 use std::time::Duration;
 
+use crate::api::backend::Delivery;
 use crate::api::classify::Classifier;
 use crate::api::core::types::Failure;
 use crate::api::retry::Retry;
+use crate::api::trace::spans;
 use crate::rng::SplitMix64;
 
 /// The settings of a pool both kinds share.
@@ -103,4 +105,18 @@ pub(crate) fn panic_failure(panic: &(dyn Any + Send)) -> Failure {
         None => "handler panicked".to_string(),
     };
     Failure::transient("Panic", message)
+}
+
+/// The trace event of a pool's failed delivery of `msg` (feature `tracing`): retried at
+/// `retry_at`, or, with `None`, dead-lettered.
+pub(crate) fn trace_failure<M: Delivery>(msg: &M, error_kind: &str, retry_at: Option<u64>) {
+    let (queue, attributes) = (msg.queue(), msg.attributes());
+    spans::failed(
+        queue,
+        msg.id(),
+        msg.attempt(),
+        error_kind,
+        retry_at,
+        attributes,
+    );
 }

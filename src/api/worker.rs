@@ -65,10 +65,12 @@ use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::core::alert::DlqAlert;
 use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
-use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
+use crate::api::pool_policy::{
+    on_failure, panic_failure, pool_setters, trace_failure, Action, PoolSettings,
+};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
-use crate::api::trace::spans::{self, HandlerSpan};
+use crate::api::trace::spans::HandlerSpan;
 use crate::error::{Error, Result};
 use crate::rng::SplitMix64;
 
@@ -760,15 +762,7 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
             None => &c.dead_lettered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        let (queue, attributes) = (msg.queue(), msg.attributes());
-        spans::failed(
-            queue,
-            msg.id(),
-            msg.attempt(),
-            &failure.kind,
-            retry_at,
-            attributes,
-        );
+        trace_failure(msg, &failure.kind, retry_at);
         Ok((mark, retry_at.is_none()))
     }
 }

@@ -137,19 +137,26 @@ pub fn target<S: Source>(
         return Ok(true);
     }
     // Only queues are targets: suggest among them.
-    let suggestion = suggest::nearest(name, known.iter().map(String::as_str));
+    let candidates = known.clone();
+    Err(missing_target(name, verb, known, &candidates))
+}
+
+/// The refusal of `name` as the queue to `verb`, suggesting the nearest of `candidates`
+/// and listing the `known` queues.
+fn missing_target(name: &str, verb: &str, known: Vec<String>, candidates: &[String]) -> CliError {
+    let suggestion = suggest::nearest(name, candidates.iter().map(String::as_str));
     let message = format!(
         "there is no queue {name:?} to {verb}{}; check the name, or pass --create to \
          create it",
         hint(suggestion, &known)
     );
-    Err(Unknown {
+    Unknown {
         name: name.to_string(),
         suggestion: suggestion.map(str::to_string),
         known,
         message,
     }
-    .into())
+    .into()
 }
 
 /// Checks `name` as the DLQ an import writes into (a queue or DLQ name, as the importer
@@ -161,19 +168,7 @@ pub fn import_target<S: Source>(source: &S, name: &str, create: bool) -> Result<
         Err(Error::UnknownQueue(_)) if create => Ok(true),
         Err(Error::UnknownQueue(_)) => {
             let (known, candidates) = known_names(source)?;
-            let suggestion = suggest::nearest(name, candidates.iter().map(String::as_str));
-            let message = format!(
-                "there is no queue {name:?} to import into{}; check the name, or pass \
-                 --create to create it",
-                hint(suggestion, &known)
-            );
-            Err(Unknown {
-                name: name.to_string(),
-                suggestion: suggestion.map(str::to_string),
-                known,
-                message,
-            }
-            .into())
+            Err(missing_target(name, "import into", known, &candidates))
         }
         Err(e) => Err(e.into()),
     }

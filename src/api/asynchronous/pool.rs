@@ -33,10 +33,12 @@ use super::queue::AsyncQueue;
 use crate::api::backend::MessageQueue;
 use crate::api::classify::Classifier;
 use crate::api::core::types::Failure;
-use crate::api::pool_policy::{on_failure, panic_failure, pool_setters, Action, PoolSettings};
+use crate::api::pool_policy::{
+    on_failure, panic_failure, pool_setters, trace_failure, Action, PoolSettings,
+};
 use crate::api::queue::{FailureOutcome, FailureReport, Message, Queue};
 use crate::api::retry::Retry;
-use crate::api::trace::spans::{self, HandlerSpan};
+use crate::api::trace::spans::HandlerSpan;
 use crate::api::worker::{PoolCounters, ShutdownReport};
 use crate::engine::Settle;
 use crate::error::{Error, Result};
@@ -493,15 +495,7 @@ impl<H: AsyncHandler> Dispatcher<H> {
                     }
                 };
                 run.span.in_scope(|| {
-                    let (queue, attributes) = (msg.queue(), msg.attributes());
-                    spans::failed(
-                        queue,
-                        msg.id(),
-                        msg.attempt(),
-                        &failure.kind,
-                        retry_at,
-                        attributes,
-                    );
+                    trace_failure(msg, &failure.kind, retry_at);
                 });
                 run.span.outcome(if retry_at.is_some() {
                     "retry"

@@ -42,6 +42,14 @@ fn user_by_id() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A store in `dir` with one message in `orders`; its id.
+fn enqueue_one(dir: &std::path::Path) -> u64 {
+    let store = Store::open(dir, small_config()).unwrap();
+    let id = store.queue("orders").unwrap().enqueue(b"ORD").unwrap();
+    store.close().unwrap();
+    id
+}
+
 fn fail_next(dir: &std::path::Path, generation: u32) {
     let store = Store::open(dir, small_config()).unwrap();
     let q = store
@@ -57,12 +65,7 @@ fn fail_next(dir: &std::path::Path, generation: u32) {
 fn trace_shows_each_step_after_compaction_and_reopen() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let id = {
-        let store = Store::open(dir.path(), small_config()).unwrap();
-        let id = store.queue("orders").unwrap().enqueue(b"ORD").unwrap();
-        store.close().unwrap();
-        id
-    };
+    let id = enqueue_one(dir.path());
     let path = dir.path().to_str().unwrap();
     let sid = id.to_string();
     for generation in 0..3 {
@@ -150,12 +153,7 @@ fn trace_shows_each_step_after_compaction_and_reopen() {
 fn without_user_in_the_environment_the_actor_is_the_process_user() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let id = {
-        let store = Store::open(dir.path(), small_config()).unwrap();
-        let id = store.queue("orders").unwrap().enqueue(b"ORD").unwrap();
-        store.close().unwrap();
-        id
-    };
+    let id = enqueue_one(dir.path());
     fail_next(dir.path(), 0);
     let path = dir.path().to_str().unwrap();
     let replayed = std::process::Command::new(crate::run::BIN)
