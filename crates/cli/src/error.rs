@@ -35,7 +35,7 @@ pub enum CliError {
     },
     /// A queue or DLQ name the store (or namespace) does not know, with the nearest known
     /// name and every known one (see [`crate::names`]).
-    UnknownQueue(Box<crate::names::Unknown>),
+    UnknownQueue(Box<Unknown>),
     /// The library failed.
     Store(deadletter::Error),
     /// Reading or writing a file or stream failed.
@@ -225,3 +225,58 @@ impl fmt::Display for CliError {
 }
 
 impl std::error::Error for CliError {}
+
+/// A name the store does not know, what it was for, and what it does know.
+#[derive(Debug, Clone)]
+pub struct Unknown {
+    /// The name typed.
+    pub name: String,
+    /// The nearest known queue or DLQ name, if one is near enough.
+    pub suggestion: Option<String>,
+    /// Every known queue, in the store's order.
+    pub known: Vec<String>,
+    /// The sentence, whole: what was refused, the suggestion and what to do.
+    message: String,
+}
+
+impl Unknown {
+    /// The refusal of `name`, with the nearest known name, every known queue, and the
+    /// whole sentence to show.
+    pub fn new(
+        name: String,
+        suggestion: Option<String>,
+        known: Vec<String>,
+        message: String,
+    ) -> Unknown {
+        Unknown {
+            name,
+            suggestion,
+            known,
+            message,
+        }
+    }
+
+    /// Puts `prefix` before the sentence (such as "orders.ndjson line 3: ").
+    pub fn prefixed(mut self, prefix: &str) -> Unknown {
+        self.message = format!("{prefix}{}", self.message);
+        self
+    }
+
+    /// Adds `suffix` after the sentence.
+    pub fn then(mut self, suffix: &str) -> Unknown {
+        self.message.push_str(suffix);
+        self
+    }
+}
+
+impl fmt::Display for Unknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<Unknown> for CliError {
+    fn from(u: Unknown) -> Self {
+        CliError::UnknownQueue(Box::new(u))
+    }
+}

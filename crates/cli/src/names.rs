@@ -5,53 +5,12 @@
 //! The edit distance and the rule for what counts as near are the dashboard's
 //! (`deadletter_dashboard::suggest`), so the command and the dashboard suggest alike.
 
-use std::fmt;
-
 use deadletter::queue::NameProblem;
 use deadletter::{DeadLetterQueue, Error};
 use deadletter_dashboard::suggest;
 use deadletter_dashboard::Source;
 
-use crate::error::CliError;
-
-/// A name the store does not know, what it was for, and what it does know.
-#[derive(Debug, Clone)]
-pub struct Unknown {
-    /// The name typed.
-    pub name: String,
-    /// The nearest known queue or DLQ name, if one is near enough.
-    pub suggestion: Option<String>,
-    /// Every known queue, in the store's order.
-    pub known: Vec<String>,
-    /// The sentence, whole: what was refused, the suggestion and what to do.
-    message: String,
-}
-
-impl Unknown {
-    /// Puts `prefix` before the sentence (such as "orders.ndjson line 3: ").
-    pub fn prefixed(mut self, prefix: &str) -> Unknown {
-        self.message = format!("{prefix}{}", self.message);
-        self
-    }
-
-    /// Adds `suffix` after the sentence.
-    pub fn then(mut self, suffix: &str) -> Unknown {
-        self.message.push_str(suffix);
-        self
-    }
-}
-
-impl fmt::Display for Unknown {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<Unknown> for CliError {
-    fn from(u: Unknown) -> Self {
-        CliError::UnknownQueue(Box::new(u))
-    }
-}
+use crate::error::{CliError, Unknown};
 
 /// The known queues and, beside them, every queue and DLQ name a typed name may be a slip
 /// of.
@@ -83,12 +42,12 @@ pub fn unknown_dlq<S: Source>(source: &S, name: &str) -> CliError {
     };
     let suggestion = suggest::nearest(name, candidates.iter().map(String::as_str));
     let message = format!("unknown queue {name:?}{}", hint(suggestion, &known));
-    Unknown {
-        name: name.to_string(),
-        suggestion: suggestion.map(str::to_string),
+    Unknown::new(
+        name.to_string(),
+        suggestion.map(str::to_string),
         known,
         message,
-    }
+    )
     .into()
 }
 
@@ -150,12 +109,12 @@ fn missing_target(name: &str, verb: &str, known: Vec<String>, candidates: &[Stri
          create it",
         hint(suggestion, &known)
     );
-    Unknown {
-        name: name.to_string(),
-        suggestion: suggestion.map(str::to_string),
+    Unknown::new(
+        name.to_string(),
+        suggestion.map(str::to_string),
         known,
         message,
-    }
+    )
     .into()
 }
 
