@@ -5,23 +5,32 @@
 //! Invariant: a suggestion is never the name itself, and never farther than a third of the
 //! typed name's length (at least 1, at most 3 edits), so a short random name gets none.
 
-/// The Levenshtein distance between `a` and `b`, by characters (insert, delete, replace
-/// one character each count 1).
+/// The edit distance between `a` and `b`, by characters: insert, delete or replace one
+/// character, or swap two adjacent ones, each count 1 (the optimal string alignment
+/// distance: Levenshtein's with the transpositions people type, so "hled" is one slip of
+/// "held", not two).
 pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    // One row of the table: row[j] is the distance from the prefix of `a` read so far to
-    // the first `j` characters of `b`.
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
+    // Three rows of the table: row[j] is the distance from the first `i + 1` characters of
+    // `a` to the first `j` of `b`; `previous` and `before` the rows for `i` and `i - 1`.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut row: Vec<usize> = vec![0; b.len() + 1];
+    for (i, &ca) in a.iter().enumerate() {
         row[0] = i + 1;
         for (j, &cb) in b.iter().enumerate() {
-            let replace = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = replace.min(row[j] + 1).min(diagonal + 1);
+            let replace = previous[j] + usize::from(ca != cb);
+            let mut best = replace.min(row[j] + 1).min(previous[j + 1] + 1);
+            if i > 0 && j > 0 && ca == b[j - 1] && a[i - 1] == cb {
+                best = best.min(before[j - 1] + 1);
+            }
+            row[j + 1] = best;
         }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut row);
     }
-    row[b.len()]
+    previous[b.len()]
 }
 
 /// The known name nearest to `typed`, if one is near enough; a name equal but for case is
@@ -72,6 +81,12 @@ mod tests {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("flaw", "lawn"), 2);
         assert_eq!(edit_distance("é", "e"), 1);
+        // Adjacent swaps count once.
+        assert_eq!(edit_distance("hled", "held"), 1);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        assert_eq!(edit_distance("ordres", "orders"), 1);
+        assert_eq!(edit_distance("abcd", "badc"), 2);
+        assert_eq!(edit_distance("ca", "abc"), 3);
     }
 
     #[test]
@@ -81,6 +96,7 @@ mod tests {
         assert_eq!(nearest("Orders", known), Some("orders"));
         assert_eq!(nearest("paymnts", known), Some("payments"));
         assert_eq!(nearest("orders-dql", known), Some("orders-dlq"));
+        assert_eq!(nearest("hled", ["held", "orders"]), Some("held"));
         // Too far, or the very name: nothing.
         assert_eq!(nearest("zzz", known), None);
         assert_eq!(nearest("orders", ["orders"]), None);

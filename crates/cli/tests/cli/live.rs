@@ -174,11 +174,13 @@ fn a_running_owner_serves_every_command() {
     let (a, b, c, e) = (ids[0], ids[1], ids[2], ids[3]);
     let replayed = json(&["--json", "replay", d, &a.to_string(), "--to", "held"]);
     assert_eq!(replayed["replayed"][0]["id"], a);
-    fails(
+    // A swapped pair of letters is one slip: the refusal suggests the queue meant.
+    let refused = fails(
         &["replay", d, &b.to_string(), "--to", "hled"],
         1,
         "--create",
     );
+    assert!(refused.contains(r#"did you mean "held"?"#), "{refused}");
     json(&["--json", "delete", d, &b.to_string()]);
     json(&[
         "--json",

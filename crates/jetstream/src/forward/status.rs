@@ -91,7 +91,7 @@ impl ForwardStatus {
     /// | `deadletter_forward_returned_total` | counter |
     /// | `deadletter_forward_last_forwarded_timestamp_seconds` | gauge (0 before the first) |
     /// | `deadletter_forward_lag_messages` | gauge, per queue |
-    /// | `deadletter_forward_lag_seconds` | gauge, per queue: age of the oldest waiting message |
+    /// | `deadletter_forward_lag_seconds` | gauge, per queue: age of the oldest waiting message (no sample while none waits) |
     /// | `deadletter_forward_dlq_lag_entries` | gauge, per queue |
     pub fn to_prometheus(&self) -> String {
         let o = escape(&self.origin);
@@ -148,36 +148,36 @@ impl ForwardStatus {
             (
                 "deadletter_forward_lag_messages",
                 "Messages of the queue not forwarded yet.",
-                |l| l.messages.to_string(),
+                |l| Some(l.messages.to_string()),
             ),
             (
                 "deadletter_forward_lag_seconds",
                 "Age of the queue's oldest message not forwarded yet.",
-                |l| format!("{:.3}", l.oldest_age_ms as f64 / 1000.0),
+                // No message, no age: absent rather than 0 (Prometheus' convention), so
+                // an alert on the age never fires on a drained queue.
+                |l| (l.messages > 0).then(|| format!("{:.3}", l.oldest_age_ms as f64 / 1000.0)),
             ),
             (
                 "deadletter_forward_dlq_lag_entries",
                 "Entries of the queue's DLQ not forwarded yet.",
-                |l| l.dlq_entries.to_string(),
+                |l| Some(l.dlq_entries.to_string()),
             ),
         ];
         for (name, help, value) in per_queue {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             for lag in &self.queues {
-                let _ = writeln!(
-                    out,
-                    "{name}{{origin=\"{o}\",queue=\"{}\"}} {}",
-                    escape(&lag.queue),
-                    value(lag)
-                );
+                if let Some(value) = value(lag) {
+                    let queue = escape(&lag.queue);
+                    let _ = writeln!(out, "{name}{{origin=\"{o}\",queue=\"{queue}\"}} {value}");
+                }
             }
         }
         out
     }
 }
 
-/// How a per-queue gauge reads its value.
-type LagValue = fn(&QueueLag) -> String;
+/// How a per-queue gauge reads its value (`None`: no sample for that queue).
+type LagValue = fn(&QueueLag) -> Option<String>;
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
@@ -324,13 +324,22 @@ mod tests {
             errors: 1,
             last_error: Some("gone".into()),
             returned: 0,
-            queues: vec![QueueLag {
-                queue: "readings".into(),
-                messages: 7,
-                oldest_age_ms: 2_250,
-                dlq_entries: 1,
-                forwarded: 13,
-            }],
+            queues: vec![
+                QueueLag {
+                    queue: "readings".into(),
+                    messages: 7,
+                    oldest_age_ms: 2_250,
+                    dlq_entries: 1,
+                    forwarded: 13,
+                },
+                QueueLag {
+                    queue: "drained".into(),
+                    messages: 0,
+                    oldest_age_ms: 0,
+                    dlq_entries: 0,
+                    forwarded: 5,
+                },
+            ],
         };
         let text = status.to_prometheus();
         assert!(text.contains("deadletter_forward_link_up{origin=\"dev-\\\"1\"} 1\n"));
@@ -342,5 +351,12 @@ mod tests {
             "deadletter_forward_last_forwarded_timestamp_seconds{origin=\"dev-\\\"1\"} 1.500\n"
         ));
         assert_eq!(text.matches("# TYPE").count(), 10);
+        // A drained queue has a lag of 0 messages and no age at all.
+        assert!(text.contains(
+            "deadletter_forward_lag_messages{origin=\"dev-\\\"1\",queue=\"drained\"} 0\n"
+        ));
+        assert!(
+            !text.contains("deadletter_forward_lag_seconds{origin=\"dev-\\\"1\",queue=\"drained\"")
+        );
     }
 }
