@@ -40,15 +40,23 @@ pub fn unknown_dlq<S: Source>(source: &S, name: &str) -> CliError {
         Ok(k) => k,
         Err(e) => return e,
     };
+    refusal(name, known, &candidates, |hint| {
+        format!("unknown queue {name:?}{hint}")
+    })
+}
+
+/// The refusal of `name`: the nearest of `candidates` suggested, the `known` queues listed,
+/// and the sentence `sentence` builds around that hint.
+fn refusal(
+    name: &str,
+    known: Vec<String>,
+    candidates: &[String],
+    sentence: impl FnOnce(&str) -> String,
+) -> CliError {
     let suggestion = suggest::nearest(name, candidates.iter().map(String::as_str));
-    let message = format!("unknown queue {name:?}{}", hint(suggestion, &known));
-    Unknown::new(
-        name.to_string(),
-        suggestion.map(str::to_string),
-        known,
-        message,
-    )
-    .into()
+    let message = sentence(&hint(suggestion, &known));
+    let suggestion = suggestion.map(str::to_string);
+    Unknown::new(name.to_string(), suggestion, known, message).into()
 }
 
 /// The DLQ `name` names (a queue or DLQ name), or [`CliError::UnknownQueue`] with the
@@ -103,19 +111,12 @@ pub fn target<S: Source>(
 /// The refusal of `name` as the queue to `verb`, suggesting the nearest of `candidates`
 /// and listing the `known` queues.
 fn missing_target(name: &str, verb: &str, known: Vec<String>, candidates: &[String]) -> CliError {
-    let suggestion = suggest::nearest(name, candidates.iter().map(String::as_str));
-    let message = format!(
-        "there is no queue {name:?} to {verb}{}; check the name, or pass --create to \
-         create it",
-        hint(suggestion, &known)
-    );
-    Unknown::new(
-        name.to_string(),
-        suggestion.map(str::to_string),
-        known,
-        message,
-    )
-    .into()
+    refusal(name, known, candidates, |hint| {
+        format!(
+            "there is no queue {name:?} to {verb}{hint}; check the name, or pass --create \
+             to create it"
+        )
+    })
 }
 
 /// Checks `name` as the DLQ an import writes into (a queue or DLQ name, as the importer

@@ -661,6 +661,16 @@ impl JetStreamQueue {
         Ok(())
     }
 
+    /// The queue's consumer as the server sees it now.
+    async fn consumer_info(&self) -> Result<jetstream::consumer::Info> {
+        let mut consumer = self.consumer().clone();
+        Ok(consumer
+            .info()
+            .await
+            .map_err(|e| backend("read the queue's consumer", e))?
+            .clone())
+    }
+
     async fn stream_state(
         &self,
         stream: &jetstream::stream::Stream<()>,
@@ -688,12 +698,7 @@ impl JetStreamQueue {
             }
             *last = Some(now);
         }
-        let mut consumer = self.consumer().clone();
-        let c = consumer
-            .info()
-            .await
-            .map_err(|e| backend("read the queue's consumer", e))?
-            .clone();
+        let c = self.consumer_info().await?;
         let stream = self.js.stream(&self.info.stream).await?;
         let state = self.stream_state(&stream).await?;
         self.js
@@ -703,12 +708,7 @@ impl JetStreamQueue {
     }
 
     async fn stats_async(&self) -> Result<QueueStats> {
-        let mut consumer = self.consumer().clone();
-        let mut c = consumer
-            .info()
-            .await
-            .map_err(|e| backend("read the queue's consumer", e))?
-            .clone();
+        let mut c = self.consumer_info().await?;
         let stream = self.js.stream(&self.info.stream).await?;
         let mut state = self.stream_state(&stream).await?;
         // The stream can hold more than the consumer accounts for, for a moment: a
@@ -720,11 +720,7 @@ impl JetStreamQueue {
                 break;
             }
             tokio::time::sleep(STATS_PAUSE).await;
-            c = consumer
-                .info()
-                .await
-                .map_err(|e| backend("read the queue's consumer", e))?
-                .clone();
+            c = self.consumer_info().await?;
             state = self.stream_state(&stream).await?;
         }
         let repaired = self
@@ -732,11 +728,7 @@ impl JetStreamQueue {
             .repair_queue(&stream, &self.info.subject, &c, &state)
             .await?;
         if repaired.changed() {
-            c = consumer
-                .info()
-                .await
-                .map_err(|e| backend("read the queue's consumer", e))?
-                .clone();
+            c = self.consumer_info().await?;
             state = self.stream_state(&stream).await?;
         }
         let events = event_counts(&self.js, &self.info.name).await?;
