@@ -118,6 +118,8 @@ pub enum HistoryEvent {
     Audited {
         /// What.
         action: AuditAction,
+        /// What more it was, when the trail says ([`AuditEntry::detail`]).
+        detail: Option<String>,
     },
 }
 
@@ -203,7 +205,10 @@ impl Store {
             }
         } else {
             for e in st.audit.trail().filter(|e| e.ids.contains(id)) {
-                let audited = HistoryEvent::Audited { action: e.action };
+                let audited = HistoryEvent::Audited {
+                    action: e.action,
+                    detail: e.detail.clone(),
+                };
                 steps.push(step(e.at_ms, Some(e.actor.clone()), audited));
             }
         }
@@ -234,7 +239,8 @@ impl Store {
                     how: matches!(
                         last.event,
                         HistoryEvent::Audited {
-                            action: AuditAction::TtlExpiry
+                            action: AuditAction::TtlExpiry,
+                            ..
                         }
                     )
                     .then_some(Removal::Ttl),

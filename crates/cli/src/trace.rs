@@ -100,7 +100,13 @@ fn describe(e: &HistoryEvent) -> (String, String) {
             .into(),
         ),
         HistoryEvent::Removed { how } => ("removed".into(), format!("{how:?}").to_lowercase()),
-        HistoryEvent::Audited { action } => ("audited".into(), format!("{action:?}")),
+        HistoryEvent::Audited { action, detail } => {
+            let what = match detail {
+                Some(detail) => format!("{action:?}: {detail}"),
+                None => format!("{action:?}"),
+            };
+            ("audited".into(), what)
+        }
         other => ("other".into(), format!("{other:?}")),
     }
 }

@@ -248,15 +248,18 @@ impl Store {
         &self.actor
     }
 
-    /// The audit record of a change to `ids` made at `at` by this handle's actor: the last
-    /// record of the change's batch.
+    /// The audit record of a change to `ids` made at `at` by this handle's actor, with what
+    /// more the change was when there is more to say ([`AuditEntry::detail`]: a replay's
+    /// transform, an operator's reason): the last record of the change's batch.
     pub(crate) fn audit_record<'a>(
         &self,
         at: u64,
         action: AuditAction,
         ids: &[MessageId],
+        detail: Option<&str>,
     ) -> Result<(Vec<u8>, Decoded<'a>)> {
-        let entry = AuditEntry::new(at, self.actor.name(), action, IdSet::of(ids));
+        let mut entry = AuditEntry::new(at, self.actor.name(), action, IdSet::of(ids));
+        entry.detail = detail.map(str::to_owned);
         op_entry(Op::Audit(entry))
     }
 

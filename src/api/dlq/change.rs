@@ -20,7 +20,9 @@ impl Dlq {
         self.store.commit_with(|st| {
             let id = st.next_id;
             let put = super::import::imported_put(entry, id, self.queue)?;
-            let audit = self.store.audit_record(at, AuditAction::Import, &[id])?;
+            let audit = self
+                .store
+                .audit_record(at, AuditAction::Import, &[id], None)?;
             Ok((vec![put, audit], id))
         })
     }
@@ -34,7 +36,7 @@ impl Dlq {
             let op = Op::MarkReprocessed { id, success, at };
             let audit = self
                 .store
-                .audit_record(at, AuditAction::MarkReprocessed, &[id])?;
+                .audit_record(at, AuditAction::MarkReprocessed, &[id], None)?;
             Ok((vec![op_entry(op)?, audit], ()))
         })
     }
@@ -92,7 +94,7 @@ impl Dlq {
                 expired,
             })?];
             if let Some(action) = action {
-                batch.push(self.store.audit_record(at, action, &present)?);
+                batch.push(self.store.audit_record(at, action, &present, None)?);
             }
             Ok((batch, present))
         })

@@ -144,7 +144,10 @@ impl Importer {
                 batch.push(imported_put(entry, next, *queue)?);
                 ids.push(next);
             }
-            batch.push(self.store.audit_record(at, AuditAction::Import, &ids)?);
+            batch.push(
+                self.store
+                    .audit_record(at, AuditAction::Import, &ids, None)?,
+            );
             Ok((batch, ids))
         })?;
         for ((entry, key, _, dlq, identity), id) in fresh.into_iter().zip(ids) {

@@ -213,9 +213,9 @@ impl Dlq {
             if options.dry_run || batch.is_empty() {
                 return Ok((Vec::new(), report));
             }
-            let audit = self
-                .store
-                .audit_record(now, AuditAction::Replay, &report.replayed)?;
+            let audit =
+                self.store
+                    .audit_record(now, AuditAction::Replay, &report.replayed, None)?;
             batch.push(audit);
             Ok((batch, report))
         })?;
@@ -267,7 +267,9 @@ impl Dlq {
             if spans::replays_traced() {
                 traced = Some((queue_name(st, meta.queue), meta.attributes.clone()));
             }
-            let audit = self.store.audit_record(now, AuditAction::Replay, &[id])?;
+            let audit = self
+                .store
+                .audit_record(now, AuditAction::Replay, &[id], None)?;
             Ok((vec![(body, Decoded::Put(Put { meta, payload })), audit], ()))
         })?;
         if let Some((queue, attributes)) = &traced {

@@ -21,7 +21,7 @@
 //! builds before release 0.1.0 wrote another magic (with the same CRC's rule): such a
 //! checkpoint, intact, is [`CheckpointError::PreRelease`], never damage.
 
-use super::{current, v1, FORMAT_VERSION};
+use super::{current, v1, v2, FORMAT_VERSION};
 use crate::engine::state::Snapshot;
 use crate::error::Result;
 
@@ -124,8 +124,7 @@ pub(crate) fn decode_checkpoint(
 }
 
 /// Versions 1 and 2: position and body length, in version 2 the store's id and the active
-/// segment's number, then the body
-/// (version 1's snapshot in both: version 2 changed the header only).
+/// segment's number, then the body (each version's own snapshot).
 fn decode_layout(
     bytes: &[u8],
     version: u16,
@@ -146,7 +145,11 @@ fn decode_layout(
     let store_id =
         (version >= 2).then(|| u128::from_le_bytes(std::array::from_fn(|i| bytes[32 + i])));
     let seq = (version >= 2).then(|| u64_at(48)).transpose()?;
-    let snapshot = v1::snapshot::decode(&bytes[header_len..], header_len as u64)?;
+    let body = &bytes[header_len..];
+    let snapshot = match version {
+        1 => v1::snapshot::decode(body, header_len as u64)?,
+        _ => v2::snapshot::decode(body, header_len as u64)?,
+    };
     Ok(CheckpointFile {
         version,
         position,

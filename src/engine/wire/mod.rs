@@ -40,9 +40,10 @@
 //!
 //! **Version 2** (the next release's, not frozen yet) changes the segment header
 //! (`storage/format.rs`) and the checkpoint header (`checkpoint.rs` here): both carry the
-//! store's id. Its record bodies and checkpoint body are version 1's, so it has no wire
-//! module of its own yet: each dispatch reads `1 | 2` with `v1`'s code, and `current`
-//! stays `v1`. A change to a body in version 2 adds the `v2` module as described above.
+//! store's id. Its module, `v2`, holds what it changed in the bodies (audit entries with
+//! more actions and a detail, in the audit record and the checkpoint's audit part) and
+//! hands the rest to `v1`; `current` is `v2`. What version 1 wrote of the types version 2
+//! changed is read only in `v1` (`read_only` in `convert`'s macros).
 //!
 //! `docs/FORMAT.md` describes the bytes; `tests/format_compat.rs` opens the fixture store
 //! of every released version (`tests/fixtures/v*`) and checks its exact contents.
@@ -53,6 +54,7 @@ mod convert;
 #[cfg(test)]
 mod fixture_bytes;
 mod v1;
+mod v2;
 
 use std::ops::Range;
 
@@ -67,8 +69,8 @@ use crate::error::Result;
 /// The encoders write the current version only.
 pub(crate) use current::{encode_op, encode_put, encode_relocated};
 /// The wire structs records and checkpoints are written with. The next version moves this
-/// alias to its own module; `v1` keeps its decoders.
-use v1 as current;
+/// alias to its own module; `v1` and `v2` keep their decoders.
+use v2 as current;
 
 /// A record body that does not decode. Its reader reports it as
 /// [`CorruptionKind::BadContent`](crate::recovery::CorruptionKind::BadContent) at the record's log
@@ -112,8 +114,8 @@ fn relocated(body: &[u8]) -> (bool, &[u8]) {
 #[inline]
 fn decode_plain(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
     match version {
-        // Version 2 changed the headers (segments, checkpoints), not the record bodies.
-        1 | 2 => v1::decode_plain(body),
+        1 => v1::decode_plain(body),
+        2 => v2::decode_plain(body),
         _ => Err(BadContent),
     }
 }
@@ -123,7 +125,8 @@ fn decode_plain(version: u16, body: &[u8]) -> Result<Decoded<'_>, BadContent> {
 #[inline]
 pub(crate) fn put_payload(version: u16, body: &[u8]) -> Result<Range<usize>, BadContent> {
     match version {
-        1 | 2 => v1::put_payload(body),
+        1 => v1::put_payload(body),
+        2 => v2::put_payload(body),
         _ => Err(BadContent),
     }
 }
@@ -139,7 +142,8 @@ pub(crate) fn dead_letter_error(
     body: &[u8],
 ) -> Result<Option<(u64, &str)>, BadContent> {
     match version {
-        1 | 2 => v1::dead_letter_error(relocated(body).1),
+        1 => v1::dead_letter_error(relocated(body).1),
+        2 => v2::dead_letter_error(relocated(body).1),
         _ => Err(BadContent),
     }
 }
@@ -149,7 +153,7 @@ mod tests {
     use super::*;
     use crate::engine::record::{GuardEvent, GuardPlan, Op, PutMeta};
     use crate::engine::state::MAX_QUEUES;
-    use v1::tests::{every_put_meta, guard_plan};
+    use v2::tests::{every_put_meta, guard_plan};
 
     #[test]
     fn unknown_versions_do_not_decode() {

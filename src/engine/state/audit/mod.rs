@@ -11,8 +11,9 @@
 //!   retention or TTL, or handled after a replay), its lineage moves here with the time
 //!   and way it was removed. At most [`AuditLimits::tombstones`], and none older than
 //!   [`AuditLimits::retention_ms`] (by the removal time of the newest removal).
-//! - **Trail**: one [`AuditEntry`] per change an operator or the store made to a DLQ:
-//!   what, when, who and which ids (an [`IdSet`]). Operators' entries come from
+//! - **Trail**: one [`AuditEntry`] per change an operator or the store made to a DLQ, or
+//!   an operator to the messages waiting in a queue: what, when, who, which ids (an
+//!   [`IdSet`]) and a detail when there is more to say (a replay's transform). Operators' entries come from
 //!   `Op::Audit` records, written after the change they describe in the same batch; the
 //!   store's own (retention, TTL) are made from the delete records themselves. At most
 //!   [`AuditLimits::trail`] entries, under the same retention.
@@ -73,6 +74,7 @@ impl Default for AuditLimits {
 /// What an [`AuditEntry`] records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AuditAction {
     /// Entries replayed to a queue (with their payload, or a corrected one).
     Replay,
@@ -88,9 +90,19 @@ pub enum AuditAction {
     Retention,
     /// Messages whose time to live passed, deleted or moved to the DLQ (by the store).
     TtlExpiry,
+    /// Messages waiting in a queue (delayed, or waiting for their next attempt) made
+    /// visible now by an operator. (Format version 2 on, as the three below.)
+    RetryNow,
+    /// Messages waiting in a queue given a later visibility time by an operator.
+    Delay,
+    /// Messages moved from their queue to its DLQ by an operator.
+    MoveToDlq,
+    /// Messages deleted from their queue (not from a DLQ) by an operator.
+    DeleteMessage,
 }
 
-/// One change to a DLQ: what, when, who, which entries.
+/// One change to a DLQ or to the messages of a queue: what, when, who, which entries, and
+/// what more it was ([`AuditEntry::detail`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct AuditEntry {
@@ -103,6 +115,11 @@ pub struct AuditEntry {
     pub action: AuditAction,
     /// The entries.
     pub ids: IdSet,
+    /// What the change was beyond its action, when that says more: the jq expression a
+    /// replay transformed the payloads with, the file a corrected payload came from, an
+    /// operator's reason. `None` for entries of format version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl AuditEntry {
@@ -113,7 +130,14 @@ impl AuditEntry {
             actor: actor.into(),
             action,
             ids,
+            detail: None,
         }
+    }
+
+    /// The entry with `detail` (see [`AuditEntry::detail`]).
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 }
 

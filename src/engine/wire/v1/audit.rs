@@ -11,8 +11,9 @@ use crate::engine::state as engine;
 use crate::engine::wire::convert::{wire_enum, wire_newtype, wire_struct, Queue, Text};
 
 wire_enum! {
-    /// What an audit entry records. Variant indexes: 0 to 6.
-    enum Action: engine::AuditAction {
+    /// What an audit entry records. Variant indexes: 0 to 6. Read only: version 2 added
+    /// actions.
+    read_only enum Action: engine::AuditAction {
         Replay,
         Delete,
         Purge,
@@ -24,14 +25,16 @@ wire_enum! {
 }
 
 wire_struct! {
-    /// One audit entry.
+    /// One audit entry. Read only: version 2 added its detail.
     #[serde(bound(deserialize = "'de: 'a"))]
-    struct Entry<'a>: engine::AuditEntry {
+    read_only struct Entry<'a>: engine::AuditEntry {
         at_ms: u64,
         actor: Text<'a>,
         action: Action,
         ids: Runs,
     }
+    // Version 1 records no detail of a change.
+    fill { detail: None }
 }
 
 wire_newtype! {
@@ -121,9 +124,10 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// The audit part of a checkpoint body, after the index's tables.
+    /// The audit part of a checkpoint body, after the index's tables. Read only: version 2's
+    /// trail holds its own entries.
     #[serde(bound(deserialize = "'de: 'a"))]
-    struct AuditPart<'a>: engine::AuditSnapshot {
+    read_only struct AuditPart<'a>: engine::AuditSnapshot {
         lineage: Vec<(u64, Lineage<'a>)>,
         tombstones: Vec<Tombstone<'a>>,
         trail: Vec<Entry<'a>>,

@@ -22,7 +22,7 @@ use crate::engine::wire::borrow;
 use crate::engine::wire::convert::{wire_enum, wire_struct, Queue, Text};
 
 type Map<'a> = Cow<'a, BTreeMap<String, String>>;
-type Ids<'a> = Cow<'a, [u64]>;
+pub(in crate::engine::wire) type Ids<'a> = Cow<'a, [u64]>;
 
 wire_struct! {
     /// The metadata of a payload record (tag 1), before the payload.
@@ -140,9 +140,11 @@ wire_enum! {
     /// Every record other than a payload record (tag 2). Variant indexes: 0 to 13, in this
     /// order. (A value lives for one record's encoding or decoding: boxing the dead-letter
     /// variant's envelope would only add an allocation.)
+    ///
+    /// Read only: version 2's audit entries differ.
     #[serde(bound(deserialize = "'de: 'a"))]
     #[allow(clippy::large_enum_variant)]
-    enum Op<'a>: engine::Op {
+    read_only enum Op<'a>: engine::Op {
         DeclareQueue { queue: Queue, name: Text<'a> },
         Lease { at: u64, deadline: u64, ids: Ids<'a> },
         Extend { deadline: u64, ids: Ids<'a> },

@@ -4,6 +4,9 @@
 //! strings), then the audit part ([`super::audit`]: lineage, tombstones, trail, horizon),
 //! then the guarded replays.
 //!
+//! Read only as a whole: version 2 writes its own body ([`crate::engine::wire::v2`]), with
+//! these tables and the guarded replays as they are here and its own audit part.
+//!
 //! As for the records, the order of fields and variants is the format: nothing here is
 //! ever reordered, added to or removed. Strings are borrowed from the snapshot when
 //! encoding and from the body when decoding. The two per-DLQ counts by interned string
@@ -19,17 +22,19 @@ use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::audit::AuditPart;
+use super::config;
 use super::records::Plan;
-use super::{codec_error, config};
 use crate::engine::state::{self as engine, FailureHistory, IdMap};
 use crate::engine::wire::checkpoint::CheckpointError;
-use crate::engine::wire::convert::{wire_enum, wire_newtype, wire_struct, Queue, Text, Wire};
+use crate::engine::wire::convert::{
+    wire_enum, wire_newtype, wire_struct, Queue, Text, Wire, WireOf,
+};
 use crate::error::Result;
 
 wire_struct! {
-    /// The whole body.
+    /// The whole body. Read only: version 2's audit part differs.
     #[serde(bound(deserialize = "'de: 'a"))]
-    struct Snapshot<'a>: engine::Snapshot {
+    read_only struct Snapshot<'a>: engine::Snapshot {
         next_id: u64,
         latest_time: u64,
         /// By queue id, from 0.
@@ -106,15 +111,18 @@ wire_newtype! {
 /// The messages, with the bytes of a `Vec<(u64, Msg)>`, converted to and from the index's
 /// entries one at a time: encoding or decoding a checkpoint holds no second vector of them
 /// (compaction writes checkpoints of a million pending messages; this was its peak).
-struct Msgs<'a>(Cow<'a, [(u64, engine::Msg)]>);
+pub(in crate::engine::wire) struct Msgs<'a>(Cow<'a, [(u64, engine::Msg)]>);
 
 impl<'a> Wire<'a> for Msgs<'a> {
     type Engine = Vec<(u64, engine::Msg)>;
-    fn of(e: &'a Vec<(u64, engine::Msg)>) -> Self {
-        Msgs(Cow::Borrowed(e))
-    }
     fn into_engine(self) -> Option<Vec<(u64, engine::Msg)>> {
         Some(self.0.into_owned())
+    }
+}
+
+impl<'a> WireOf<'a> for Msgs<'a> {
+    fn of(e: &'a Vec<(u64, engine::Msg)>) -> Self {
+        Msgs(Cow::Borrowed(e))
     }
 }
 
@@ -226,13 +234,16 @@ wire_enum! {
 /// The guarded replays, in id order: (id, replay).
 #[derive(Serialize, Deserialize)]
 #[serde(transparent, bound(deserialize = "'de: 'a"))]
-struct Guards<'a>(Vec<(u64, Guard<'a>)>);
+pub(in crate::engine::wire) struct Guards<'a>(Vec<(u64, Guard<'a>)>);
 
-impl<'a> Wire<'a> for Guards<'a> {
-    type Engine = BTreeMap<u64, engine::Guard>;
+impl<'a> WireOf<'a> for Guards<'a> {
     fn of(e: &'a BTreeMap<u64, engine::Guard>) -> Self {
         Guards(e.iter().map(|(&id, g)| (id, Guard::of(g))).collect())
     }
+}
+
+impl<'a> Wire<'a> for Guards<'a> {
+    type Engine = BTreeMap<u64, engine::Guard>;
     fn into_engine(self) -> Option<BTreeMap<u64, engine::Guard>> {
         self.0
             .into_iter()
@@ -284,21 +295,6 @@ wire_enum! {
     }
 }
 
-/// Encodes a snapshot as a checkpoint body (appended to `out`).
-pub(in crate::engine::wire) fn encode(
-    snapshot: &engine::Snapshot,
-    out: &mut Vec<u8>,
-) -> Result<()> {
-    let body = Snapshot::of(snapshot);
-    // Sized first, then written: a growing buffer would hold up to twice the bytes (at a
-    // million pending messages, compaction's peak of memory is this checkpoint).
-    let mut size = bincode::enc::write::SizeWriter::default();
-    bincode::serde::encode_into_writer(&body, &mut size, config()).map_err(codec_error)?;
-    out.reserve_exact(size.bytes_written);
-    bincode::serde::encode_into_std_write(&body, out, config()).map_err(codec_error)?;
-    Ok(())
-}
-
 /// Decodes a checkpoint body that starts at file offset `at`. It names no more queues, and
 /// no queue id, than the index can hold (below [`engine::MAX_QUEUES`]), or it does not
 /// decode.
@@ -321,8 +317,6 @@ pub(in crate::engine::wire) fn decode(
 #[cfg(test)]
 pub(in crate::engine::wire) mod tests {
     use super::*;
-    use crate::engine::record::GuardPlan;
-    use crate::engine::state::{GuardedReplayState, State};
 
     /// Lengths far past the body are refused before anything is allocated.
     #[test]
@@ -394,32 +388,5 @@ pub(in crate::engine::wire) mod tests {
             bincode::serde::borrow_decode_from_slice(body, config()).unwrap();
         assert_eq!(used, body.len());
         bincode::serde::encode_to_vec(snapshot, config()).unwrap()
-    }
-
-    #[test]
-    fn guarded_replays_round_trip_after_the_audit_part() {
-        let mut snapshot = State::default().snapshot();
-        let plan = crate::engine::wire::v1::tests::guard_plan();
-        let mut guard = engine::Guard::new(plan.clone(), 10);
-        guard.outstanding.insert(9);
-        guard.status = GuardedReplayState::Stopped {
-            wave: 1,
-            failed: 2,
-            handled: 3,
-        };
-        snapshot.guards.insert(4, guard);
-        let mut out = Vec::new();
-        encode(&snapshot, &mut out).unwrap();
-        assert_eq!(decode(&out, 32), Ok(snapshot.clone()));
-        assert!(decode(&out[..out.len() - 1], 32).is_err());
-        // A guarded replay of a queue id the index cannot hold is damage.
-        let far = GuardPlan {
-            target: Some(engine::MAX_QUEUES),
-            ..plan
-        };
-        snapshot.guards.insert(5, engine::Guard::new(far, 10));
-        let mut out = Vec::new();
-        encode(&snapshot, &mut out).unwrap();
-        assert_eq!(decode(&out, 32), Err(CheckpointError::Damaged(32)));
     }
 }
