@@ -363,10 +363,14 @@ pub use api::services::control;
 /// The async API (feature `async`): [`AsyncQueue`](async_api::AsyncQueue),
 /// [`AsyncDlq`](async_api::AsyncDlq) and [`AsyncWorkerPool`](async_api::AsyncWorkerPool),
 /// whose durable writes complete when the group commit's fsync covering them does, without
-/// blocking the runtime's threads.
+/// blocking the runtime's threads; and the traits they implement,
+/// [`AsyncMessageQueue`](async_api::AsyncMessageQueue) and
+/// [`AsyncDeadLetterQueue`](async_api::AsyncDeadLetterQueue), which other backends' async
+/// handles (the JetStream backend's) implement too.
 #[cfg(feature = "async")]
 pub mod async_api {
     pub use crate::api::asynchronous::{
-        AsyncDlq, AsyncHandler, AsyncQueue, AsyncWorkerPool, Committed,
+        AsyncDeadLetterQueue, AsyncDlq, AsyncHandler, AsyncMessageQueue, AsyncQueue,
+        AsyncWorkerPool, Committed,
     };
 }

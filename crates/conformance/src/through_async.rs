@@ -1,20 +1,21 @@
-//! The embedded store driven through its async API (feature `async`): [`AsyncDriven`] and
-//! [`AsyncDrivenDlq`] implement the backend traits by awaiting the
-//! `deadletter::async_api` futures on a tokio runtime, one `block_on` per call, so every
-//! scenario of the suite, the seed scenarios first, runs on the async API's enqueue,
-//! lease (waiting ones included), ack, retry, dead-letter and DLQ operations. What the
-//! async API leaves to the blocking handles (alerts, analysis, id listings) is forwarded
-//! to them.
+//! A backend driven through its async API (feature `async`): [`AsyncDriven`] and
+//! [`AsyncDrivenDlq`] implement the backend traits by awaiting the futures of any
+//! [`AsyncMessageQueue`] and [`AsyncDeadLetterQueue`] on a tokio runtime, one `block_on`
+//! per call, so every scenario of the suite, the seed scenarios first, runs on the async
+//! API's enqueue, lease (waiting ones included), ack, retry, dead-letter and DLQ
+//! operations: the embedded store's (`tests/embedded_async.rs`) and the JetStream
+//! backend's (its `tests/conformance_async.rs`). What the async traits leave to the
+//! blocking handles (alerts, analysis, id listings, a policy change) is forwarded to them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadletter::async_api::{AsyncDlq, AsyncQueue};
+use deadletter::async_api::{AsyncDeadLetterQueue, AsyncMessageQueue};
 use deadletter::backend::WorkerQueue;
 use deadletter::dlq::{Analysis, DeadLetter, DlqAlert, DlqStats};
 use deadletter::queue::{EnqueueOptions, FailureOutcome, FailureReport, MessageId, QueueStats};
 use deadletter::{replay::ReplayReport, Result};
-use deadletter::{DeadLetterQueue, Filter, Message, MessageQueue, Page, Queue, ReplayOptions};
+use deadletter::{DeadLetterQueue, Filter, MessageQueue, Page, ReplayOptions};
 
 /// The runtime every call is driven on (multi-threaded: the worker pool's threads call
 /// in at once).
@@ -31,110 +32,115 @@ pub fn runtime() -> Runtime {
     )
 }
 
-/// An embedded queue used through [`AsyncQueue`].
+/// A queue used through its async handle `Q`.
 #[derive(Clone)]
-pub struct AsyncDriven {
-    queue: AsyncQueue,
+pub struct AsyncDriven<Q> {
+    queue: Q,
     rt: Runtime,
 }
 
-impl AsyncDriven {
-    /// `queue` driven on `rt`.
-    pub fn new(queue: &Queue, rt: &Runtime) -> Self {
+impl<Q: AsyncMessageQueue> AsyncDriven<Q> {
+    /// `queue`'s async handle, driven on `rt`.
+    pub fn new(queue: &Q::Blocking, rt: &Runtime) -> Self {
         AsyncDriven {
-            queue: AsyncQueue::new(queue),
+            queue: Q::from_blocking(queue),
             rt: Arc::clone(rt),
         }
     }
 }
 
-/// An embedded DLQ used through [`AsyncDlq`].
+/// A DLQ used through its async handle `D`.
 #[derive(Clone)]
-pub struct AsyncDrivenDlq {
-    dlq: AsyncDlq,
+pub struct AsyncDrivenDlq<D> {
+    dlq: D,
     rt: Runtime,
 }
 
-impl AsyncDrivenDlq {
-    /// `dlq` driven on `rt`.
-    pub fn new(dlq: &deadletter::Dlq, rt: &Runtime) -> Self {
+impl<D: AsyncDeadLetterQueue> AsyncDrivenDlq<D> {
+    /// `dlq`'s async handle, driven on `rt`.
+    pub fn new(dlq: &D::Blocking, rt: &Runtime) -> Self {
         AsyncDrivenDlq {
-            dlq: AsyncDlq::new(dlq),
+            dlq: D::from_blocking(dlq),
             rt: Arc::clone(rt),
         }
     }
 }
 
-impl MessageQueue for AsyncDriven {
-    type Message = Message;
-    type Dlq = AsyncDrivenDlq;
+impl<Q: AsyncMessageQueue> MessageQueue for AsyncDriven<Q> {
+    type Message = Q::Message;
+    type Dlq = AsyncDrivenDlq<Q::Dlq>;
 
     fn name(&self) -> &str {
         self.queue.name()
     }
-    fn dlq(&self) -> AsyncDrivenDlq {
-        AsyncDrivenDlq::new(self.queue.dlq().dlq(), &self.rt)
+    fn dlq(&self) -> Self::Dlq {
+        AsyncDrivenDlq {
+            dlq: self.queue.dlq(),
+            rt: Arc::clone(&self.rt),
+        }
     }
     fn with_policy(&self, max_attempts: u32, lease: Duration) -> Result<Self> {
-        let queue = self.queue.queue().with_policy(max_attempts, lease)?;
+        let queue = self.queue.blocking().with_policy(max_attempts, lease)?;
         Ok(AsyncDriven::new(&queue, &self.rt))
     }
     fn now_ms(&self) -> u64 {
-        self.queue.queue().now_ms()
+        self.queue.blocking().now_ms()
     }
     fn enqueue_with(
         &self,
         payload: impl AsRef<[u8]>,
         options: &EnqueueOptions,
     ) -> Result<MessageId> {
-        self.rt.block_on(self.queue.enqueue_with(payload, options))
+        self.rt
+            .block_on(self.queue.enqueue_with(payload.as_ref(), options))
     }
     fn enqueue_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<Vec<MessageId>> {
-        self.rt.block_on(self.queue.enqueue_batch(payloads))
+        let payloads: Vec<&[u8]> = payloads.iter().map(AsRef::as_ref).collect();
+        self.rt.block_on(self.queue.enqueue_batch(&payloads))
     }
-    fn lease(&self, max: usize) -> Result<Vec<Message>> {
+    fn lease(&self, max: usize) -> Result<Vec<Q::Message>> {
         self.rt.block_on(self.queue.lease(max))
     }
-    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Message>> {
+    fn lease_wait(&self, max: usize, timeout: Duration) -> Result<Vec<Q::Message>> {
         self.rt.block_on(self.queue.lease_wait(max, timeout))
     }
-    fn ack_all(&self, msgs: &[Message]) -> Result<()> {
+    fn ack_all(&self, msgs: &[Q::Message]) -> Result<()> {
         self.rt.block_on(self.queue.ack_all(msgs))
     }
-    fn ack_and_lease(&self, done: &Message, max: usize) -> Result<Vec<Message>> {
+    fn ack_and_lease(&self, done: &Q::Message, max: usize) -> Result<Vec<Q::Message>> {
         self.rt.block_on(self.queue.ack_and_lease(done, max))
     }
-    fn extend(&self, msg: &Message, visibility: Duration) -> Result<()> {
+    fn extend(&self, msg: &Q::Message, visibility: Duration) -> Result<()> {
         self.rt.block_on(self.queue.extend(msg, visibility))
     }
     fn retry(
         &self,
-        msg: &Message,
+        msg: &Q::Message,
         report: &FailureReport<'_>,
         retry_at_ms: u64,
     ) -> Result<FailureOutcome> {
         self.rt.block_on(self.queue.retry(msg, report, retry_at_ms))
     }
-    fn dead_letter(&self, msg: &Message, report: &FailureReport<'_>) -> Result<()> {
+    fn dead_letter(&self, msg: &Q::Message, report: &FailureReport<'_>) -> Result<()> {
         self.rt.block_on(self.queue.dead_letter(msg, report))
     }
     fn stats(&self) -> Result<QueueStats> {
-        Ok(self.queue.stats())
+        self.rt.block_on(self.queue.stats())
     }
 }
 
 /// The worker pool's batching left to its defaults, built on the async calls above.
-impl WorkerQueue for AsyncDriven {}
+impl<Q: AsyncMessageQueue> WorkerQueue for AsyncDriven<Q> {}
 
-impl DeadLetterQueue for AsyncDrivenDlq {
+impl<D: AsyncDeadLetterQueue> DeadLetterQueue for AsyncDrivenDlq<D> {
     fn name(&self) -> String {
-        self.dlq.dlq().name()
+        self.dlq.blocking().name()
     }
     fn queue_name(&self) -> &str {
-        self.dlq.dlq().queue_name()
+        self.dlq.blocking().queue_name()
     }
     fn len(&self) -> Result<u64> {
-        Ok(self.dlq.dlq().len())
+        self.dlq.blocking().len()
     }
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
         self.rt.block_on(self.dlq.list(filter, page))
@@ -143,13 +149,13 @@ impl DeadLetterQueue for AsyncDrivenDlq {
         self.rt.block_on(self.dlq.get(id))
     }
     fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
-        self.dlq.dlq().ids(filter, limit)
+        self.dlq.blocking().ids(filter, limit)
     }
     fn stats(&self) -> Result<DlqStats> {
         self.rt.block_on(self.dlq.stats())
     }
     fn analyze(&self, filter: &Filter) -> Result<Analysis> {
-        self.dlq.dlq().analyze(filter)
+        self.dlq.blocking().analyze(filter)
     }
     fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
         self.rt.block_on(self.dlq.replay(filter, options))
@@ -167,7 +173,7 @@ impl DeadLetterQueue for AsyncDrivenDlq {
         options: &ReplayOptions,
     ) -> Result<()> {
         self.rt
-            .block_on(self.dlq.replay_corrected(id, payload, options))
+            .block_on(self.dlq.replay_corrected(id, payload.as_ref(), options))
     }
     fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()> {
         self.rt.block_on(self.dlq.mark_reprocessed(id, success))
@@ -187,6 +193,6 @@ impl DeadLetterQueue for AsyncDrivenDlq {
         threshold: u64,
         callback: impl Fn(&DlqAlert) + Send + Sync + 'static,
     ) -> Result<()> {
-        self.dlq.dlq().on_threshold(threshold, callback)
+        self.dlq.blocking().on_threshold(threshold, callback)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use deadletter::async_api::{AsyncDlq, AsyncQueue};
 use deadletter::queue::QueueOptions;
 use deadletter::{Config, Result, Store};
 use deadletter_conformance::through_async::{runtime, AsyncDriven, AsyncDrivenDlq, Runtime};
@@ -34,14 +35,14 @@ impl EmbeddedAsync {
 }
 
 impl TestBackend for EmbeddedAsync {
-    type Queue = AsyncDriven;
-    fn queue(&self, name: &str, options: QueueOptions) -> Result<AsyncDriven> {
+    type Queue = AsyncDriven<AsyncQueue>;
+    fn queue(&self, name: &str, options: QueueOptions) -> Result<Self::Queue> {
         Ok(AsyncDriven::new(
             &self.store().queue_with(name, options)?,
             &self.rt,
         ))
     }
-    fn dlq(&self, name: &str) -> Result<AsyncDrivenDlq> {
+    fn dlq(&self, name: &str) -> Result<AsyncDrivenDlq<AsyncDlq>> {
         Ok(AsyncDrivenDlq::new(&self.store().dlq(name)?, &self.rt))
     }
     fn reopen(&self) -> Result<()> {

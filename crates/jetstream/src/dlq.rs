@@ -234,7 +234,7 @@ impl JetStreamDlq {
         Ok(())
     }
 
-    async fn replay_ids_async(
+    pub(crate) async fn replay_ids_async(
         &self,
         ids: &[MessageId],
         options: &ReplayOptions,
@@ -281,6 +281,166 @@ impl JetStreamDlq {
     }
 }
 
+/// The DLQ's operations as futures: what both the blocking handle (each run to
+/// completion on the connection's runtime) and the async one
+/// ([`crate::AsyncJetStreamDlq`]) call.
+impl JetStreamDlq {
+    pub(crate) async fn len_async(&self) -> Result<u64> {
+        count_entries(&self.js, &self.queue).await
+    }
+
+    pub(crate) async fn list_async(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
+        let (bound, before) = match (page.before_cursor, page.after_cursor, page.after) {
+            (Some(c), ..) => (Some(c), true),
+            (None, Some(c), _) => (Some(c), false),
+            (None, None, Some(id)) => (Some(Cursor::of(&self.found(id).await?.entry)), false),
+            (None, None, None) => (None, false),
+        };
+        self.list_by_cursor(filter, bound, before, page.limit).await
+    }
+
+    pub(crate) async fn get_async(&self, id: MessageId) -> Result<DeadLetter> {
+        Ok(self.found(id).await?.entry)
+    }
+
+    pub(crate) async fn ids_async(
+        &self,
+        filter: &Filter,
+        limit: Option<usize>,
+    ) -> Result<Vec<MessageId>> {
+        let found = self
+            .matching(filter, 1, limit.unwrap_or(usize::MAX))
+            .await?;
+        Ok(found.into_iter().map(|(_, e)| e.id()).collect())
+    }
+
+    pub(crate) async fn stats_async(&self) -> Result<DlqStats> {
+        let now = now_ms();
+        let mut s = DlqStats::new(self.js.dlq_name(&self.queue));
+        let mut oldest: Option<u64> = None;
+        let mut newest: Option<u64> = None;
+        self.scan(1, |_, e| {
+            s.total += 1;
+            match e.status {
+                EntryStatus::Pending => s.pending += 1,
+                EntryStatus::Reprocessed { .. } => s.reprocessed += 1,
+            }
+            *s.by_error_kind.entry(e.failure.error_kind).or_default() += 1;
+            *s.by_worker
+                .entry(e.dlq.worker.unwrap_or_default())
+                .or_default() += 1;
+            let at = e.dlq.dead_lettered_at_ms;
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            newest = Some(newest.map_or(at, |n| n.max(at)));
+            Ok(true)
+        })
+        .await?;
+        s.oldest_age_ms = oldest.map(|t| now.saturating_sub(t));
+        s.newest_age_ms = newest.map(|t| now.saturating_sub(t));
+        let events = event_counts(&self.js, &self.queue).await?;
+        let count = |e: Event| events.get(&e).copied().unwrap_or(0);
+        s.replayed = count(Event::Replayed);
+        s.deleted = count(Event::Deleted);
+        s.reprocessed_ok = count(Event::ReprocessedOk);
+        s.reprocessed_failed = count(Event::ReprocessedFailed);
+        // What came in and is neither here, replayed nor deleted was removed by the
+        // stream's retention (max_age).
+        s.expired = count(Event::DeadLettered).saturating_sub(s.total + s.replayed + s.deleted);
+        Ok(s)
+    }
+
+    pub(crate) async fn analyze_async(&self, filter: &Filter) -> Result<Analysis> {
+        let found = self.matching(filter, 1, usize::MAX).await?;
+        Ok(Analysis::of(found.iter().map(|(_, e)| e)))
+    }
+
+    pub(crate) async fn replay_async(
+        &self,
+        filter: &Filter,
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport> {
+        let ids = self.ids_async(filter, options.limit).await?;
+        self.replay_ids_async(&ids, options).await
+    }
+
+    pub(crate) async fn replay_one_async(
+        &self,
+        id: MessageId,
+        payload: Option<&[u8]>,
+        options: &ReplayOptions,
+    ) -> Result<()> {
+        let found = self.found(id).await?;
+        Self::check_replayable(&found.entry, options)?;
+        if options.dry_run {
+            return Ok(());
+        }
+        self.replay_entry(found, options, payload).await?;
+        self.js.check_alerts(&self.queue).await
+    }
+
+    pub(crate) async fn mark_reprocessed_async(&self, id: MessageId, success: bool) -> Result<()> {
+        let found = self.found(id).await?;
+        let mut entry = found.entry;
+        entry.status = EntryStatus::Reprocessed {
+            success,
+            at_ms: now_ms(),
+        };
+        if !self
+            .js
+            .put_entry(&self.queue, &entry, found.sequence, None)
+            .await?
+        {
+            return Err(Error::InvalidState {
+                id,
+                expected: "unchanged since it was read (another process changed it)",
+            });
+        }
+        let event = if success {
+            Event::ReprocessedOk
+        } else {
+            Event::ReprocessedFailed
+        };
+        self.js
+            .count_event(
+                &self.queue,
+                event,
+                Some(format!("ev-mark-{id}-{}", found.sequence)),
+            )
+            .await
+    }
+
+    pub(crate) async fn delete_async(&self, id: MessageId) -> Result<()> {
+        let found = self.found(id).await?;
+        self.delete_all(&[(found.sequence, id)]).await.map(|_| ())
+    }
+
+    pub(crate) async fn delete_matching_async(&self, filter: &Filter) -> Result<u64> {
+        let found = self.matching(filter, 1, usize::MAX).await?;
+        let entries: Vec<(u64, MessageId)> = found.iter().map(|(seq, e)| (*seq, e.id())).collect();
+        self.delete_all(&entries).await
+    }
+
+    pub(crate) async fn purge_async(
+        &self,
+        older_than: Duration,
+        include_pending: bool,
+    ) -> Result<u64> {
+        let cutoff = now_ms().saturating_sub(older_than.as_millis() as u64);
+        let mut entries = Vec::new();
+        self.scan(1, |seq, e| {
+            let old = e.dlq.dead_lettered_at_ms < cutoff;
+            if old && (include_pending || e.status != EntryStatus::Pending) {
+                entries.push((seq, e.id()));
+            }
+            Ok(true)
+        })
+        .await?;
+        self.delete_all(&entries).await
+    }
+}
+
+/// The blocking handle: each operation's future run to completion on the connection's
+/// runtime.
 impl DeadLetterQueue for JetStreamDlq {
     fn name(&self) -> String {
         self.js.dlq_name(&self.queue)
@@ -289,88 +449,31 @@ impl DeadLetterQueue for JetStreamDlq {
         &self.queue
     }
     fn len(&self) -> Result<u64> {
-        self.run(count_entries(&self.js, &self.queue))
+        self.run(self.len_async())
     }
     fn list(&self, filter: &Filter, page: Page) -> Result<Vec<DeadLetter>> {
-        self.run(async {
-            let (bound, before) = match (page.before_cursor, page.after_cursor, page.after) {
-                (Some(c), ..) => (Some(c), true),
-                (None, Some(c), _) => (Some(c), false),
-                (None, None, Some(id)) => (Some(Cursor::of(&self.found(id).await?.entry)), false),
-                (None, None, None) => (None, false),
-            };
-            self.list_by_cursor(filter, bound, before, page.limit).await
-        })
+        self.run(self.list_async(filter, page))
     }
     fn get(&self, id: MessageId) -> Result<DeadLetter> {
-        self.run(async { Ok(self.found(id).await?.entry) })
+        self.run(self.get_async(id))
     }
     fn ids(&self, filter: &Filter, limit: Option<usize>) -> Result<Vec<MessageId>> {
-        let limit = limit.unwrap_or(usize::MAX);
-        self.run(async {
-            let found = self.matching(filter, 1, limit).await?;
-            Ok(found.into_iter().map(|(_, e)| e.id()).collect())
-        })
+        self.run(self.ids_async(filter, limit))
     }
     fn stats(&self) -> Result<DlqStats> {
-        self.run(async {
-            let now = now_ms();
-            let mut s = DlqStats::new(self.js.dlq_name(&self.queue));
-            let mut oldest: Option<u64> = None;
-            let mut newest: Option<u64> = None;
-            self.scan(1, |_, e| {
-                s.total += 1;
-                match e.status {
-                    EntryStatus::Pending => s.pending += 1,
-                    EntryStatus::Reprocessed { .. } => s.reprocessed += 1,
-                }
-                *s.by_error_kind.entry(e.failure.error_kind).or_default() += 1;
-                *s.by_worker
-                    .entry(e.dlq.worker.unwrap_or_default())
-                    .or_default() += 1;
-                let at = e.dlq.dead_lettered_at_ms;
-                oldest = Some(oldest.map_or(at, |o| o.min(at)));
-                newest = Some(newest.map_or(at, |n| n.max(at)));
-                Ok(true)
-            })
-            .await?;
-            s.oldest_age_ms = oldest.map(|t| now.saturating_sub(t));
-            s.newest_age_ms = newest.map(|t| now.saturating_sub(t));
-            let events = event_counts(&self.js, &self.queue).await?;
-            let count = |e: Event| events.get(&e).copied().unwrap_or(0);
-            s.replayed = count(Event::Replayed);
-            s.deleted = count(Event::Deleted);
-            s.reprocessed_ok = count(Event::ReprocessedOk);
-            s.reprocessed_failed = count(Event::ReprocessedFailed);
-            // What came in and is neither here, replayed nor deleted was removed by the
-            // stream's retention (max_age).
-            s.expired = count(Event::DeadLettered).saturating_sub(s.total + s.replayed + s.deleted);
-            Ok(s)
-        })
+        self.run(self.stats_async())
     }
     fn analyze(&self, filter: &Filter) -> Result<Analysis> {
-        self.run(async {
-            let found = self.matching(filter, 1, usize::MAX).await?;
-            Ok(Analysis::of(found.iter().map(|(_, e)| e)))
-        })
+        self.run(self.analyze_async(filter))
     }
     fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
-        let ids = self.ids(filter, options.limit)?;
-        self.replay_ids(&ids, options)
+        self.run(self.replay_async(filter, options))
     }
     fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
         self.run(self.replay_ids_async(ids, options))
     }
     fn replay_one(&self, id: MessageId, options: &ReplayOptions) -> Result<()> {
-        self.run(async {
-            let found = self.found(id).await?;
-            Self::check_replayable(&found.entry, options)?;
-            if options.dry_run {
-                return Ok(());
-            }
-            self.replay_entry(found, options, None).await?;
-            self.js.check_alerts(&self.queue).await
-        })
+        self.run(self.replay_one_async(id, None, options))
     }
     fn replay_corrected(
         &self,
@@ -378,77 +481,19 @@ impl DeadLetterQueue for JetStreamDlq {
         payload: impl AsRef<[u8]>,
         options: &ReplayOptions,
     ) -> Result<()> {
-        self.run(async {
-            let found = self.found(id).await?;
-            Self::check_replayable(&found.entry, options)?;
-            if options.dry_run {
-                return Ok(());
-            }
-            self.replay_entry(found, options, Some(payload.as_ref()))
-                .await?;
-            self.js.check_alerts(&self.queue).await
-        })
+        self.run(self.replay_one_async(id, Some(payload.as_ref()), options))
     }
     fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()> {
-        self.run(async {
-            let found = self.found(id).await?;
-            let mut entry = found.entry;
-            entry.status = EntryStatus::Reprocessed {
-                success,
-                at_ms: now_ms(),
-            };
-            if !self
-                .js
-                .put_entry(&self.queue, &entry, found.sequence, None)
-                .await?
-            {
-                return Err(Error::InvalidState {
-                    id,
-                    expected: "unchanged since it was read (another process changed it)",
-                });
-            }
-            let event = if success {
-                Event::ReprocessedOk
-            } else {
-                Event::ReprocessedFailed
-            };
-            self.js
-                .count_event(
-                    &self.queue,
-                    event,
-                    Some(format!("ev-mark-{id}-{}", found.sequence)),
-                )
-                .await
-        })
+        self.run(self.mark_reprocessed_async(id, success))
     }
     fn delete(&self, id: MessageId) -> Result<()> {
-        self.run(async {
-            let found = self.found(id).await?;
-            self.delete_all(&[(found.sequence, id)]).await.map(|_| ())
-        })
+        self.run(self.delete_async(id))
     }
     fn delete_matching(&self, filter: &Filter) -> Result<u64> {
-        self.run(async {
-            let found = self.matching(filter, 1, usize::MAX).await?;
-            let entries: Vec<(u64, MessageId)> =
-                found.iter().map(|(seq, e)| (*seq, e.id())).collect();
-            self.delete_all(&entries).await
-        })
+        self.run(self.delete_matching_async(filter))
     }
     fn purge(&self, older_than: Duration, include_pending: bool) -> Result<u64> {
-        self.run(async {
-            let cutoff = now_ms().saturating_sub(older_than.as_millis() as u64);
-            let mut entries = Vec::new();
-            self.scan(1, |seq, e| {
-                let old = e.dlq.dead_lettered_at_ms < cutoff;
-                if old && (include_pending || e.status != EntryStatus::Pending) {
-                    entries.push((seq, e.id()));
-                }
-                Ok(true)
-            })
-            .await?;
-            self.delete_all(&entries).await
-        })
+        self.run(self.purge_async(older_than, include_pending))
     }
     fn on_threshold(
         &self,

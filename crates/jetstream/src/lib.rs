@@ -37,10 +37,18 @@
 //! the DLQ publishes the whole envelope (JSON, see `wire`) with a deduplication id, waits
 //! for its acknowledgement, then terminates the original.
 //!
+//! The same queues and DLQs have async handles ([`JetStreamQueue::asynchronous`],
+//! [`AsyncJetStreamQueue`], [`AsyncJetStreamDlq`]) implementing `deadletter`'s async
+//! traits ([`AsyncMessageQueue`](deadletter::async_api::AsyncMessageQueue),
+//! [`AsyncDeadLetterQueue`](deadletter::async_api::AsyncDeadLetterQueue)), awaited on the
+//! caller's tokio runtime; the blocking handles run the same futures on the connection's
+//! own runtime.
+//!
 //! Requires nats-server 2.10 or later ([`MINIMUM_SERVER`]) with JetStream enabled and
 //! `sync_interval: always`; connecting to an older server fails with
 //! [`UnsupportedServer`] (see its documentation for why).
 
+mod asynchronous;
 mod client;
 mod counts;
 mod dlq;
@@ -60,6 +68,7 @@ mod repair;
 mod scan;
 mod wire;
 
+pub use asynchronous::{AsyncJetStreamDlq, AsyncJetStreamQueue};
 pub use client::{UnsupportedServer, MINIMUM_SERVER};
 pub use dlq::JetStreamDlq;
 pub use forward::{

@@ -156,7 +156,7 @@ impl JetStreamQueue {
         Ok(m)
     }
 
-    async fn publish_all<'p>(
+    pub(crate) async fn publish_all<'p>(
         &self,
         payloads: impl Iterator<Item = &'p [u8]>,
         options: &EnqueueOptions,
@@ -707,7 +707,7 @@ impl JetStreamQueue {
         Ok(())
     }
 
-    async fn stats_async(&self) -> Result<QueueStats> {
+    pub(crate) async fn stats_async(&self) -> Result<QueueStats> {
         let mut c = self.consumer_info().await?;
         let stream = self.js.stream(&self.info.stream).await?;
         let mut state = self.stream_state(&stream).await?;
@@ -761,6 +761,65 @@ impl JetStreamQueue {
     }
 }
 
+/// The queue's outcomes as futures: what both the blocking handle (each run to
+/// completion on the connection's runtime) and the async one
+/// ([`crate::AsyncJetStreamQueue`]) call.
+impl JetStreamQueue {
+    pub(crate) async fn ack_all_async(&self, msgs: &[JetStreamMessage]) -> Result<()> {
+        self.record_successes(msgs);
+        let conn = &self.js.inner.conn;
+        let acks = msgs
+            .iter()
+            .map(|m| conn.ack_confirmed(&m.reply, acks::ack()));
+        for r in futures_util::future::join_all(acks).await {
+            r?;
+        }
+        for m in msgs {
+            self.count_reprocessed(m).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn extend_async(&self, msg: &JetStreamMessage) -> Result<()> {
+        let key = (msg.id, msg.generation);
+        let until = self.hold_until(std::time::Instant::now());
+        self.info.holds.extend(key, until);
+        self.js
+            .inner
+            .conn
+            .ack_confirmed(&msg.reply, acks::progress())
+            .await
+    }
+
+    pub(crate) async fn retry_and_release(
+        &self,
+        msg: &JetStreamMessage,
+        report: &FailureReport<'_>,
+        retry_at_ms: u64,
+    ) -> Result<FailureOutcome> {
+        let outcome = self.retry_async(msg, report, retry_at_ms).await;
+        self.release_hold(msg);
+        outcome
+    }
+
+    pub(crate) async fn dead_letter_async(
+        &self,
+        msg: &JetStreamMessage,
+        report: &FailureReport<'_>,
+    ) -> Result<()> {
+        let now = now_ms();
+        let attempt = report.attempt(msg.attempt(), now);
+        let moved = self
+            .js
+            .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
+            .await;
+        self.release_hold(msg);
+        moved
+    }
+}
+
+/// The blocking handle: each operation's future run to completion on the connection's
+/// runtime.
 impl MessageQueue for JetStreamQueue {
     type Message = JetStreamMessage;
     type Dlq = JetStreamDlq;
@@ -808,31 +867,10 @@ impl MessageQueue for JetStreamQueue {
         self.js.inner.conn.run(self.lease_async(max, Some(timeout)))
     }
     fn ack_all(&self, msgs: &[JetStreamMessage]) -> Result<()> {
-        self.record_successes(msgs);
-        self.js.inner.conn.run(async {
-            let conn = &self.js.inner.conn;
-            let acks = msgs
-                .iter()
-                .map(|m| conn.ack_confirmed(&m.reply, acks::ack()));
-            for r in futures_util::future::join_all(acks).await {
-                r?;
-            }
-            for m in msgs {
-                self.count_reprocessed(m).await?;
-            }
-            Ok(())
-        })
+        self.js.inner.conn.run(self.ack_all_async(msgs))
     }
     fn extend(&self, msg: &JetStreamMessage, _visibility: Duration) -> Result<()> {
-        let key = (msg.id, msg.generation);
-        let until = self.hold_until(std::time::Instant::now());
-        self.info.holds.extend(key, until);
-        self.js.inner.conn.run(
-            self.js
-                .inner
-                .conn
-                .ack_confirmed(&msg.reply, acks::progress()),
-        )
+        self.js.inner.conn.run(self.extend_async(msg))
     }
     fn retry(
         &self,
@@ -840,24 +878,13 @@ impl MessageQueue for JetStreamQueue {
         report: &FailureReport<'_>,
         retry_at_ms: u64,
     ) -> Result<FailureOutcome> {
-        let outcome = self
-            .js
+        self.js
             .inner
             .conn
-            .run(self.retry_async(msg, report, retry_at_ms));
-        self.release_hold(msg);
-        outcome
+            .run(self.retry_and_release(msg, report, retry_at_ms))
     }
     fn dead_letter(&self, msg: &JetStreamMessage, report: &FailureReport<'_>) -> Result<()> {
-        let moved = self.js.inner.conn.run(async {
-            let now = now_ms();
-            let attempt = report.attempt(msg.attempt(), now);
-            self.js
-                .move_to_dlq(msg, report.failure, report, Some(attempt), msg.attempt, now)
-                .await
-        });
-        self.release_hold(msg);
-        moved
+        self.js.inner.conn.run(self.dead_letter_async(msg, report))
     }
     fn stats(&self) -> Result<QueueStats> {
         self.js.inner.conn.run(self.stats_async())
