@@ -300,7 +300,10 @@ pub mod trace {
     //! (`deadletter.dead_letter`) and a replay (`deadletter.replay`), each with the
     //! message's `traceparent` as a field: a subscriber (OpenTelemetry's, or a log) sees
     //! them as one trace. Without the feature nothing is emitted and nothing is linked in.
-    pub use crate::api::trace::{ParseTraceParentError, TraceParent, TRACEPARENT_ATTRIBUTE};
+    //! Another backend emits the enqueue and replay events of its own through [`events`].
+    pub use crate::api::trace::{
+        events, ParseTraceParentError, TraceParent, TRACEPARENT_ATTRIBUTE,
+    };
 }
 
 pub mod verify {

@@ -218,6 +218,8 @@ impl JetStreamDlq {
             .await
             .map_err(|e| backend("replay", e))?;
         self.js.delete_entry_at(found.sequence).await?;
+        let dlq = self.js.dlq_name(&self.queue);
+        deadletter::trace::events::replayed(&dlq, &target, id, &e.metadata.attributes);
         self.js
             .count_event(
                 &self.queue,

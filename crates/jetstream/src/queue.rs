@@ -198,6 +198,7 @@ impl JetStreamQueue {
         if let Some((sequence, seen)) = backwards {
             return Err(self.went_backwards(sequence, seen).await);
         }
+        deadletter::trace::events::enqueued(&self.info.name, &ids, &options.attributes);
         Ok(ids)
     }
 

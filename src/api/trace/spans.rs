@@ -11,8 +11,9 @@
 //! `deadletter.dead_letter` from the worker pools (the thread pool on any backend, the
 //! async pool) and from [`Queue::retry`](crate::Queue::retry) and
 //! [`Queue::dead_letter`](crate::Queue::dead_letter); `deadletter.enqueue` and
-//! `deadletter.replay` from the embedded store's queues and DLQs (another backend's own
-//! enqueue and replay emit nothing of these).
+//! `deadletter.replay` from the embedded store's queues and DLQs, and from another
+//! backend's own enqueues and replays through [`crate::trace::events`] (the JetStream
+//! backend's, with its feature `tracing`).
 //!
 //! | name | kind, level | fields |
 //! |---|---|---|
@@ -107,9 +108,10 @@ impl HandlerSpan {
     }
 }
 
-/// Messages `ids` were enqueued to `queue` with `attributes`.
+/// Messages `ids` were enqueued to `queue` with `attributes` (`deadletter.enqueue`);
+/// nothing without the feature `tracing`.
 #[inline]
-pub(crate) fn enqueued(queue: &str, ids: &[u64], attributes: &BTreeMap<String, String>) {
+pub fn enqueued(queue: &str, ids: &[u64], attributes: &BTreeMap<String, String>) {
     #[cfg(feature = "tracing")]
     tracing::debug!(
         name: "deadletter.enqueue",
@@ -177,9 +179,10 @@ pub(crate) fn replays_traced() -> bool {
     }
 }
 
-/// DLQ entry `id` of `dlq` was replayed into `queue`.
+/// DLQ entry `id` of `dlq`, with `attributes`, was replayed into `queue`
+/// (`deadletter.replay`); nothing without the feature `tracing`.
 #[inline]
-pub(crate) fn replayed(dlq: &str, queue: &str, id: u64, attributes: &BTreeMap<String, String>) {
+pub fn replayed(dlq: &str, queue: &str, id: u64, attributes: &BTreeMap<String, String>) {
     #[cfg(feature = "tracing")]
     tracing::info!(
         name: "deadletter.replay",
