@@ -302,7 +302,19 @@ pub(in crate::engine::wire) fn decode(
     body: &[u8],
     at: u64,
 ) -> std::result::Result<engine::Snapshot, CheckpointError> {
-    let (s, used): (Snapshot<'_>, usize) = bincode::serde::borrow_decode_from_slice(body, config())
+    decode_as::<Snapshot<'_>>(body, at)
+}
+
+/// Decodes a checkpoint body as the wire struct `S` (this version's [`Snapshot`], or a
+/// later version's body), with [`decode`]'s checks.
+pub(in crate::engine::wire) fn decode_as<'a, S>(
+    body: &'a [u8],
+    at: u64,
+) -> std::result::Result<engine::Snapshot, CheckpointError>
+where
+    S: Deserialize<'a> + Wire<'a, Engine = engine::Snapshot>,
+{
+    let (s, used): (S, usize) = bincode::serde::borrow_decode_from_slice(body, config())
         .map_err(|_| CheckpointError::Damaged(at))?;
     if used != body.len() {
         return Err(CheckpointError::Damaged(at + used as u64));

@@ -5,9 +5,9 @@
 use super::audit::AuditPart;
 use crate::engine::state as engine;
 use crate::engine::wire::checkpoint::CheckpointError;
-use crate::engine::wire::convert::{wire_struct, Text, Wire, WireOf};
+use crate::engine::wire::convert::{wire_struct, Text, WireOf};
 use crate::engine::wire::v1::snapshot::{DeadInfo, Extra, Guards, Msgs, QueueSnapshot};
-use crate::engine::wire::v1::{codec_error, config};
+use crate::engine::wire::v1::{self, codec_error, config};
 use crate::error::Result;
 
 wire_struct! {
@@ -45,23 +45,13 @@ pub(in crate::engine::wire) fn encode(
     Ok(())
 }
 
-/// Decodes a checkpoint body that starts at file offset `at`. It names no more queues, and
-/// no queue id, than the index can hold (below [`engine::MAX_QUEUES`]), or it does not
-/// decode.
+/// Decodes a checkpoint body that starts at file offset `at`, with version 1's checks (no
+/// more queues, and no queue id, than the index can hold).
 pub(in crate::engine::wire) fn decode(
     body: &[u8],
     at: u64,
 ) -> std::result::Result<engine::Snapshot, CheckpointError> {
-    let (s, used): (Snapshot<'_>, usize) = bincode::serde::borrow_decode_from_slice(body, config())
-        .map_err(|_| CheckpointError::Damaged(at))?;
-    if used != body.len() {
-        return Err(CheckpointError::Damaged(at + used as u64));
-    }
-    let s = s.into_engine().ok_or(CheckpointError::Damaged(at))?;
-    if s.queues.len() > engine::MAX_QUEUES as usize {
-        return Err(CheckpointError::Damaged(at));
-    }
-    Ok(s)
+    v1::snapshot::decode_as::<Snapshot<'_>>(body, at)
 }
 
 #[cfg(test)]
