@@ -197,9 +197,11 @@ pub mod queue {
     //! Producing and consuming: the options of an enqueue ([`EnqueueOptions`]) and of a
     //! queue ([`QueueOptions`]), a queue's counts ([`QueueStats`], [`QueueCounters`]), and
     //! the report of a failed delivery ([`FailureReport`]) with what came of it
-    //! ([`FailureOutcome`]), and what is wrong with a refused queue name ([`NameProblem`]).
+    //! ([`FailureOutcome`]), a queue's recent rates ([`QueueRates`], [`RateWindow`]), and
+    //! what is wrong with a refused queue name ([`NameProblem`]).
     //! The handle itself is [`Queue`](crate::Queue).
     pub use crate::api::core::config::QueueOptions;
+    pub use crate::api::activity::{QueueRates, RateWindow};
     pub use crate::api::queue::{
         EnqueueOptions, FailureOutcome, FailureReport, QueueCounters, QueueStats,
     };
@@ -254,9 +256,15 @@ pub mod pool {
     //! The worker pool's parts: the running pool ([`RunningPool`], its [`PoolCounters`],
     //! what its shutdown did: [`ShutdownReport`]), the handler ([`Handler`]), retries
     //! ([`Retry`], [`Backoff`], [`Jitter`]) and how an error becomes a failure
-    //! ([`Classifier`], [`FailureClass`], [`DECODE_ERROR_KIND`]). The builder itself is
-    //! [`WorkerPool`](crate::WorkerPool).
+    //! ([`Classifier`], [`FailureClass`], [`DECODE_ERROR_KIND`]); the pools attached to a
+    //! store ([`AttachedPool`], [`PoolKind`], and [`Workers`], [`QueueWorkers`] with each
+    //! queue's rates; a backend's registration: [`PoolPresence`], [`PoolAttachment`]).
+    //! The builder itself is [`WorkerPool`](crate::WorkerPool).
+    pub use crate::api::activity::{QueueWorkers, Workers};
     pub use crate::api::classify::Classifier;
+    pub use crate::api::core::pools::{
+        AttachedPool, PoolAttachment, PoolKind, PoolPresence, HEARTBEAT_EVERY_MS,
+    };
     pub use crate::api::core::types::{FailureClass, DECODE_ERROR_KIND};
     pub use crate::api::retry::{Backoff, Jitter, Retry};
     pub use crate::api::worker::{Handler, PoolCounters, RunningPool, ShutdownReport};

@@ -25,6 +25,14 @@
 //! | `deadletter_dlq_replayed_total`          | counter | [`QueueMetrics::dlq_replayed`] |
 //! | `deadletter_oldest_message_age_seconds`  | gauge   | [`QueueMetrics::oldest_message_age_ms`] |
 //! | `deadletter_dlq_oldest_age_seconds`      | gauge   | [`QueueMetrics::dlq_oldest_age_ms`] |
+//! | `deadletter_worker_pools`                | gauge   | [`QueueMetrics::pools`] (how many) |
+//! | `deadletter_pool_workers`                | gauge   | [`QueueMetrics::pools`] (their workers) |
+//! | `deadletter_pool_handlers_in_flight`     | gauge   | [`QueueMetrics::pools`] (their handlers running) |
+//!
+//! The pool gauges have a sample (0 when nothing consumes the queue) only where the pools
+//! are known: the process that holds the store, or one that asked it (the `deadletter`
+//! command); a read-only snapshot has none. Rates are not exposed as gauges: Prometheus
+//! derives them from the `*_total` counters (`rate(deadletter_acked_total[1m])`).
 //!
 //! The two age gauges have no sample for a queue with nothing to age (an empty queue, an
 //! empty DLQ): a 0 would read as "fresh", and an absent series is the exposition's way to
@@ -48,7 +56,9 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use crate::api::activity::{QueueRates, Workers};
 use crate::api::core::durations::{DurationHistogram, DURATION_BUCKETS_SECONDS};
+use crate::api::core::pools::AttachedPool;
 use crate::api::core::store::Store;
 use crate::api::dlq::DlqStats;
 use crate::api::queue::QueueStats;
@@ -100,6 +110,14 @@ pub struct QueueMetrics {
     /// until a pool is started on the queue (or on a backend that keeps none), empty (all
     /// counts 0) from then until its first delivery is handled.
     pub handler_duration: Option<DurationHistogram>,
+    /// The worker pools attached to the queue now (empty: nothing consumes it); `None`
+    /// where they are not known (a read-only snapshot, a backend that keeps no list).
+    #[serde(default)]
+    pub pools: Option<Vec<AttachedPool>>,
+    /// Enqueued, acked and failed over the last minutes; `None` where they are not known
+    /// (as for `pools`).
+    #[serde(default)]
+    pub rates: Option<QueueRates>,
 }
 
 /// A snapshot of every queue of a store ([`Store::metrics_snapshot`]), as numbers or as
@@ -159,6 +177,8 @@ impl QueueMetrics {
             dlq_oldest_age_ms: dlq.oldest_age_ms,
             dlq_by_error_kind: dlq.by_error_kind.clone(),
             handler_duration: None,
+            pools: None,
+            rates: None,
         }
     }
 }
@@ -177,10 +197,24 @@ impl Metrics {
         /// The same, with the bytes the store takes on disk.
         with_disk_bytes(bytes: Option<u64>) => disk_bytes = bytes;
     }
+
+    /// The same, with each queue's attached pools and rates from `workers` (read by the
+    /// process that holds the store; queues it does not list keep theirs).
+    pub fn with_workers(mut self, workers: &Workers) -> Metrics {
+        for q in &mut self.queues {
+            if let Some(w) = workers.queue(&q.queue) {
+                q.pools = Some(w.pools.clone());
+                q.rates = Some(w.rates);
+            }
+        }
+        self
+    }
 }
 
 impl Store {
     /// The numbers of every queue and DLQ, from incrementally kept counters (no scan).
+    /// The pools attached and the rates are filled in by the process that holds the store
+    /// (a read-only snapshot knows neither: see [`Metrics::with_workers`]).
     pub fn metrics_snapshot(&self) -> Metrics {
         let at_ms = self.now();
         let queues = self
@@ -193,7 +227,11 @@ impl Store {
                 m
             })
             .collect();
-        Metrics::new(at_ms, queues).with_disk_bytes(self.disk_bytes())
+        let metrics = Metrics::new(at_ms, queues).with_disk_bytes(self.disk_bytes());
+        if self.is_read_only() {
+            return metrics;
+        }
+        metrics.with_workers(&self.workers())
     }
 }
 
@@ -208,17 +246,19 @@ struct Family {
 enum MetricValue {
     Count(u64),
     Seconds(Option<u64>),
+    /// A count where it is known (no sample otherwise).
+    Known(Option<u64>),
 }
 
 /// Builds [`FAMILIES`] from lines `name: kind, Value(field), help;`: the metric's name and
 /// type, how its value is read from a queue's [`QueueMetrics`], and its help text.
 macro_rules! families {
-    ($($name:ident: $kind:ident, $value:ident($field:ident), $help:literal;)*) => {
+    ($($name:ident: $kind:ident, $value:ident($($field:tt)+), $help:literal;)*) => {
         &[$(Family {
             name: stringify!($name),
             kind: stringify!($kind),
             help: $help,
-            value: |q| MetricValue::$value(q.$field),
+            value: |q| MetricValue::$value(q.$($field)+),
         }),*]
     };
 }
@@ -243,7 +283,28 @@ const FAMILIES: &[Family] = families! {
         "How long the oldest waiting message has been visible without being consumed.";
     deadletter_dlq_oldest_age_seconds: gauge, Seconds(dlq_oldest_age_ms),
         "Age of the oldest dead letter entry.";
+    deadletter_worker_pools: gauge, Known(pool_count()),
+        "Worker pools attached to the queue now.";
+    deadletter_pool_workers: gauge, Known(pool_workers()),
+        "Workers (threads, or handlers an async pool runs at once) of the pools attached to the queue.";
+    deadletter_pool_handlers_in_flight: gauge, Known(pool_in_flight()),
+        "Handlers of the attached pools running now.";
 };
+
+impl QueueMetrics {
+    fn pool_sum(&self, of: fn(&AttachedPool) -> u64) -> Option<u64> {
+        self.pools.as_ref().map(|p| p.iter().map(of).sum())
+    }
+    fn pool_count(&self) -> Option<u64> {
+        self.pool_sum(|_| 1)
+    }
+    fn pool_workers(&self) -> Option<u64> {
+        self.pool_sum(|p| p.workers)
+    }
+    fn pool_in_flight(&self) -> Option<u64> {
+        self.pool_sum(|p| p.in_flight)
+    }
+}
 
 impl Metrics {
     /// The names of the metric families [`Metrics::to_prometheus`] writes, in order.
@@ -264,7 +325,8 @@ impl Metrics {
                 let value = match (family.value)(q) {
                     MetricValue::Count(n) => n.to_string(),
                     MetricValue::Seconds(Some(ms)) => seconds(ms),
-                    MetricValue::Seconds(None) => continue,
+                    MetricValue::Seconds(None) | MetricValue::Known(None) => continue,
+                    MetricValue::Known(Some(n)) => n.to_string(),
                 };
                 let _ = writeln!(out, "{}{{{}}} {value}", family.name, labels(q));
             }

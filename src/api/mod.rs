@@ -7,7 +7,8 @@
 //!  guarded/, compaction policies over the operations: guarded replay, a compaction run
 //!  worker, backend/     the worker pool and the traits the handles implement
 //!  queue/, dlq/,        the handles and reads that turn each user operation into records
-//!  history, metrics
+//!  history, metrics,    (activity: the pools attached and the recent rates)
+//!  activity
 //!  core/                the store's shared state and handle, settings, actors, alerts,
 //!                       clock, durations, the types users see
 //! ```
@@ -22,6 +23,7 @@
 //! briefly and read the log outside it. The crate root re-exports this layer's public
 //! types; the modules themselves are private.
 
+pub mod activity;
 #[cfg(feature = "async")]
 pub mod asynchronous;
 pub mod backend;

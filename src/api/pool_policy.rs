@@ -30,6 +30,8 @@ pub(crate) struct PoolSettings {
     pub(crate) lease: Duration,
     /// Prefix of worker names (recorded with failures).
     pub(crate) name: String,
+    /// True when the builder was given the name (the pool is then listed under it).
+    pub(crate) named: bool,
     /// How long an idle worker waits for work before it looks again.
     pub(crate) idle_poll: Duration,
     /// How converted failures are classified.
@@ -43,9 +45,15 @@ impl PoolSettings {
             retry: Retry::default(),
             lease: Duration::from_secs(30),
             name: name.into(),
+            named: false,
             idle_poll: Duration::from_millis(200),
             classifier: Classifier::new(),
         }
+    }
+
+    /// The pool's name among the attached pools: the one its builder was given, if any.
+    pub(crate) fn given_name(&self) -> Option<String> {
+        self.named.then(|| self.name.clone())
     }
 }
 
@@ -62,8 +70,11 @@ macro_rules! pool_setters {
             /// Lease length; handlers running longer get it extended.
             lease(lease: std::time::Duration) =>
                 settings.lease = lease.max(std::time::Duration::from_millis(10));
-            /// Prefix of worker names (recorded with failures): `{name}-{index}`.
-            name(name: impl Into<String>) => settings.name = name.into();
+            /// Prefix of worker names (recorded with failures): `{name}-{index}`; also
+            /// the pool's name among the store's attached pools
+            /// ([`Store::attached_pools`](crate::Store::attached_pools)).
+            name(name: impl Into<String>) =>
+                settings.name = name.into(), settings.named = true;
         }
     };
 }

@@ -54,7 +54,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,7 @@ use serde::de::DeserializeOwned;
 use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::core::alert::DlqAlert;
+use crate::api::core::pools::{PoolAttachment, PoolKind, PoolPresence};
 use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
 use crate::api::pool_policy::{
     on_failure, panic_failure, pool_setters, trace_failure, Action, PoolSettings,
@@ -220,6 +221,8 @@ struct Shared<Q: WorkerQueue> {
     done: Condvar,
     done_lock: Mutex<()>,
     fatal: Mutex<Option<Error>>,
+    /// What the store's list of attached pools reads of this one; its heartbeat.
+    presence: Arc<PoolPresence>,
 }
 
 /// A started pool (see [`WorkerPool::start`]): its threads lease and handle messages until
@@ -269,6 +272,9 @@ struct Shared<Q: WorkerQueue> {
 pub struct RunningPool<Q: WorkerQueue = Queue> {
     shared: Arc<Shared<Q>>,
     threads: Vec<JoinHandle<()>>,
+    /// The pool's entry among its backend's attached pools: dropped last, after `Drop`
+    /// joined the threads, so the pool is listed until it has stopped.
+    _attachment: Option<PoolAttachment>,
 }
 
 impl<Q: WorkerQueue> WorkerPool<Q> {
@@ -290,17 +296,31 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
 
     /// Starts the workers with `handler`.
     pub fn start(self, handler: impl Handler<Q::Message>) -> Result<RunningPool<Q>> {
+        let given_name = self.settings.given_name();
         let PoolSettings {
             retry,
             lease,
             name,
             idle_poll,
             classifier,
+            ..
         } = self.settings;
         let queue = self.queue.with_policy(retry.max_attempts, lease)?;
         // Its handler-duration series exist from now, at zero until the first delivery.
         queue.declare_handler_durations();
-        let shared = Arc::new(Shared {
+        let workers = self.workers;
+        let shared = Arc::new_cyclic(|me: &Weak<Shared<Q>>| Shared {
+            presence: {
+                let me = me.clone();
+                Arc::new(PoolPresence::new(
+                    queue.name(),
+                    given_name,
+                    PoolKind::Threads,
+                    workers,
+                    queue.now_ms(),
+                    move || me.upgrade().map_or(0, |s| s.in_flight()),
+                ))
+            },
             queue,
             retry,
             lease,
@@ -353,7 +373,12 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
             .spawn(move || heartbeat_loop(&hb))
             .map_err(|e| Error::io("spawn heartbeat", "", e))?;
         threads.push(t);
-        Ok(RunningPool { shared, threads })
+        let attachment = shared.queue.attach_pool(Arc::clone(&shared.presence));
+        Ok(RunningPool {
+            shared,
+            threads,
+            _attachment: attachment,
+        })
     }
 
     /// Starts the workers with a handler of typed payloads (enqueued with
@@ -547,6 +572,7 @@ impl<Q: WorkerQueue> Worker<'_, Q> {
                 self.acked(lost);
                 batch
             };
+            shared.presence.beat(self.queue.now_ms());
             self.settle_reports()?;
             if batch.is_empty() {
                 continue;
@@ -778,6 +804,7 @@ fn heartbeat_loop<Q: WorkerQueue>(shared: &Shared<Q>) {
             }
             shared.done.wait_for(&mut g, tick);
         }
+        shared.presence.beat(shared.queue.now_ms());
         let now = Instant::now();
         for slot in &shared.slots {
             let (msgs, from) = {

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use super::queue::AsyncQueue;
 use crate::api::backend::MessageQueue;
 use crate::api::classify::Classifier;
+use crate::api::core::pools::{PoolAttachment, PoolKind, PoolPresence};
 use crate::api::core::types::Failure;
 use crate::api::pool_policy::{
     on_failure, panic_failure, pool_setters, trace_failure, Action, PoolSettings,
@@ -197,6 +199,12 @@ struct Dispatcher<H: AsyncHandler> {
     reports_to: u64,
     durations: Vec<Duration>,
     counters: PoolCounters,
+    /// Handlers running now, for the store's list of attached pools.
+    in_flight: Arc<AtomicU64>,
+    /// What that list reads of this pool; its heartbeat.
+    presence: Arc<PoolPresence>,
+    /// The pool's entry in that list, until the dispatcher is dropped (its `run` ended).
+    _attachment: PoolAttachment,
 }
 
 impl<H: AsyncHandler> Dispatcher<H> {
@@ -205,7 +213,21 @@ impl<H: AsyncHandler> Dispatcher<H> {
         let queue = (pool.queue).with_policy(settings.retry.max_attempts, settings.lease)?;
         // Its handler-duration series exist from now, at zero until the first delivery.
         queue.declare_handler_durations();
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let reading = Arc::clone(&in_flight);
+        let presence = Arc::new(PoolPresence::new(
+            queue.name(),
+            settings.given_name(),
+            PoolKind::Async,
+            pool.concurrency,
+            queue.now_ms(),
+            move || reading.load(Ordering::Relaxed),
+        ));
+        let attachment = queue.store().attach_pool(Arc::clone(&presence));
         Ok(Dispatcher {
+            in_flight,
+            presence,
+            _attachment: attachment,
             asynchronous: AsyncQueue::new(&queue),
             starts: queue.store().engine().waits_for_sync(),
             queue,
@@ -270,6 +292,7 @@ impl<H: AsyncHandler> Dispatcher<H> {
                     return Ok(false);
                 }
             }
+            self.presence.beat(self.queue.now_ms());
             let seen = self.asynchronous.ready_epoch();
             let free = match grace_ends {
                 Some(_) => 0,
@@ -336,8 +359,15 @@ impl<H: AsyncHandler> Dispatcher<H> {
                 },
             );
         }
-        self.counters.in_flight = self.running.len() as u64;
+        self.counted_running();
         Ok(batch.len())
+    }
+
+    /// Counts the handlers running, for the counters and the list of attached pools.
+    fn counted_running(&mut self) {
+        self.counters.in_flight = self.running.len() as u64;
+        self.in_flight
+            .store(self.counters.in_flight, Ordering::Relaxed);
     }
 
     /// Counts the acks just written (`lost` of them refused) and forgets them.
@@ -440,7 +470,7 @@ impl<H: AsyncHandler> Dispatcher<H> {
         let Some(r) = self.running.remove(&id) else {
             return Ok(());
         };
-        self.counters.in_flight = self.running.len() as u64;
+        self.counted_running();
         let duration = r.started.elapsed();
         self.durations.push(duration);
         match failure {
@@ -520,6 +550,7 @@ impl<H: AsyncHandler> Dispatcher<H> {
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         let mut result = Ok(());
+        self.in_flight.store(0, Ordering::Relaxed);
         for (_, r) in self.running.drain() {
             let released = self.asynchronous.release(&r.msg, Duration::ZERO).await;
             if let Err(e) = released {

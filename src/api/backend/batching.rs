@@ -12,9 +12,11 @@
 //!   [`WorkerQueue::dead_letter_deferred`]) is visible at once, and durable once
 //!   [`WorkerQueue::make_durable`] returns for its mark.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::backend::contract::MessageQueue;
+use crate::api::core::pools::{PoolAttachment, PoolPresence};
 use crate::api::core::types::MessageId;
 use crate::api::queue::{EnqueueOptions, FailureOutcome, FailureReport, QueueStats};
 use crate::error::{Error, Result};
@@ -46,10 +48,11 @@ use crate::error::{Error, Result};
 /// - [`worker_handle`](WorkerQueue::worker_handle),
 ///   [`wake_consumers`](WorkerQueue::wake_consumers),
 ///   [`observe_handler`](WorkerQueue::observe_handler),
-///   [`observe_handlers`](WorkerQueue::observe_handlers) and
-///   [`declare_handler_durations`](WorkerQueue::declare_handler_durations), one by one:
-///   a handle per worker thread, interrupting blocked leases when the pool stops, and a
-///   record of handler times for the backend's metrics.
+///   [`observe_handlers`](WorkerQueue::observe_handlers),
+///   [`declare_handler_durations`](WorkerQueue::declare_handler_durations) and
+///   [`attach_pool`](WorkerQueue::attach_pool), one by one: a handle per worker thread,
+///   interrupting blocked leases when the pool stops, a record of handler times for the
+///   backend's metrics, and a list of the pools running on it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -226,6 +229,15 @@ pub trait WorkerQueue: MessageQueue {
     /// exist (at zero) from the pool's start rather than from its first delivery. The
     /// default, for a backend that keeps none, does nothing.
     fn declare_handler_durations(&self) {}
+
+    /// Lists a starting worker pool among the backend's attached pools (what
+    /// [`Store::attached_pools`](crate::Store::attached_pools) reads for the embedded
+    /// store), until the returned attachment is dropped: the pool keeps it while it runs.
+    /// The default, for a backend that keeps no such list, attaches nothing (`None`).
+    fn attach_pool(&self, pool: Arc<PoolPresence>) -> Option<PoolAttachment> {
+        let _ = pool;
+        None
+    }
 }
 
 /// How far a backend's deferred reports ([`WorkerQueue::retry_deferred`],

@@ -4,11 +4,13 @@
 //! start records and group-committed failure reports.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::backend::batching::{WorkerQueue, WriteMark};
 use crate::api::backend::contract::{DeadLetterQueue, Delivery, MessageQueue};
 use crate::api::core::alert::DlqAlert;
+use crate::api::core::pools::{PoolAttachment, PoolPresence};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{
     Analysis, DeadLetterSummary, Dlq, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
@@ -105,6 +107,9 @@ impl WorkerQueue for Queue {
     }
     fn declare_handler_durations(&self) {
         Queue::declare_handler_durations(self)
+    }
+    fn attach_pool(&self, pool: Arc<PoolPresence>) -> Option<PoolAttachment> {
+        Some(self.store().attach_pool(pool))
     }
 }
 

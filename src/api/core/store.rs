@@ -32,6 +32,7 @@ use crate::api::core::actor::Actor;
 use crate::api::core::alert::{AlertFn, Alerts};
 use crate::api::core::config::{Config, QueueOptions};
 use crate::api::core::durations::{DurationHistogram, HandlerDurations};
+use crate::api::core::pools::{AttachedPool, PoolAttachment, PoolPresence, PoolRegistry};
 use crate::api::core::types::MessageId;
 use crate::engine::op_entry;
 use crate::engine::record::{Decoded, Op, QueueId};
@@ -57,6 +58,8 @@ pub(crate) struct StoreInner {
     durations: RwLock<IdMap<QueueId, Arc<HandlerDurations>>>,
     /// Told of each write that made guarded-replay work due (the driver registers it).
     replay_hook: RwLock<Option<Arc<dyn ReplayHook>>>,
+    /// The worker pools running on the store's queues in this process (not persisted).
+    pools: PoolRegistry,
 }
 
 /// What drives a store's guarded replays, as the write path sees it: the guarded-replay
@@ -154,6 +157,7 @@ impl Store {
                 expiry_high_water: Mutex::new(high_water),
                 durations: RwLock::new(IdMap::default()),
                 replay_hook: RwLock::new(None),
+                pools: PoolRegistry::default(),
             }),
             actor: Actor::library(),
         }
@@ -327,6 +331,42 @@ impl Store {
     /// a run was recorded).
     pub(crate) fn handler_duration_snapshot(&self, q: QueueId) -> Option<DurationHistogram> {
         Some(self.inner.durations.read().get(&q)?.snapshot())
+    }
+
+    /// Lists `pool` among the store's attached pools until the returned attachment is
+    /// dropped.
+    pub(crate) fn attach_pool(&self, pool: Arc<PoolPresence>) -> PoolAttachment {
+        self.inner.pools.attach(pool)
+    }
+
+    /// The worker pools running on this store's queues in this process, in start order:
+    /// each [`WorkerPool`](crate::WorkerPool) and async pool from its start until it stops
+    /// (in memory only; nothing is written). A read-only snapshot has none: the pools of
+    /// the process that holds the store are read through its control socket
+    /// ([`Client::workers`](crate::control::Client::workers)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use deadletter::{Config, Message, Store, WorkerPool};
+    ///
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = Store::open(&dir, Config::fast())?;
+    /// let orders = store.queue("orders")?;
+    /// let pool = WorkerPool::new(&orders)
+    ///     .workers(3)
+    ///     .name("billing")
+    ///     .start(|_: &Message| Ok(()))?;
+    /// let attached = store.attached_pools();
+    /// assert_eq!(attached.len(), 1);
+    /// assert_eq!((attached[0].queue.as_str(), attached[0].workers), ("orders", 3));
+    /// assert_eq!(attached[0].name.as_deref(), Some("billing"));
+    ///
+    /// pool.shutdown(Duration::from_secs(5))?;
+    /// assert!(store.attached_pools().is_empty());
+    /// # Ok::<(), deadletter::Error>(())
+    /// ```
+    pub fn attached_pools(&self) -> Vec<AttachedPool> {
+        self.inner.pools.list()
     }
 
     /// Bytes of the files in the store's directory (segments, which are preallocated,

@@ -140,6 +140,11 @@ impl Queue {
         &self.name
     }
 
+    /// The queue's id in the store's index.
+    pub(crate) fn id(&self) -> QueueId {
+        self.id
+    }
+
     /// The options in force for this queue: those it was opened with (see
     /// [`Store::queue_with`]), or the store's defaults.
     pub fn options(&self) -> QueueOptions {

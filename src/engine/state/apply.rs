@@ -3,7 +3,7 @@
 
 use super::guards::Outcome;
 use super::{
-    clip, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, EntrySummary, Event, Extra,
+    clip, Activity, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, EntrySummary, Event, Extra,
     Failed, IdMap, IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND,
     NO_FINGERPRINT, STORE_ACTOR,
 };
@@ -145,9 +145,13 @@ impl State {
             self.idempotency_order
                 .push_back((m.enqueued_at, key.clone()));
         }
+        let at = self.latest_time;
         let q = self.queue_mut(m.queue);
         q.counters.ready += 1;
-        q.counters.enqueued += u64::from(previous_place.is_none());
+        if previous_place.is_none() {
+            q.counters.enqueued += 1;
+            q.activity.add(Activity::Enqueued, 1, at);
+        }
         let fresh = m.visible_at <= m.enqueued_at && previous_place.is_none();
         self.push_ready(m.queue, m.visible_at, m.id, fresh);
         Effects::of(true, previous_place.is_some())
@@ -231,7 +235,10 @@ impl State {
                 };
                 self.extras.entry(*id).or_default().history_pos = Some(pos);
                 self.make_ready(*id, m, *visible_at, Place::Ready);
-                self.queue_mut(m.queue()).counters.retried += 1;
+                let at = self.latest_time;
+                let qs = self.queue_mut(m.queue());
+                qs.counters.retried += 1;
+                qs.activity.add(Activity::Retried, 1, at);
                 self.guard_outcome(*id, Outcome::FailedAgain);
                 Effects::of(true, false)
             }
@@ -472,9 +479,11 @@ impl State {
         };
         self.msgs.remove(&id);
         let extra = self.remove_extra(id);
+        let now = self.latest_time;
         let qs = self.queue_mut(m.queue());
         uncount(qs, m.place());
         qs.counters.acked += 1;
+        qs.activity.add(Activity::Acked, 1, now);
         if let Some(from) = extra.and_then(|e| e.from_dlq) {
             self.queue_mut(from).dlq.reprocessed_ok += 1;
         }
@@ -539,9 +548,11 @@ impl State {
         if let Some(from) = from_dlq {
             self.queue_mut(from).dlq.reprocessed_failed += 1;
         }
+        let now = self.latest_time;
         let qs = self.queue_mut(m.queue());
         uncount(qs, m.place());
         qs.counters.dead_lettered += 1;
+        qs.activity.add(Activity::DeadLettered, 1, now);
         if failure.error_kind == EXPIRED_KIND {
             qs.counters.expired += 1;
         }

@@ -24,6 +24,7 @@ mod index;
 mod intern;
 mod live;
 mod past;
+mod rates;
 mod ready;
 mod snapshot;
 
@@ -45,6 +46,7 @@ pub use history::{FailureHistory, HISTORY_HOURS, HOUR_MS};
 pub use index::MsgIndex;
 pub use intern::{IdHashSet, IdMap, Interner};
 pub use past::PastEntry;
+pub use rates::{Activity, RecentActivity, RATE_BUCKETS, RATE_BUCKET_MS};
 pub use snapshot::{QueueSnapshot, Snapshot};
 
 /// Error kind of messages dead-lettered because their TTL passed.
@@ -278,6 +280,8 @@ pub struct QueueState {
     pub dlq: DlqCounters,
     /// Dead-letterings per hour and error kind.
     pub history: FailureHistory,
+    /// Enqueues, acks, retries and dead-letterings of the last minutes (not persisted).
+    pub activity: RecentActivity,
 }
 
 /// What an applied record changed that the store must react to (alerts, wake-ups).

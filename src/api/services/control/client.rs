@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::protocol::{self, EnqueueRequest, GuardedStep, Reply, Request, PROTOCOL_VERSION};
+use super::protocol::{
+    self, EnqueueRequest, GuardedStep, RemoteError, Reply, Request, OLDEST_COMPATIBLE,
+    PROTOCOL_VERSION, WORKERS_SINCE,
+};
+use crate::api::activity::Workers;
 use crate::api::core::actor::Actor;
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
@@ -38,6 +42,9 @@ pub struct Client {
     dir: PathBuf,
     conn: Mutex<(BufReader<UnixStream>, UnixStream)>,
     owner_pid: u32,
+    /// The protocol version spoken with the owner: this build's, or the older compatible
+    /// one an older owner speaks.
+    speaks: u16,
 }
 
 /// What [`Client::mark_reprocessed`] did.
@@ -98,22 +105,66 @@ impl Client {
             dir: dir.clone(),
             conn: Mutex::new((BufReader::new(stream), writer)),
             owner_pid: 0,
+            speaks: PROTOCOL_VERSION,
         };
-        let (protocol, pid) = ask!(client, &Request::Hello { actor },
-            Reply::Hello { protocol, pid } => (protocol, pid))?;
-        if protocol != PROTOCOL_VERSION {
-            return Err(no_owner(format!(
-                "the owner speaks control protocol version {protocol}, this build \
-                 {PROTOCOL_VERSION}"
-            )));
+        let hello = Request::Hello { actor };
+        let mut reply = client.exchange(&hello)?;
+        if let Reply::Failed(RemoteError::Unsupported { supported, .. }) = reply {
+            // An older owner: speak its version, if this build still does.
+            if (OLDEST_COMPATIBLE..PROTOCOL_VERSION).contains(&supported) {
+                client.speaks = supported;
+                reply = client.exchange(&hello)?;
+            }
         }
-        client.owner_pid = pid;
-        Ok(client)
+        match reply {
+            Reply::Hello { protocol, pid } if protocol == client.speaks => {
+                client.owner_pid = pid;
+                Ok(client)
+            }
+            Reply::Hello { protocol, .. }
+            | Reply::Failed(RemoteError::Unsupported {
+                supported: protocol,
+                ..
+            }) => Err(no_owner(format!(
+                "the owner speaks control protocol version {protocol}, this build \
+                 {OLDEST_COMPATIBLE} to {PROTOCOL_VERSION}"
+            ))),
+            Reply::Failed(e) => Err(e.into()),
+            other => Err(Error::Remote {
+                kind: "BadReply".into(),
+                message: format!("unexpected reply {other:?}"),
+            }),
+        }
     }
 
     /// The process id of the store's owner.
     pub fn owner_pid(&self) -> u32 {
         self.owner_pid
+    }
+
+    /// The control protocol version spoken with the owner: [`PROTOCOL_VERSION`], or an
+    /// older one (down to [`OLDEST_COMPATIBLE`]) that an owner running an older release
+    /// speaks; a request added after it is refused before it is sent.
+    pub fn protocol(&self) -> u16 {
+        self.speaks
+    }
+
+    /// The owner's worker pools attached to each queue and the queues' recent rates
+    /// (`Store::workers` in the owner). An owner that speaks a protocol older than 6 knows
+    /// no such request: that is [`Error::Remote`] of kind `Unsupported`, saying so.
+    pub fn workers(&self) -> Result<Workers> {
+        if self.speaks < WORKERS_SINCE {
+            return Err(Error::Remote {
+                kind: "Unsupported".into(),
+                message: format!(
+                    "the process holding the store (pid {}) runs an older deadletter \
+                     (control protocol {}), which cannot list its worker pools (protocol \
+                     {WORKERS_SINCE} or later): upgrade the deadletter it is built with",
+                    self.owner_pid, self.speaks
+                ),
+            });
+        }
+        ask!(self, &Request::Workers, Reply::Workers(workers) => workers)
     }
 
     /// Enqueues one message on `queue` (created if missing); returns its id.
@@ -269,31 +320,92 @@ impl Client {
 
     /// Sends one request and reads its reply; an owner's error comes back as an [`Error`].
     fn call(&self, request: &Request) -> Result<Reply> {
+        match self.exchange(request)? {
+            Reply::Failed(e) => Err(e.into()),
+            reply => Ok(reply),
+        }
+    }
+
+    /// Sends one request in the version spoken and reads its reply, which must come in
+    /// that version (an owner answers a version it does not speak in its own: its
+    /// `Unsupported` decodes alike in every version).
+    fn exchange(&self, request: &Request) -> Result<Reply> {
         let mut conn = self.conn.lock();
         let no_owner = |reason: String| Error::NoOwner {
             path: self.dir.clone(),
             reason,
         };
         let lost = |e: std::io::Error| no_owner(format!("the control connection failed: {e}"));
-        protocol::write_frame(&mut conn.1, request).map_err(lost)?;
+        protocol::write_frame(&mut conn.1, self.speaks, request).map_err(lost)?;
         let silent =
             || no_owner("the owner closed the control connection without answering".into());
         let (version, body) = protocol::read_frame(&mut conn.0)
             .map_err(lost)?
             .ok_or_else(silent)?;
-        if version != PROTOCOL_VERSION {
-            return Err(no_owner(format!(
+        let reply = protocol::decode::<Reply>(&body).map_err(|e| Error::Remote {
+            kind: "BadReply".into(),
+            message: e,
+        });
+        match reply {
+            Ok(reply @ Reply::Failed(RemoteError::Unsupported { .. })) => Ok(reply),
+            _ if version != self.speaks => Err(no_owner(format!(
                 "the owner answered in control protocol version {version}, this build \
-                 speaks {PROTOCOL_VERSION}"
-            )));
+                 speaks {}",
+                self.speaks
+            ))),
+            reply => reply,
         }
-        match protocol::decode::<Reply>(&body) {
-            Ok(Reply::Failed(e)) => Err(e.into()),
-            Ok(reply) => Ok(reply),
-            Err(e) => Err(Error::Remote {
-                kind: "BadReply".into(),
-                message: e,
-            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::BufReader;
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    /// An owner of protocol 5 (the release before the worker list): it answers a frame of
+    /// any other version with `Unsupported` in its own, and a `Hello` of version 5.
+    fn old_owner(dir: &Path) -> std::thread::JoinHandle<Vec<u16>> {
+        let listener = UnixListener::bind(dir.join(super::super::SOCKET_NAME)).unwrap();
+        std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut out = conn.try_clone().unwrap();
+            let mut input = BufReader::new(conn);
+            let mut seen = Vec::new();
+            while let Ok(Some((version, body))) = protocol::read_frame(&mut input) {
+                seen.push(version);
+                let reply = match (version, protocol::decode::<Request>(&body)) {
+                    (5, Ok(Request::Hello { .. })) => Reply::Hello { protocol: 5, pid: 4242 },
+                    (5, _) => Reply::Failed(RemoteError::BadRequest("unknown request".into())),
+                    (v, _) => Reply::Failed(RemoteError::Unsupported {
+                        version: v,
+                        supported: 5,
+                    }),
+                };
+                protocol::write_frame(&mut out, 5, &reply).unwrap();
+            }
+            seen
+        })
+    }
+
+    #[test]
+    fn an_older_owner_is_spoken_to_in_its_version_and_asked_nothing_it_does_not_know() {
+        let dir = tempfile::tempdir().unwrap();
+        let owner = old_owner(dir.path());
+        let client = Client::connect(dir.path()).unwrap();
+        assert_eq!((client.protocol(), client.owner_pid()), (5, 4242));
+        match client.workers() {
+            Err(Error::Remote { kind, message }) => {
+                assert_eq!(kind, "Unsupported");
+                assert!(message.contains("pid 4242"), "{message}");
+                assert!(message.contains("control protocol 5"), "{message}");
+            }
+            other => panic!("expected Unsupported, got {other:?}"),
         }
+        drop(client);
+        // A greeting in 6, then again in 5; the worker list was never sent.
+        assert_eq!(owner.join().unwrap(), [PROTOCOL_VERSION, 5]);
     }
 }

@@ -7,7 +7,8 @@
 //! Unix domain socket, `control.sock` in its directory, readable and writable by its
 //! owner's user only (mode 0600: file permissions are the access control). A [`Client`]
 //! connects to it and asks for one change at a time: enqueue, replay, delete, purge, mark
-//! reprocessed, import. The owner carries each one out through its own
+//! reprocessed, import; or for what only the owner knows: the worker pools attached to its
+//! queues and their recent rates ([`Client::workers`]). The owner carries each one out through its own
 //! [`Store`](crate::Store), with the same calls a program makes, so a change asked this way
 //! is exactly a local one (same records, same checks, same durability) and the reply comes
 //! once it is durable.
@@ -44,7 +45,7 @@ mod protocol;
 pub(crate) mod server;
 
 pub use client::{Client, MarkReport};
-pub use protocol::PROTOCOL_VERSION;
+pub use protocol::{OLDEST_COMPATIBLE, PROTOCOL_VERSION};
 
 /// The socket's file name in the store directory.
 pub const SOCKET_NAME: &str = crate::storage::log::CONTROL_SOCKET;

@@ -4,21 +4,33 @@
 //! protocol version and the bincode 2 (standard configuration) encoding of a [`Request`] or
 //! a [`Reply`]. One request, one reply, in turn, any number per connection. A server that
 //! does not speak the request's version replies, in its own version, with
-//! [`RemoteError::Unsupported`]. Adding a request or a reply means a new protocol version.
+//! [`RemoteError::Unsupported`]. Adding a request or a reply means a new protocol version;
+//! one that only appends variants keeps the older versions' encoding, so both sides also
+//! speak those back to [`OLDEST_COMPATIBLE`].
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::activity::Workers;
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::error::{Error, NameProblem};
 
-/// The control protocol version this build speaks (5: replays carry their options whole,
-/// after 4's guarded replays; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// The control protocol version this build speaks (6: the worker pools attached and the
+/// queues' rates, after 5's replays with their options whole; see docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 6;
+
+/// The oldest version this build also speaks: every message of it is a message of
+/// [`PROTOCOL_VERSION`] with the same encoding (later versions only appended requests and
+/// replies), so a server answers its frames in their own version and a client greeted by an
+/// owner of that version speaks it, asking nothing the owner does not know.
+pub const OLDEST_COMPATIBLE: u16 = 5;
+
+/// The version that added [`Request::Workers`].
+pub(crate) const WORKERS_SINCE: u16 = 6;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
@@ -76,6 +88,9 @@ pub(crate) enum Request {
     },
     /// Pause, resume or cancel a guarded replay (version 4).
     GuardedStep { id: u64, step: GuardedStep },
+    /// The owner's attached worker pools and its queues' rates (`Store::workers`; version
+    /// 6), answered by [`Reply::Workers`].
+    Workers,
 }
 
 /// The fields of [`Request::Enqueue`], in their order on the wire (bincode encodes a
@@ -127,6 +142,8 @@ pub(crate) enum Reply {
     Failed(RemoteError),
     /// A guarded replay's report (version 4; boxed, as it is the largest reply).
     Guarded(Box<GuardedReplay>),
+    /// The answer to [`Request::Workers`] (version 6).
+    Workers(Workers),
 }
 
 /// An error the owner met, in a form that crosses the socket; the client turns it back
@@ -237,8 +254,13 @@ fn error_kind(e: &Error) -> String {
     debug[..end.unwrap_or(debug.len())].to_string()
 }
 
-/// Writes one frame holding `message`.
-pub(crate) fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> io::Result<()> {
+/// Writes one frame holding `message`, marked as of protocol `version` (this build's, or
+/// an older compatible one the other side speaks).
+pub(crate) fn write_frame<T: Serialize>(
+    out: &mut impl Write,
+    version: u16,
+    message: &T,
+) -> io::Result<()> {
     let body = bincode::serde::encode_to_vec(message, bincode::config::standard())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     let len = body.len() + 2;
@@ -250,7 +272,7 @@ pub(crate) fn write_frame<T: Serialize>(out: &mut impl Write, message: &T) -> io
     }
     let mut frame = Vec::with_capacity(len + 4);
     frame.extend_from_slice(&(len as u32).to_le_bytes());
-    frame.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    frame.extend_from_slice(&version.to_le_bytes());
     frame.extend_from_slice(&body);
     out.write_all(&frame)?;
     out.flush()

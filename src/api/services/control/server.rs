@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::protocol::{self, GuardedStep, RemoteError, Reply, Request, PROTOCOL_VERSION};
+use super::protocol::{
+    self, GuardedStep, RemoteError, Reply, Request, OLDEST_COMPATIBLE, PROTOCOL_VERSION,
+};
 use crate::api::core::actor::Actor;
 use crate::api::core::store::{Store, WeakStore};
 use crate::api::dlq::{Dlq, Importer};
@@ -145,7 +147,8 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
     let mut importer = None;
     let mut actor = None;
     while let Ok(Some((version, body))) = protocol::read_frame(&mut input) {
-        let reply = if version != PROTOCOL_VERSION {
+        let speaks = (OLDEST_COMPATIBLE..=PROTOCOL_VERSION).contains(&version);
+        let reply = if !speaks {
             Reply::Failed(RemoteError::Unsupported {
                 version,
                 supported: PROTOCOL_VERSION,
@@ -155,12 +158,14 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
                 Err(e) => Reply::Failed(RemoteError::BadRequest(e)),
                 Ok(request) => match store.upgrade(&Actor::library()) {
                     None => Reply::Failed(RemoteError::from(&Error::Closed)),
-                    Some(store) => handle(&store, request, &mut importer, &mut actor)
+                    Some(store) => handle(&store, request, version, &mut importer, &mut actor)
                         .unwrap_or_else(|e| Reply::Failed(RemoteError::from(&e))),
                 },
             }
         };
-        if protocol::write_frame(&mut out, &reply).is_err() {
+        // An older client is answered in its version (its replies encode the same).
+        let answer_in = if speaks { version } else { PROTOCOL_VERSION };
+        if protocol::write_frame(&mut out, answer_in, &reply).is_err() {
             return;
         }
     }
@@ -168,10 +173,12 @@ fn serve_connection(conn: UnixStream, store: WeakStore) {
 
 /// Carries out one request through the store's API. `importer` is the connection's
 /// importer, kept between import requests; `actor` who the connection's changes are made
-/// by, as its `Hello` said.
+/// by, as its `Hello` said; `version` the protocol the request came in (a `Hello` is
+/// answered with it: the version spoken on the connection).
 fn handle(
     store: &Store,
     request: Request,
+    version: u16,
     importer: &mut Option<(Option<String>, Importer)>,
     actor: &mut Option<Actor>,
 ) -> Result<Reply> {
@@ -184,7 +191,7 @@ fn handle(
             *actor = name.map(Actor::new).transpose()?;
             *importer = None;
             Reply::Hello {
-                protocol: PROTOCOL_VERSION,
+                protocol: version,
                 pid: std::process::id(),
             }
         }
@@ -224,6 +231,7 @@ fn handle(
             let dlq = replay_source(store, &dlq, target, create_target)?;
             Reply::Guarded(Box::new(dlq.replay_guarded_ids(&ids, &options)?))
         }
+        Request::Workers => Reply::Workers(store.workers()),
         Request::GuardedStep { id, step } => Reply::Guarded(Box::new(match step {
             GuardedStep::Pause => store.pause_guarded_replay(id)?,
             GuardedStep::Resume => store.resume_guarded_replay(id)?,
