@@ -15,10 +15,12 @@ use crate::kinds;
 use crate::output::{clip, hex_dump, payload_preview, print, print_json, terminal_width, Table};
 use crate::store_access::{self, select_dlqs};
 use crate::timefmt::{fmt_age, fmt_opt_time};
+use crate::pools::Observed;
 
 pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open_read(&args.dir)?;
-    stats_on(&store, json)
+    // The pools attached and the rates, from the owner when one answers.
+    stats_on(&Observed::ask(store, &args.dir), json)
 }
 
 /// `stats` on any source of queues and DLQs (a store, a JetStream namespace).
@@ -113,7 +115,35 @@ pub fn stats_on<S: Source>(store: &S, json: bool) -> Result<(), CliError> {
         text.push('\n');
         text.push_str(&kinds.render());
     }
+    let activity: Vec<String> = metrics.queues.iter().filter_map(activity_line).collect();
+    if !activity.is_empty() {
+        text.push('\n');
+        text.push_str(&activity.join(""));
+    }
     print(&text)
+}
+
+/// A queue's attached pools and last-minute rates in one line, where they are known
+/// (`deadletter workers` has the details).
+fn activity_line(q: &deadletter::metrics::QueueMetrics) -> Option<String> {
+    let (pools, rates) = (q.pools.as_ref()?, q.rates?);
+    let m = rates.last_minute;
+    let consumers = match pools.len() {
+        0 => "no pool attached".to_string(),
+        n => format!(
+            "{n} pool{} ({} workers, {} running)",
+            if n == 1 { "" } else { "s" },
+            pools.iter().map(|p| p.workers).sum::<u64>(),
+            pools.iter().map(|p| p.in_flight).sum::<u64>()
+        ),
+    };
+    Some(format!(
+        "{}: {consumers}; last minute {:.1} enqueued/s, {:.1} acked/s, {:.1} failed/s\n",
+        q.queue,
+        m.per_second(m.enqueued),
+        m.per_second(m.acked),
+        m.per_second(m.failed())
+    ))
 }
 
 pub fn list(args: &ListArgs, json: bool) -> Result<(), CliError> {

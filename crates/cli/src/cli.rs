@@ -120,6 +120,15 @@ pub enum Command {
     /// Check every record's checksum and report what recovery would find; changes nothing
     /// and takes no lock.
     Verify(VerifyArgs),
+    /// The worker pools attached to each queue (workers, handlers running, started, last
+    /// heartbeat) and its enqueue, ack and failure rates, asked of the process that holds
+    /// the store through its control socket.
+    #[command(after_help = "Examples:\n  deadletter workers ./data\n  \
+        deadletter workers ./data --queue orders --json\n\n\
+        Pools live in the memory of the process that holds the store: it must open the \
+        store with Config::control_socket for them to be seen. A queue without one says \
+        \"no pool attached\".")]
+    Workers(WorkersArgs),
     /// Serve the web dashboard and /metrics.
     #[command(after_help = "Examples:\n  deadletter serve ./data\n  \
         deadletter serve ./data --read-only --bind 127.0.0.1:9090   # beside a running app\n  \
@@ -200,6 +209,7 @@ impl Command {
             Command::Import(a) => &a.dir,
             Command::Enqueue(a) => &a.dir,
             Command::Verify(a) => &a.dir,
+            Command::Workers(a) => &a.dir,
             Command::MarkReprocessed(a) => &a.dir,
             Command::Serve(a) => &a.dir,
             #[cfg(feature = "jetstream")]
@@ -371,6 +381,15 @@ const FILTER_ARGS: [&str; 13] = [
     "tags",
     "fingerprint",
 ];
+
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// Only this queue (a queue name or its DLQ's name).
+    #[arg(long, short = 'q')]
+    pub queue: Option<String>,
+}
 
 #[derive(Debug, Args)]
 pub struct StatsArgs {

@@ -9,7 +9,8 @@
 
 use deadletter::replay::{GuardedReplay, GuardedReplayOptions};
 use deadletter::{DeadLetterQueue, ReplayOptions};
-use deadletter_dashboard::guarded::report_json;
+use deadletter_dashboard::guarded::{report_json, target_queue};
+use deadletter_dashboard::workers::consumer_json;
 use deadletter_dashboard::time::format_utc;
 use deadletter_dashboard::Source;
 use serde_json::{json, Value};
@@ -21,6 +22,7 @@ use crate::cli::ReplayArgs;
 use crate::error::CliError;
 use crate::names;
 use crate::output::{print, print_json, Table};
+use crate::pools::{self, Reach};
 use crate::store_access::{self, selected, Open, Writable};
 
 /// True when `args` asks for a guarded replay or its operator's view.
@@ -40,7 +42,8 @@ pub fn run(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
             0 => store.guarded_replays(),
             id => vec![store.guarded_replay(id)?],
         };
-        return show(&replays, json);
+        let consumers = Consumers::of(&store, &replays, pools::ask_owner(&args.dir), args);
+        return show(&replays, &consumers, json);
     }
     let store = store_access::open_write(&args.dir, Open::Existing, false)?;
     let reports = if let Some(id) = args.pause {
@@ -52,7 +55,14 @@ pub fn run(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
     } else {
         start(&store, args)?
     };
-    show(&reports, json)?;
+    let consumers = match &store {
+        // This process holds the store: no pool of another one consumes it meanwhile.
+        Writable::Local(s) => Consumers::of(s, &reports, Reach::Answered(s.workers()), args),
+        Writable::Owner(live) => {
+            Consumers::of(live, &reports, pools::from_client(live.client()), args)
+        }
+    };
+    show(&reports, &consumers, json)?;
     if args.guarded && matches!(store, Writable::Local(_)) && !json {
         print(
             "no process held the store: this one released what was due now; the next \
@@ -163,10 +173,50 @@ fn nothing_selected<D: DeadLetterQueue>(
     Ok(())
 }
 
-/// Prints reports: a table and each one's state in words, or JSON.
-fn show(replays: &[GuardedReplay], json: bool) -> Result<(), CliError> {
+/// What the running replays' target queues have for consumers: per replay id, its
+/// `consumer` JSON, and the lines saying which ones nothing consumes.
+struct Consumers {
+    json: Vec<(u64, Value)>,
+    lines: Vec<String>,
+}
+
+impl Consumers {
+    fn of<S: Source>(
+        source: &S,
+        replays: &[GuardedReplay],
+        reach: Reach,
+        args: &ReplayArgs,
+    ) -> Consumers {
+        let answer = reach.to_result(&args.dir);
+        let json = replays
+            .iter()
+            .filter(|r| r.is_active())
+            .map(|r| {
+                let target = target_queue(source, r);
+                (r.id, consumer_json(&target, Some(&answer)))
+            })
+            .collect();
+        Consumers {
+            json,
+            lines: pools::consumer_lines(source, replays, &reach),
+        }
+    }
+}
+
+/// Prints reports: a table and each one's state in words (and, for a running one whose
+/// target nothing consumes, how to attach a consumer), or JSON.
+fn show(replays: &[GuardedReplay], consumers: &Consumers, json: bool) -> Result<(), CliError> {
     if json {
-        let all: Vec<Value> = replays.iter().map(report_json).collect();
+        let all: Vec<Value> = replays
+            .iter()
+            .map(|r| {
+                let mut v = report_json(r);
+                if let Some((_, c)) = consumers.json.iter().find(|(id, _)| *id == r.id) {
+                    v["consumer"] = c.clone();
+                }
+                v
+            })
+            .collect();
         return print_json(&json!({ "guarded_replays": all }));
     }
     if replays.is_empty() {
@@ -222,6 +272,10 @@ fn show(replays: &[GuardedReplay], json: bool) -> Result<(), CliError> {
             },
             r.state
         ));
+    }
+    for line in &consumers.lines {
+        text.push_str(line);
+        text.push('\n');
     }
     print(&text)
 }

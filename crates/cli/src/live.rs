@@ -13,10 +13,13 @@ use std::time::Duration;
 use deadletter::control::Client;
 use deadletter::dlq::{Analysis, DeadLetter, DlqAlert, DlqStats};
 use deadletter::metrics::Metrics;
+use deadletter::pool::Workers;
 use deadletter::queue::MessageId;
 use deadletter::replay::ReplayReport;
 use deadletter::{DeadLetterQueue, Dlq, Error, Filter, Page, ReplayOptions, Store};
 use deadletter_dashboard::Source;
+
+use crate::pools;
 
 /// A store held by another process: its snapshot and a connection to its owner.
 pub struct Live {
@@ -57,11 +60,16 @@ impl Source for Live {
             client: Arc::clone(&self.client),
         })
     }
+    /// The snapshot's numbers, with the owner's pools and rates.
     fn metrics(&self) -> Result<Metrics, Error> {
-        Ok(self.snapshot.metrics_snapshot())
+        let metrics = self.snapshot.metrics_snapshot();
+        Ok(pools::from_client(&self.client).overlay(metrics))
     }
     fn now_ms(&self) -> u64 {
         self.snapshot.config().clock.now_ms()
+    }
+    fn workers(&self) -> Option<Result<Workers, Error>> {
+        Some(pools::from_client(&self.client).to_result(self.snapshot.dir()))
     }
 }
 

@@ -16,14 +16,16 @@
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
 //! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transfer`] (export,
 //! import),
-//! [`check`] (verify), [`trace`] (a message's life), [`past`] (DLQs as of a past time),
+//! [`check`] (verify), [`trace`] (a message's life), [`workers`] (the pools attached and
+//! the rates, asked of the owner), [`past`] (DLQs as of a past time),
 //! [`serve`] (the dashboard); with the `jetstream` feature, `remote` (the commands on
 //! JetStream), `forward` (the forwarder to JetStream) and `fleet` (the fleet DLQ on
 //! JetStream); [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
 //! [`progress`], [`timefmt`], [`store_access`], [`names`] (unknown names, with the nearest
 //! known one, and `--create`), [`kinds`] (a `--error-kind` that differs only in case), [`confirm`] (asking before bulk changes),
-//! [`token`] (where the dashboard's token came from, and whether it may be printed).
+//! [`token`] (where the dashboard's token came from, and whether it may be printed),
+//! [`pools`] (what the store's owner says of its pools and rates).
 
 mod browse;
 mod change;
@@ -41,6 +43,7 @@ mod live;
 mod names;
 mod output;
 mod past;
+mod pools;
 mod progress;
 #[cfg(feature = "jetstream")]
 mod remote;
@@ -50,6 +53,7 @@ mod timefmt;
 mod token;
 mod trace;
 mod transfer;
+mod workers;
 
 use std::process::ExitCode;
 
@@ -150,6 +154,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(a) => transfer::export(&a, json),
         Command::Import(a) => transfer::import(&a, json),
         Command::Verify(a) => check::verify(&a, json),
+        Command::Workers(a) => workers::workers(&a, json),
         Command::Serve(a) => serve::serve(&a, json),
         #[cfg(feature = "jetstream")]
         Command::Forward(a) => forward::forward(&a, json),

@@ -112,5 +112,10 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              files are the server's",
             ns.describe()
         ))),
+        Command::Workers(_) => Err(CliError::Usage(format!(
+            "workers asks the process holding a store directory for its attached pools; \
+             {} is a JetStream namespace, whose consumers are the server's",
+            ns.describe()
+        ))),
     }
 }

@@ -16,6 +16,8 @@ use crate::error::CliError;
 use crate::output::print;
 use crate::store_access::{self, Open, Writable};
 use crate::token::{self, TokenSource};
+use crate::pools;
+use deadletter::pool::Workers;
 use deadletter::clock::{Clock, SystemClock};
 use deadletter::metrics::Metrics;
 use deadletter::{Error, Store};
@@ -83,11 +85,17 @@ impl Source for Snapshots {
     fn dlq(&self, name: &str) -> Result<deadletter::Dlq, Error> {
         self.store()?.dlq(name)
     }
+    /// The snapshot's numbers, with the pools and rates of the owner when it answers.
     fn metrics(&self) -> Result<Metrics, Error> {
-        Ok(self.store()?.metrics_snapshot())
+        let metrics = self.store()?.metrics_snapshot();
+        Ok(pools::ask_owner(&self.dir).overlay(metrics))
     }
     fn now_ms(&self) -> u64 {
         SystemClock.now_ms()
+    }
+    /// Asked of the process that holds the store, through its control socket.
+    fn workers(&self) -> Option<Result<Workers, Error>> {
+        Some(pools::ask_owner(&self.dir).to_result(&self.dir))
     }
 }
 

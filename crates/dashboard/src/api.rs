@@ -23,7 +23,9 @@
 //!   entries still held).
 //!
 //! - `/api/guarded` and `/api/fingerprints/{name}`: guarded replays and failure
-//!   fingerprints, answered by the `guarded` module, which documents them.
+//!   fingerprints, answered by the `guarded` module, which documents them;
+//! - `/api/workers`: the worker pools attached to each queue and its rates, answered by
+//!   the [`crate::workers`] module, which documents it.
 //!
 //! Changes (`POST /api/replay`, `/api/delete`, `/api/mark`) are answered by the `change` module, which documents them;
 //! `POST /api/guarded/start` and `/api/guarded/step` by the `guarded` module.
@@ -70,6 +72,7 @@ pub(crate) fn get<S: Source>(store: &S, path: &str, query: &str) -> Reply {
         },
         ("timeline", false) => timeline(store, &arg, query),
         ("guarded", true) => crate::guarded::list(store),
+        ("workers", true) => crate::workers::get(store),
         ("fingerprints", false) => crate::guarded::fingerprints(store, &arg),
         _ => Reply::error(404, format!("no such endpoint {path:?}")),
     }

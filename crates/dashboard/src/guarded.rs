@@ -1,7 +1,9 @@
 //! Guarded replays and failure fingerprints in the dashboard's API, and a guarded replay's
 //! report in JSON (the form `deadletter replay --progress --json` prints too).
 //!
-//! - `GET /api/guarded`: `{"available", "replays": [report]}` (see [`report_json`]);
+//! - `GET /api/guarded`: `{"available", "replays": [report]}` (see [`report_json`]); a
+//!   running replay's report also says whether anything consumes its target queue,
+//!   `consumer` (see [`crate::workers::consumer_json`]);
 //! - `GET /api/fingerprints/{dlq}`: the DLQ's failure fingerprints, the most frequent first;
 //! - `POST /api/guarded/start`: `{"dlq", "ids": [..]}` or `{"dlq", "filter": {..}}`, with
 //!   optional `"to"`, `"reset_attempts"`, `"force"`, `"canary"`, `"growth"`,
@@ -22,6 +24,7 @@ use serde_json::{json, Value};
 use crate::query::FilterSpec;
 use crate::reply::{refuse_unknown_target, status_of, Reply};
 use crate::source::{GuardedReplays, GuardedStep, Source};
+use crate::workers::consumer_json;
 
 /// A guarded replay's report as a JSON object: every number of
 /// [`GuardedReplay`], `state` as a word (`running`, `paused`, `completed`, `stopped`,
@@ -108,11 +111,34 @@ pub(crate) fn list<S: Source>(store: &S) -> Reply {
         None => Reply::json(200, &json!({ "available": false, "replays": [] })),
         Some(g) => match g.guarded_list() {
             Ok(all) => {
-                let replays: Vec<Value> = all.iter().map(report_json).collect();
+                // Asked once, and only when a replay runs: a store's owner answers it.
+                let workers = all.iter().any(|r| r.is_active()).then(|| store.workers());
+                let replays: Vec<Value> = all
+                    .iter()
+                    .map(|r| {
+                        let mut v = report_json(r);
+                        if let (true, Some(w)) = (r.is_active(), &workers) {
+                            let target = target_queue(store, r);
+                            v["consumer"] = consumer_json(&target, w.as_ref());
+                        }
+                        v
+                    })
+                    .collect();
                 Reply::json(200, &json!({ "available": true, "replays": replays }))
             }
             Err(e) => Reply::error(status_of(&e), e.to_string()),
         },
+    }
+}
+
+/// The queue guarded replay `r` releases into: its target, or its DLQ's own queue.
+pub fn target_queue<S: Source>(store: &S, r: &GuardedReplay) -> String {
+    match &r.target {
+        Some(t) => t.clone(),
+        None => store
+            .dlq(&r.dlq)
+            .map(|d| d.queue_name().to_string())
+            .unwrap_or_else(|_| r.dlq.clone()),
     }
 }
 

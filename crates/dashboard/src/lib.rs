@@ -46,7 +46,8 @@
 //!
 //! Routes: `GET /` (the page; its script and style are compiled into the binary, nothing is
 //! fetched from elsewhere), `GET /api/stats`, `GET /api/dlq/{name}?filters`,
-//! `GET /api/entry/{id}`, `GET /api/timeline/{name}?hours=N`, `POST /api/replay`,
+//! `GET /api/entry/{id}`, `GET /api/timeline/{name}?hours=N`, `GET /api/workers` (the
+//! pools attached and the rates: [`workers`]), `POST /api/replay`,
 //! `POST /api/delete`, `POST /api/mark`, `GET /metrics`. See [`api`] for the JSON shapes.
 //!
 //! Security model:
@@ -79,6 +80,7 @@ mod server;
 pub mod source;
 pub mod suggest;
 pub mod time;
+pub mod workers;
 
 pub use options::{DashboardOptions, ExtraMetrics};
 pub use routes::TOKEN_HEADER;

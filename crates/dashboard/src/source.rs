@@ -5,9 +5,11 @@
 //! The dashboard needs the names of the queues, each DLQ by name (the backend's
 //! [`DeadLetterQueue`] handle: list, get, stats, replay, delete), the numbers of every
 //! queue ([`Metrics`], also served as Prometheus text at `/metrics`), the time now, and
-//! a line saying what it serves.
+//! a line saying what it serves; where it can, its guarded replays and the worker pools
+//! attached to its queues.
 
 use deadletter::metrics::Metrics;
+use deadletter::pool::Workers;
 use deadletter::queue::MessageId;
 use deadletter::replay::{GuardedReplay, GuardedReplayOptions};
 use deadletter::{DeadLetterQueue, Error, Store};
@@ -29,6 +31,12 @@ pub trait Source: Send + Sync + 'static {
     /// Its guarded replays, on a backend that keeps them (a store keeps them in its log);
     /// `None` on one that keeps none: the dashboard then offers none.
     fn guarded(&self) -> Option<&dyn GuardedReplays> {
+        None
+    }
+    /// The worker pools attached to each queue and the queues' recent rates, where they
+    /// can be known: `None` on a backend that keeps no list of its consumers, an error
+    /// (such as [`Error::NoOwner`]) when the process that knows them could not be asked.
+    fn workers(&self) -> Option<Result<Workers, Error>> {
         None
     }
 }
@@ -99,5 +107,10 @@ impl Source for Store {
     }
     fn guarded(&self) -> Option<&dyn GuardedReplays> {
         Some(self)
+    }
+    /// The store's own pools when it holds the store; a snapshot sees none (they run in
+    /// the process that holds it), so it answers `None`.
+    fn workers(&self) -> Option<Result<Workers, Error>> {
+        (!self.is_read_only()).then(|| Ok(Store::workers(self)))
     }
 }

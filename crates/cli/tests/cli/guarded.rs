@@ -97,6 +97,16 @@ fn a_guarded_replay_started_by_the_tool_is_driven_by_the_next_holder() {
         1,
         "active guarded replay",
     );
+    // Nothing consumes its target meanwhile (no process holds the store): the progress
+    // says so, and how to attach a pool.
+    let text = ok(&["replay", d, "--progress", "1"]);
+    assert!(
+        text.contains("no worker pool is attached to orders") && text.contains("WorkerPool"),
+        "{text}"
+    );
+    let waiting = &replays(&json(&["--json", "replay", d, "--progress", "1"]))[0];
+    assert_eq!(waiting["consumer"]["queue"], "orders", "{waiting}");
+    assert_eq!(waiting["consumer"]["known"], false, "{waiting}");
 
     // The application opens the store: its pool and the store drive the rest.
     {
@@ -225,6 +235,10 @@ fn a_running_owner_starts_and_drives_a_guarded_replay() {
         "0.5",
     ]);
     let id = replays(&started)[0]["id"].as_u64().unwrap().to_string();
+    // The owner's pool consumes the target: nothing to warn of.
+    let consumer = &replays(&started)[0]["consumer"];
+    assert_eq!((consumer["known"].as_bool(), consumer["pools"].as_u64()), (Some(true), Some(1)));
+    assert!(consumer["hint"].is_null(), "{consumer}");
     // The owner's pool handles the canary, which fails again: the replay stops by itself.
     let give_up = Instant::now() + Duration::from_secs(60);
     let report = loop {

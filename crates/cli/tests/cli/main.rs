@@ -23,6 +23,8 @@
 //! - `foreign`: a segment of another store, refused by name.
 //! - `mistakes`: no store or queue created without `--create`, the nearest name for an
 //!   unknown one, a `--error-kind` differing only in case, `--yes` for bulk changes.
+//! - `workers`: the pools of a running owner process and its rates, a stopped pool, a gone
+//!   owner, and an owner of the previous control protocol.
 //!
 //! `nats` and `forward` need the `jetstream` feature (on by default). `run` runs the binary (one test at a time, see `run::SERIAL`), `fixture` writes the store
 //! they run it against.
@@ -56,3 +58,4 @@ mod serve;
 mod trace;
 mod transfer;
 mod verify;
+mod workers;
