@@ -200,8 +200,8 @@ pub mod queue {
     //! ([`FailureOutcome`]), a queue's recent rates ([`QueueRates`], [`RateWindow`]), and
     //! what is wrong with a refused queue name ([`NameProblem`]).
     //! The handle itself is [`Queue`](crate::Queue).
-    pub use crate::api::core::config::QueueOptions;
     pub use crate::api::activity::{QueueRates, RateWindow};
+    pub use crate::api::core::config::QueueOptions;
     pub use crate::api::queue::{
         EnqueueOptions, FailureOutcome, FailureReport, QueueCounters, QueueStats,
     };

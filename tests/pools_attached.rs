@@ -128,7 +128,9 @@ fn a_running_pool_is_listed_with_its_workers_handlers_and_heartbeat() {
     assert!(store.attached_pools().is_empty());
 
     // A pool dropped without a shutdown is taken out too; one without a name has none.
-    let unnamed = WorkerPool::new(&orders).start(|_: &Message| Ok(())).unwrap();
+    let unnamed = WorkerPool::new(&orders)
+        .start(|_: &Message| Ok(()))
+        .unwrap();
     let pools = store.attached_pools();
     assert_eq!((pools.len(), pools[0].name.as_deref()), (1, None));
     assert!(pools[0].id > p.id);
@@ -162,13 +164,28 @@ fn the_owner_answers_for_its_pools_through_the_control_socket() {
 
     // The metrics of the owner carry the pool gauges, 0 for a queue nothing consumes.
     let text = owner.metrics_snapshot().to_prometheus();
-    assert!(text.contains("deadletter_worker_pools{queue=\"orders\"} 1"), "{text}");
-    assert!(text.contains("deadletter_pool_workers{queue=\"orders\"} 2"), "{text}");
+    assert!(
+        text.contains("deadletter_worker_pools{queue=\"orders\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deadletter_pool_workers{queue=\"orders\"} 2"),
+        "{text}"
+    );
     assert!(text.contains("deadletter_pool_handlers_in_flight{queue=\"orders\"} 0"));
-    assert!(text.contains("deadletter_worker_pools{queue=\"audit\"} 0"), "{text}");
+    assert!(
+        text.contains("deadletter_worker_pools{queue=\"audit\"} 0"),
+        "{text}"
+    );
 
     pool.shutdown(Duration::from_secs(5)).unwrap();
-    assert!(client.workers().unwrap().queue("orders").unwrap().pools.is_empty());
+    assert!(client
+        .workers()
+        .unwrap()
+        .queue("orders")
+        .unwrap()
+        .pools
+        .is_empty());
 
     // A snapshot knows no pools: no gauge, and `workers` says it is not live.
     let snapshot = Store::open_read_only(&dir, Config::fast()).unwrap();
@@ -206,7 +223,10 @@ fn an_async_pool_is_listed_while_it_runs() {
     let seen = seen.lock();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].kind, PoolKind::Async);
-    assert_eq!((seen[0].workers, seen[0].name.as_deref()), (4, Some("mailer")));
+    assert_eq!(
+        (seen[0].workers, seen[0].name.as_deref()),
+        (4, Some("mailer"))
+    );
     assert!(store.attached_pools().is_empty());
 }
 

@@ -13,9 +13,9 @@ use crate::cli::{AnalyzeArgs, ListArgs, ShowArgs, StatsArgs};
 use crate::error::CliError;
 use crate::kinds;
 use crate::output::{clip, hex_dump, payload_preview, print, print_json, terminal_width, Table};
+use crate::pools::Observed;
 use crate::store_access::{self, select_dlqs};
 use crate::timefmt::{fmt_age, fmt_opt_time};
-use crate::pools::Observed;
 
 pub fn stats(args: &StatsArgs, json: bool) -> Result<(), CliError> {
     let store = store_access::open_read(&args.dir)?;

@@ -10,8 +10,8 @@
 use deadletter::replay::{GuardedReplay, GuardedReplayOptions};
 use deadletter::{DeadLetterQueue, ReplayOptions};
 use deadletter_dashboard::guarded::{report_json, target_queue};
-use deadletter_dashboard::workers::consumer_json;
 use deadletter_dashboard::time::format_utc;
+use deadletter_dashboard::workers::consumer_json;
 use deadletter_dashboard::Source;
 use serde_json::{json, Value};
 

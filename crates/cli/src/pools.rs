@@ -141,9 +141,7 @@ pub fn consumer_lines<S: Source>(
     for r in replays.iter().filter(|r| r.is_active()) {
         let target = target_queue(source, r);
         let line = match reach {
-            Reach::Answered(w) if w.queue(&target).is_some_and(|q| !q.pools.is_empty()) => {
-                continue
-            }
+            Reach::Answered(w) if w.queue(&target).is_some_and(|q| !q.pools.is_empty()) => continue,
             Reach::Answered(_) => no_consumer_hint(&target),
             other => format!(
                 "whether a worker pool consumes {target} cannot be seen ({}); without one \
@@ -156,4 +154,3 @@ pub fn consumer_lines<S: Source>(
     }
     lines
 }
-

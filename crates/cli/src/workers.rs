@@ -115,7 +115,10 @@ fn render(workers: &Workers, queues: &[&QueueWorkers], note: Option<&str>) -> St
                 p.kind.name().to_string(),
                 p.workers.to_string(),
                 p.in_flight.to_string(),
-                format!("{} ago", fmt_age(Some(workers.at_ms.saturating_sub(p.started_at_ms)))),
+                format!(
+                    "{} ago",
+                    fmt_age(Some(workers.at_ms.saturating_sub(p.started_at_ms)))
+                ),
                 format!(
                     "{} ago",
                     fmt_age(Some(workers.at_ms.saturating_sub(p.last_heartbeat_ms)))

@@ -28,6 +28,7 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const LIST_JS: &str = include_str!("assets/list.js");
 const GUARDED_JS: &str = include_str!("assets/guarded.js");
+const WORKERS_JS: &str = include_str!("assets/workers.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// The header that carries the token on mutating requests.
@@ -104,6 +105,9 @@ fn route<S: Source>(ctx: &Ctx<S>, request: &mut Request) -> Reply {
         (Method::Get, "/list.js") => Reply::text(200, "text/javascript; charset=utf-8", LIST_JS),
         (Method::Get, "/guarded.js") => {
             Reply::text(200, "text/javascript; charset=utf-8", GUARDED_JS)
+        }
+        (Method::Get, "/workers.js") => {
+            Reply::text(200, "text/javascript; charset=utf-8", WORKERS_JS)
         }
         (Method::Get, "/style.css") => Reply::text(200, "text/css; charset=utf-8", STYLE_CSS),
         (Method::Get, "/metrics") if ctx.reads_need_token && !read_token_ok(ctx, request) => {

@@ -510,3 +510,78 @@ fn fingerprints_and_guarded_replays_through_the_api() {
     assert!(js.body.contains("/api/guarded/step"));
     server.shutdown();
 }
+
+#[test]
+fn the_workers_panel_lists_the_pools_attached_and_what_nothing_consumes() {
+    let (_dir, store, server, ids) = setup();
+    let addr = server.local_addr();
+    let js = get(addr, "/workers.js");
+    assert_eq!(js.status, 200);
+    assert!(js.body.contains("/api/workers"));
+    assert!(get(addr, "/")
+        .body
+        .contains("data-testid=\"workers-section\""));
+
+    // Nothing consumes orders yet: a guarded replay into it says so, and how to attach one.
+    let headers = [
+        ("X-Deadletter-Token", TOKEN),
+        ("Content-Type", "application/json"),
+    ];
+    let body = format!(
+        r#"{{"dlq":"orders","ids":[{},{}],"canary":1}}"#,
+        ids[0], ids[1]
+    );
+    let started = request(addr, "POST", "/api/guarded/start", &headers, &body);
+    assert_eq!(started.status, 200, "{}", started.body);
+    let listed = get(addr, "/api/guarded").json();
+    let consumer = &listed["replays"][0]["consumer"];
+    assert_eq!(consumer["queue"], "orders", "{listed}");
+    assert_eq!(
+        (consumer["known"].as_bool(), consumer["pools"].as_u64()),
+        (Some(true), Some(0))
+    );
+    let hint = consumer["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("no worker pool is attached to orders"),
+        "{hint}"
+    );
+    assert!(hint.contains("WorkerPool"), "{hint}");
+
+    let w = get(addr, "/api/workers").json();
+    assert_eq!(w["available"], true, "{w}");
+    let orders = &w["queues"][0];
+    assert_eq!(orders["queue"], "orders");
+    assert!(orders["pools"].as_array().unwrap().is_empty(), "{w}");
+    assert_eq!(orders["rates"]["last_minute"]["seconds"], 60);
+
+    // A pool starts on it: listed, with its workers; the replay's consumer is known.
+    let queue = store.existing_queue("orders").unwrap();
+    let pool = deadletter::WorkerPool::new(&queue)
+        .workers(2)
+        .name("checkout")
+        .start(|_: &deadletter::Message| Ok(()))
+        .unwrap();
+    let w = get(addr, "/api/workers").json();
+    let p = &w["queues"][0]["pools"][0];
+    assert_eq!(
+        (p["name"].as_str(), p["workers"].as_u64()),
+        (Some("checkout"), Some(2)),
+        "{w}"
+    );
+    assert!(p["heartbeat_age_ms"].as_u64().is_some(), "{p}");
+    let metrics = get(addr, "/metrics").body;
+    assert!(
+        metrics.contains("deadletter_worker_pools{queue=\"orders\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deadletter_pool_workers{queue=\"orders\"} 2"),
+        "{metrics}"
+    );
+    drop(pool);
+    assert!(get(addr, "/api/workers").json()["queues"][0]["pools"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    server.shutdown();
+}

@@ -227,7 +227,7 @@ fn check_against(exp: &Exposition, m: &Metrics) {
     let secs = |ms: Option<u64>| ms.map(|ms| ms as f64 / 1000.0);
     let mut per_queue_samples_expected = 0;
     for q in &m.queues {
-        let expect: [(&str, Option<f64>); 12] = [
+        let expect: [(&str, Option<f64>); 15] = [
             ("deadletter_queue_depth", Some(q.depth as f64)),
             ("deadletter_queue_in_flight", Some(q.in_flight as f64)),
             ("deadletter_enqueued_total", Some(q.enqueued as f64)),
@@ -248,6 +248,23 @@ fn check_against(exp: &Exposition, m: &Metrics) {
             (
                 "deadletter_dlq_oldest_age_seconds",
                 secs(q.dlq_oldest_age_ms),
+            ),
+            // The pools attached: known in the process that holds the store (0 for none).
+            (
+                "deadletter_worker_pools",
+                q.pools.as_ref().map(|p| p.len() as f64),
+            ),
+            (
+                "deadletter_pool_workers",
+                q.pools
+                    .as_ref()
+                    .map(|p| p.iter().map(|p| p.workers as f64).sum()),
+            ),
+            (
+                "deadletter_pool_handlers_in_flight",
+                q.pools
+                    .as_ref()
+                    .map(|p| p.iter().map(|p| p.in_flight as f64).sum()),
             ),
         ];
         for (family, want) in expect {

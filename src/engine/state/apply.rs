@@ -3,8 +3,8 @@
 
 use super::guards::Outcome;
 use super::{
-    clip, Activity, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, EntrySummary, Event, Extra,
-    Failed, IdMap, IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND,
+    clip, Activity, AuditAction, AuditEntry, DeadInfo, DeadStatus, Effects, EntrySummary, Event,
+    Extra, Failed, IdMap, IdSet, Msg, Place, QueueState, Removal, State, Step, EXPIRED_KIND,
     NO_FINGERPRINT, STORE_ACTOR,
 };
 use crate::engine::envelope::{DlqMetadata, FailureInfo, MessageId};

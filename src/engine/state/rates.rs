@@ -126,7 +126,10 @@ mod tests {
         r.add(Activity::DeadLettered, 7, T0);
         let five_minutes = RATE_BUCKETS as u64 * RATE_BUCKET_MS;
         // Still in the five-minute window one bucket before it ends.
-        assert_eq!(r.window(T0 + five_minutes - 1, RATE_BUCKETS).0, [0, 0, 0, 7]);
+        assert_eq!(
+            r.window(T0 + five_minutes - 1, RATE_BUCKETS).0,
+            [0, 0, 0, 7]
+        );
         // A new count a whole ring later reuses the same slot: the old count is gone.
         r.add(Activity::Enqueued, 1, T0 + five_minutes);
         assert_eq!(r.window(T0 + five_minutes, RATE_BUCKETS).0, [1, 0, 0, 0]);

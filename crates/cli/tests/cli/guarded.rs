@@ -237,7 +237,10 @@ fn a_running_owner_starts_and_drives_a_guarded_replay() {
     let id = replays(&started)[0]["id"].as_u64().unwrap().to_string();
     // The owner's pool consumes the target: nothing to warn of.
     let consumer = &replays(&started)[0]["consumer"];
-    assert_eq!((consumer["known"].as_bool(), consumer["pools"].as_u64()), (Some(true), Some(1)));
+    assert_eq!(
+        (consumer["known"].as_bool(), consumer["pools"].as_u64()),
+        (Some(true), Some(1))
+    );
     assert!(consumer["hint"].is_null(), "{consumer}");
     // The owner's pool handles the canary, which fails again: the replay stops by itself.
     let give_up = Instant::now() + Duration::from_secs(60);

@@ -145,7 +145,10 @@ fn the_pools_of_a_running_owner_are_listed() {
     assert_eq!(pool["pid"], doc["owner_pid"]);
     let minute = &orders["rates"]["last_minute"];
     assert!(minute["retried"].as_u64().unwrap() >= 8, "{minute}");
-    assert!(minute["per_second"]["failed"].as_f64().unwrap() > 0.0, "{minute}");
+    assert!(
+        minute["per_second"]["failed"].as_f64().unwrap() > 0.0,
+        "{minute}"
+    );
     assert_eq!(minute["enqueued"], 4);
     assert_eq!(minute["acked"], 0);
     assert!(queue(&doc, "idle")["pools"].as_array().unwrap().is_empty());
@@ -163,13 +166,24 @@ fn the_pools_of_a_running_owner_are_listed() {
     let stats = json(&["--json", "stats", d]);
     let in_stats = queue(&stats, "orders");
     assert_eq!(in_stats["pools"].as_array().unwrap().len(), 1, "{in_stats}");
-    assert!(in_stats["rates"]["last_minute"]["retried"].as_u64().unwrap() >= 8);
+    assert!(
+        in_stats["rates"]["last_minute"]["retried"]
+            .as_u64()
+            .unwrap()
+            >= 8
+    );
 
     // The owner stops its pool: none is listed, and the queue says so.
     owner.say("stop-pool");
     owner.wait_for("pool stopped");
     let doc = json(&["--json", "workers", d]);
-    assert!(queue(&doc, "orders")["pools"].as_array().unwrap().is_empty(), "{doc}");
+    assert!(
+        queue(&doc, "orders")["pools"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{doc}"
+    );
     let text = ok(&["workers", d]);
     assert!(text.contains("orders: no pool attached"), "{text}");
 
@@ -177,7 +191,10 @@ fn the_pools_of_a_running_owner_are_listed() {
     owner.stop();
     let doc = json(&["--json", "workers", d]);
     assert!(doc["owner_pid"].is_null(), "{doc}");
-    assert!(doc["note"].as_str().unwrap().contains("control socket"), "{doc}");
+    assert!(
+        doc["note"].as_str().unwrap().contains("control socket"),
+        "{doc}"
+    );
     assert!(queue(&doc, "orders")["rates"].is_null(), "{doc}");
     let text = ok(&["workers", d]);
     assert!(text.contains("orders: no pool attached"), "{text}");

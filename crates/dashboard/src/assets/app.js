@@ -2,7 +2,8 @@
 // written with textContent (never as HTML). Mutations carry the token in a custom header.
 // This file holds the shared helpers, the queue table, the charts, one entry's panel and
 // the start; list.js (loaded first) the DLQ list, its filters, pages and selection;
-// guarded.js (loaded second) the failure fingerprints and guarded replays.
+// guarded.js (loaded second) the failure fingerprints and guarded replays; workers.js
+// (third) the worker pools attached and the rates.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -358,7 +359,7 @@ async function refresh() {
     }
     renderQueues();
     renderKinds();
-    await Promise.all([renderTimeline(), loadEntries(), loadFingerprints(), loadGuarded()]);
+    await Promise.all([renderTimeline(), loadEntries(), loadFingerprints(), loadGuarded(), loadWorkers()]);
     document.body.dataset.loaded = String(Date.now());
   } catch (err) {
     setStatus("Cannot load: " + err.message, true);

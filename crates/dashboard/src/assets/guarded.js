@@ -204,7 +204,14 @@ async function loadGuarded() {
         el("td", { class: "num", text: String(r.id) }),
         el("td", { text: r.dlq }),
         el("td", { class: "msg", title: r.selection, text: r.selection }),
-        el("td", { "data-field": "state", class: "state-" + r.state, text: r.state_text }),
+        el(
+          "td",
+          { "data-field": "state", class: "state-" + r.state, text: r.state_text },
+          // A running replay whose target nothing consumes waits for ever: say so, and how.
+          ...(r.consumer && r.consumer.hint
+            ? [el("div", { class: "hint bad", "data-testid": "g-consumer-" + r.id, text: r.consumer.hint })]
+            : []),
+        ),
         el("td", { "data-field": "progress" }, progressBar(r)),
         el("td", { class: "num", "data-field": "succeeded", text: String(r.succeeded) }),
         el("td", { class: "num" + (r.failed_again > 0 ? " bad" : ""), "data-field": "failed_again", text: String(r.failed_again) }),

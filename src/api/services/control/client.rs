@@ -377,7 +377,10 @@ mod tests {
             while let Ok(Some((version, body))) = protocol::read_frame(&mut input) {
                 seen.push(version);
                 let reply = match (version, protocol::decode::<Request>(&body)) {
-                    (5, Ok(Request::Hello { .. })) => Reply::Hello { protocol: 5, pid: 4242 },
+                    (5, Ok(Request::Hello { .. })) => Reply::Hello {
+                        protocol: 5,
+                        pid: 4242,
+                    },
                     (5, _) => Reply::Failed(RemoteError::BadRequest("unknown request".into())),
                     (v, _) => Reply::Failed(RemoteError::Unsupported {
                         version: v,
