@@ -188,7 +188,7 @@ impl Consumers {
         args: &ReplayArgs,
     ) -> Consumers {
         let answer = reach.to_result(&args.dir);
-        let json = replays
+        let json: Vec<(u64, Value)> = replays
             .iter()
             .filter(|r| r.is_active())
             .map(|r| {
@@ -196,10 +196,11 @@ impl Consumers {
                 (r.id, consumer_json(&target, Some(&answer)))
             })
             .collect();
-        Consumers {
-            json,
-            lines: pools::consumer_lines(source, replays, &reach),
-        }
+        let lines = json
+            .iter()
+            .filter_map(|(id, c)| Some(format!("{id}: {}", c["hint"].as_str()?)))
+            .collect();
+        Consumers { json, lines }
     }
 }
 

@@ -2,18 +2,15 @@
 //! of their rates, asked through its control socket (`Client::workers`): pools live in that
 //! process's memory only. [`ask_owner`] never fails: it says why the owner could not be
 //! asked ([`Reach`]). `stats`, `workers`, `replay --guarded` and the dashboard of
-//! `serve --read-only` read pools and rates through it ([`Observed`], [`consumer_lines`]).
+//! `serve --read-only` read pools and rates through it ([`Observed`]).
 
 use std::path::Path;
 
 use deadletter::control::Client;
 use deadletter::metrics::Metrics;
 use deadletter::pool::Workers;
-use deadletter::replay::GuardedReplay;
 use deadletter::Error;
-use deadletter_dashboard::guarded::target_queue;
 use deadletter_dashboard::source::GuardedReplays;
-use deadletter_dashboard::workers::no_consumer_hint;
 use deadletter_dashboard::Source;
 
 /// What asking the store's owner for its pools gave.
@@ -128,29 +125,4 @@ impl<S: Source> Source for Observed<S> {
     fn workers(&self) -> Option<Result<Workers, Error>> {
         Some(self.reach.to_result(&self.dir))
     }
-}
-
-/// For each running replay of `replays` whose target queue nothing consumes (or whose
-/// consumers cannot be seen), a line saying so and how to attach a consumer.
-pub fn consumer_lines<S: Source>(
-    source: &S,
-    replays: &[GuardedReplay],
-    reach: &Reach,
-) -> Vec<String> {
-    let mut lines = Vec::new();
-    for r in replays.iter().filter(|r| r.is_active()) {
-        let target = target_queue(source, r);
-        let line = match reach {
-            Reach::Answered(w) if w.queue(&target).is_some_and(|q| !q.pools.is_empty()) => continue,
-            Reach::Answered(_) => no_consumer_hint(&target),
-            other => format!(
-                "whether a worker pool consumes {target} cannot be seen ({}); without one \
-                 the replay waits: {}",
-                other.why_not().unwrap_or_default(),
-                no_consumer_hint(&target)
-            ),
-        };
-        lines.push(format!("{}: {line}", r.id));
-    }
-    lines
 }

@@ -69,10 +69,17 @@ pub fn window_json(w: &RateWindow) -> Value {
 }
 
 /// What to say of queue `queue` when nothing consumes it: how to attach a consumer.
-pub fn no_consumer_hint(queue: &str) -> String {
+fn no_consumer_hint(queue: &str) -> String {
     format!(
-        "no worker pool is attached to {queue}, so nothing consumes what is replayed there: \
-         start a WorkerPool on queue {queue:?} in the process that holds the store (it must \
+        "no worker pool is attached to {queue}, so nothing consumes what is replayed there: {}",
+        attach_hint(queue)
+    )
+}
+
+/// How to attach a consumer to `queue`.
+fn attach_hint(queue: &str) -> String {
+    format!(
+        "start a WorkerPool on queue {queue:?} in the process that holds the store (it must \
          open the store with Config::control_socket for the pool to be seen from here)"
     )
 }
@@ -92,9 +99,26 @@ pub fn consumer_json(target: &str, workers: Option<&Result<Workers, Error>>) -> 
             "queue": target,
             "known": false,
             "pools": null,
-            "hint": format!("whether a worker pool consumes {target} cannot be seen: {e}"),
+            "hint": format!(
+                "whether a worker pool consumes {target} cannot be seen ({}); without one the \
+                 replay waits: {}",
+                why_unknown(e),
+                attach_hint(target)
+            ),
         }),
         None => json!({ "queue": target, "known": false, "pools": null, "hint": null }),
+    }
+}
+
+/// Why the pools cannot be known, in words: for a store whose owner could not be asked,
+/// the reason (the error's own text speaks of a change).
+fn why_unknown(e: &Error) -> String {
+    match e {
+        Error::NoOwner { path, reason } => format!(
+            "the process holding {} cannot be asked: {reason}",
+            path.display()
+        ),
+        other => other.to_string(),
     }
 }
 
@@ -111,7 +135,7 @@ pub(crate) fn get<S: Source>(store: &S) -> Reply {
             "{} keeps no list of the worker pools consuming it",
             store.describe()
         )),
-        Some(Err(e)) => unavailable(e.to_string()),
+        Some(Err(e)) => unavailable(why_unknown(&e)),
         Some(Ok(w)) => {
             let mut doc = workers_json(&w, &w.queues, true);
             doc["available"] = true.into();

@@ -97,11 +97,12 @@ fn a_guarded_replay_started_by_the_tool_is_driven_by_the_next_holder() {
         1,
         "active guarded replay",
     );
-    // Nothing consumes its target meanwhile (no process holds the store): the progress
-    // says so, and how to attach a pool.
+    // No process holds the store, so nothing can say what consumes its target: the
+    // progress says so, and how to attach a pool.
     let text = ok(&["replay", d, "--progress", "1"]);
     assert!(
-        text.contains("no worker pool is attached to orders") && text.contains("WorkerPool"),
+        text.contains("whether a worker pool consumes orders cannot be seen")
+            && text.contains(r#"start a WorkerPool on queue "orders""#),
         "{text}"
     );
     let waiting = &replays(&json(&["--json", "replay", d, "--progress", "1"]))[0];

@@ -204,14 +204,7 @@ async function loadGuarded() {
         el("td", { class: "num", text: String(r.id) }),
         el("td", { text: r.dlq }),
         el("td", { class: "msg", title: r.selection, text: r.selection }),
-        el(
-          "td",
-          { "data-field": "state", class: "state-" + r.state, text: r.state_text },
-          // A running replay whose target nothing consumes waits for ever: say so, and how.
-          ...(r.consumer && r.consumer.hint
-            ? [el("div", { class: "hint bad", "data-testid": "g-consumer-" + r.id, text: r.consumer.hint })]
-            : []),
-        ),
+        el("td", { "data-field": "state", class: "state-" + r.state, text: r.state_text }),
         el("td", { "data-field": "progress" }, progressBar(r)),
         el("td", { class: "num", "data-field": "succeeded", text: String(r.succeeded) }),
         el("td", { class: "num" + (r.failed_again > 0 ? " bad" : ""), "data-field": "failed_again", text: String(r.failed_again) }),
@@ -227,6 +220,17 @@ async function loadGuarded() {
         el("td", { class: "actions" }, ...buttons),
       ),
     );
+    // A running replay whose target nothing consumes waits for ever: say so, and how.
+    if (r.consumer && r.consumer.hint) {
+      body.append(
+        el(
+          "tr",
+          { class: "hint-row" },
+          el("td", {}),
+          el("td", { colspan: "11", class: "hint bad", "data-testid": "g-consumer-" + r.id, text: r.consumer.hint }),
+        ),
+      );
+    }
   }
   // While one is active, its progress is polled more often than the page refreshes.
   const active = g.replays.some((r) => r.active);

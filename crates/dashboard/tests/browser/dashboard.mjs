@@ -195,6 +195,15 @@ async function main() {
       }
       check(true, `queue ${q.queue}: counts shown equal /api/stats (DLQ ${q.dlq_size})`);
     }
+    // 2b. The workers panel: a row per queue of /api/workers; `serve` holds the store and
+    // runs no pool, so each says so.
+    const workers = await apiGet("api/workers");
+    check(workers.available && workers.queues.length === before.queues.length, "/api/workers lists every queue");
+    for (const q of workers.queues) {
+      const pools = await text(`[data-testid="workers-row-${q.queue}"] [data-field="pools"]`);
+      if (pools !== "no pool attached") throw new Error(`check failed: workers of ${q.queue} show ${pools}`);
+    }
+    check(true, "the workers panel says no pool is attached to any queue");
     const orders = before.queues.find((q) => q.queue === "orders");
     const rows = await exec('return document.querySelectorAll("#entries tbody tr[data-id]").length;');
     check(rows === Math.min(25, orders.dlq_size), `the DLQ list shows ${rows} entries of orders-dlq`);
@@ -451,6 +460,9 @@ async function main() {
     await waitFor("the guarded replays table", () => exec(`return document.querySelector('${grow}') !== null && !document.getElementById('guarded-section').hidden;`));
     check((await text(`${grow} [data-field="waiting"]`)) === "1", "the page shows its canary waiting for an outcome");
     check((await text(`${grow} [data-field="state"]`)) === "running", "and the replay running");
+    // Nothing consumes orders (`serve` holds the store, and runs no pool): the row says so.
+    const hint = await text(`[data-testid="g-consumer-${gid}"]`);
+    check(hint.startsWith("no worker pool is attached to orders") && hint.includes("WorkerPool"), `the replay says nothing consumes its target: ${hint}`);
     await exec("window.scrollTo(0, document.getElementById('guarded-section').offsetTop);");
     await shot("guarded.png");
     await clickAndReload(`[data-testid="g-pause-${gid}"]`);
