@@ -92,6 +92,11 @@ fn same_but_time(
     for (q, n) in b.queues.iter_mut().zip(&now.queues) {
         q.oldest_message_age_ms = n.oldest_message_age_ms;
         q.dlq_oldest_age_ms = n.dlq_oldest_age_ms;
+        // How much of the current rate bucket has passed: the counts must stay.
+        if let (Some(r), Some(now)) = (&mut q.rates, &n.rates) {
+            r.last_minute.covered_ms = now.last_minute.covered_ms;
+            r.last_5_minutes.covered_ms = now.last_5_minutes.covered_ms;
+        }
     }
     b
 }
