@@ -173,6 +173,25 @@ fn the_pools_of_a_running_owner_are_listed() {
             >= 8
     );
 
+    // The dashboard beside the owner (read-only snapshots) asks it too: its workers panel,
+    // and the pool gauges of its /metrics.
+    let (mut served, addr) = serve_read_only(d);
+    let reply = crate::http::request(addr, "GET", "/api/workers", &[], "");
+    let panel: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(panel["available"], true, "{panel}");
+    assert_eq!(
+        queue(&panel, "orders")["pools"][0]["name"],
+        "payments",
+        "{panel}"
+    );
+    let metrics = crate::http::request(addr, "GET", "/metrics", &[], "").body;
+    assert!(
+        metrics.contains("deadletter_pool_workers{queue=\"orders\"} 3"),
+        "{metrics}"
+    );
+    served.kill().unwrap();
+    served.wait().unwrap();
+
     // The owner stops its pool: none is listed, and the queue says so.
     owner.say("stop-pool");
     owner.wait_for("pool stopped");
@@ -199,6 +218,31 @@ fn the_pools_of_a_running_owner_are_listed() {
     let text = ok(&["workers", d]);
     assert!(text.contains("orders: no pool attached"), "{text}");
     assert!(text.contains("note: "), "{text}");
+}
+
+/// Starts `deadletter serve DIR --read-only` on a free loopback port; returns the process
+/// and the address it printed.
+fn serve_read_only(dir: &str) -> (Child, std::net::SocketAddr) {
+    let mut child = Command::new(crate::run::BIN)
+        .args([
+            "serve",
+            dir,
+            "--read-only",
+            "--bind",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let info: Value = serde_json::from_str(&line).unwrap();
+    (child, info["addr"].as_str().unwrap().parse().unwrap())
 }
 
 /// A frame of control protocol 5 holding `body` (bincode, as that release encodes it).

@@ -394,6 +394,41 @@ mod tests {
     }
 
     #[test]
+    fn an_older_client_is_answered_in_its_version_and_an_unknown_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let _owner =
+            crate::Store::open(dir.path(), crate::Config::fast().control_socket(true)).unwrap();
+        let conn = UnixStream::connect(dir.path().join(super::super::SOCKET_NAME)).unwrap();
+        let mut out = conn.try_clone().unwrap();
+        let mut input = BufReader::new(conn);
+        let mut ask = |version: u16| {
+            protocol::write_frame(&mut out, version, &Request::Hello { actor: None }).unwrap();
+            let (v, body) = protocol::read_frame(&mut input).unwrap().unwrap();
+            (v, protocol::decode::<Reply>(&body).unwrap())
+        };
+        // A client of release 0.1 (protocol 5) is greeted in 5, the version then spoken.
+        let (v, reply) = ask(5);
+        assert_eq!(v, 5);
+        assert!(
+            matches!(reply, Reply::Hello { protocol: 5, .. }),
+            "{reply:?}"
+        );
+        // One older than that is refused, in this build's version.
+        let (v, reply) = ask(4);
+        assert_eq!(v, PROTOCOL_VERSION);
+        assert!(
+            matches!(
+                reply,
+                Reply::Failed(RemoteError::Unsupported {
+                    version: 4,
+                    supported: PROTOCOL_VERSION
+                })
+            ),
+            "{reply:?}"
+        );
+    }
+
+    #[test]
     fn an_older_owner_is_spoken_to_in_its_version_and_asked_nothing_it_does_not_know() {
         let dir = tempfile::tempdir().unwrap();
         let owner = old_owner(dir.path());
