@@ -5,6 +5,7 @@
 //! `serve --read-only` read pools and rates through it ([`Observed`]).
 
 use std::path::Path;
+use std::time::Duration;
 
 use deadletter::control::Client;
 use deadletter::metrics::Metrics;
@@ -65,9 +66,13 @@ impl Reach {
     }
 }
 
+/// How long the owner may take to answer: a read must not hang on an owner that stopped
+/// answering (a change waits longer, see `Client::connect`).
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Asks the process that holds the store in `dir` for its attached pools and rates.
 pub fn ask_owner(dir: &Path) -> Reach {
-    match Client::connect(dir) {
+    match Client::connect_with_timeout(dir, ASK_TIMEOUT) {
         Ok(client) => from_client(&client),
         Err(deadletter::Error::NoOwner { reason, .. }) => Reach::NoOwner(reason),
         Err(e) => Reach::Refused(e),

@@ -62,16 +62,24 @@ impl Client {
     /// [`Error::NoOwner`] when no socket is there, nobody answers on it (the owner died, or
     /// serves none), or the owner speaks another protocol version.
     pub fn connect(dir: impl AsRef<Path>) -> Result<Client> {
-        Self::greet(dir.as_ref(), None)
+        Self::greet(dir.as_ref(), None, REPLY_TIMEOUT)
+    }
+
+    /// [`Client::connect`], waiting at most `timeout` for each reply (the greeting's
+    /// included) rather than the ten minutes a large change may take: for a tool that
+    /// only reads what the owner knows ([`Client::workers`]) and must not hang on an
+    /// owner that stopped answering. A reply later than that is [`Error::NoOwner`].
+    pub fn connect_with_timeout(dir: impl AsRef<Path>, timeout: Duration) -> Result<Client> {
+        Self::greet(dir.as_ref(), None, timeout)
     }
 
     /// [`Client::connect`], with the changes asked on this connection recorded in the
     /// owner's audit trail as made by `actor` (the command-line tool passes `user@host`).
     pub fn connect_as(dir: impl AsRef<Path>, actor: &Actor) -> Result<Client> {
-        Self::greet(dir.as_ref(), Some(actor.name().to_string()))
+        Self::greet(dir.as_ref(), Some(actor.name().to_string()), REPLY_TIMEOUT)
     }
 
-    fn greet(dir: &Path, actor: Option<String>) -> Result<Client> {
+    fn greet(dir: &Path, actor: Option<String>, timeout: Duration) -> Result<Client> {
         let dir = dir.to_path_buf();
         let path = dir.join(super::SOCKET_NAME);
         let no_owner = |reason: String| Error::NoOwner {
@@ -96,7 +104,7 @@ impl Client {
             Err(e) => return Err(no_owner(format!("connect to {}: {e}", path.display()))),
         };
         stream
-            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
             .map_err(|e| Error::io("set timeout", &path, e))?;
         let writer = stream
             .try_clone()
@@ -391,6 +399,28 @@ mod tests {
             }
             seen
         })
+    }
+
+    #[test]
+    fn an_owner_that_stops_answering_is_given_up_on_after_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(dir.path().join(super::super::SOCKET_NAME)).unwrap();
+        // Accepts, reads the greeting, never answers.
+        let silent = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut input = BufReader::new(conn);
+            let _ = protocol::read_frame(&mut input);
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        // Had it waited for the owner, the connection would have been closed under it:
+        // "closed ... without answering", not a failed read.
+        match Client::connect_with_timeout(dir.path(), Duration::from_millis(100)) {
+            Err(Error::NoOwner { reason, .. }) => {
+                assert!(reason.contains("control connection failed"), "{reason}")
+            }
+            other => panic!("expected NoOwner, got {other:?}"),
+        }
+        silent.join().unwrap();
     }
 
     #[test]
