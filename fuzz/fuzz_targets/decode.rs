@@ -124,6 +124,9 @@ impl VfsFile for NoSyncFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
     }
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        self.0.allocate(len)
+    }
     fn len(&self) -> io::Result<u64> {
         self.0.len()
     }

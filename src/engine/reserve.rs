@@ -3,8 +3,9 @@
 //!
 //! Compaction frees space only after it has written a checkpoint (segments below it are
 //! then no longer needed), and a checkpoint needs space. So between checkpoints the
-//! checkpoint's temporary file, `checkpoint.tmp`, is kept on disk as zeros, written (not a
-//! sparse length), and synced: the *reserve*. The next checkpoint is written over it in
+//! checkpoint's temporary file, `checkpoint.tmp`, is kept on disk with its blocks allocated
+//! (`fallocate`: they are the file's, not a sparse length, and read as zeros; zeros are
+//! written only where the platform cannot allocate) and synced: the *reserve*. The next checkpoint is written over it in
 //! place (see [`super::checkpoint::write`]), needing no new space while it fits, then cut to
 //! its length and renamed over its slot as before. Once compaction has freed what it can,
 //! the reserve is made again.
@@ -26,8 +27,7 @@ use std::path::Path;
 
 use super::checkpoint;
 use crate::error::{Error, Result};
-use crate::storage::segment::write_zeros;
-use crate::storage::vfs::Vfs;
+use crate::storage::vfs::{write_zeros, Vfs};
 
 /// The smallest reserve kept, in bytes.
 pub(crate) const MIN_RESERVE: u64 = 64 << 10;
@@ -47,8 +47,11 @@ pub(crate) enum Reserve {
 }
 
 /// Makes the reserve in `dir` at least `size` bytes: what the file already holds is kept,
-/// and zeros are written after it. ENOSPC, from a write or the sync, is [`Reserve::Short`];
-/// other I/O errors are returned.
+/// and blocks are allocated after it (never written, where the file system allocates).
+/// ENOSPC, from the allocation or the sync, is [`Reserve::Short`]; other I/O errors are
+/// returned. An allocation the disk has no room for is all or nothing on some file systems,
+/// so on ENOSPC zeros are written after it instead, as far as they go: the reserve keeps
+/// whatever room the disk had.
 pub(crate) fn keep(fs: &dyn Vfs, dir: &Path, size: u64) -> Result<Reserve> {
     let path = dir.join(checkpoint::TEMP);
     let io = |op, e| Error::io(op, &path, e);
@@ -66,9 +69,14 @@ pub(crate) fn keep(fs: &dyn Vfs, dir: &Path, size: u64) -> Result<Reserve> {
     if len >= size {
         return Ok(Reserve::Full);
     }
-    let filled = write_zeros(file.as_ref(), len, size)
-        .map_err(|e| ("write", e))
-        .and_then(|()| file.sync().map_err(|e| ("fsync", e)));
+    let filled = match file.allocate(size) {
+        Err(e) if crate::error::is_disk_full(&e) => {
+            let now = file.len().map_err(|e| io("stat", e))?;
+            write_zeros(file.as_ref(), now, size).map_err(|e| ("write", e))
+        }
+        allocated => allocated.map_err(|e| ("allocate", e)),
+    }
+    .and_then(|()| file.sync().map_err(|e| ("fsync", e)));
     match filled {
         Ok(()) => Ok(Reserve::Full),
         Err((_, e)) if crate::error::is_disk_full(&e) => Ok(Reserve::Short),

@@ -14,7 +14,7 @@
 //!
 //! Separately, [`FaultyFs::set_disk_full`] models a full disk: operations that need new
 //! space fail with ENOSPC (creating a file, writing past a file's end, growing a file with
-//! `set_len`), while writes inside a file's current length (a preallocated segment),
+//! `set_len` or `allocate`), while writes inside a file's current length (a preallocated segment),
 //! renames, removals and syncs still work. Turning it off is space coming back.
 
 use std::io;
@@ -373,6 +373,15 @@ impl VfsFile for FaultyFile {
             self.fs.full(OpKinds::SET_LEN)?;
         }
         self.inner.set_len(len)
+    }
+
+    /// Counted and failed as `set_len` (it changes the file's size and needs space).
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        self.fs.simple(OpKinds::SET_LEN)?;
+        if len > self.inner.len()? {
+            self.fs.full(OpKinds::SET_LEN)?;
+        }
+        self.inner.allocate(len)
     }
 
     fn len(&self) -> io::Result<u64> {

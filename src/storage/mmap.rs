@@ -1,6 +1,7 @@
-//! Read-only memory maps of segment files: the crate's only `unsafe` code.
+//! Read-only memory maps of segment files: with `allocate` (one `fallocate` call), the
+//! crate's only `unsafe` code.
 //!
-//! The crate denies `unsafe_code`; this module alone allows it, for the one call that maps
+//! The crate denies `unsafe_code`; this module allows it for the one call that maps
 //! a file ([`memmap2::Mmap::map`]). Mapping is unsafe because the bytes can change, or the
 //! pages vanish, if the file is modified or truncated while mapped. The invariants that
 //! make the maps here sound are those of the log:

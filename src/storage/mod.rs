@@ -2,7 +2,8 @@
 //! checksum; this layer knows nothing of queues or messages.
 //!
 //! Bottom up: [`vfs`] (every file operation behind one trait; [`mmap`] makes the read-only
-//! maps, the crate's only `unsafe` code), [`format`](mod@format) (the segment header and record frame,
+//! maps and [`allocate`] allocates blocks without writing them, the crate's only `unsafe`
+//! code), [`format`](mod@format) (the segment header and record frame,
 //! no I/O), [`segment`] (one segment file and its recovery scan) and [`log`] (the
 //! directory of segments: append, group commit, read by position, recovery at open).
 //! [`tail_hint`] bounds where the active segment was ever written, so that an open reads
@@ -13,6 +14,8 @@
 //! an fsync survives a crash; after a failed write or fsync the log refuses writes until it
 //! is reopened.
 
+#[allow(unsafe_code)]
+mod allocate;
 pub mod format;
 pub mod log;
 #[allow(unsafe_code)]

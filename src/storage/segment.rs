@@ -3,9 +3,9 @@
 //! A segment is a file named `{base:020}.seg` holding a [`SegmentHeader`] and then records
 //! back to back. Data offsets count from the end of the header; the log position of a record
 //! is `base + data offset`. Invariants:
-//! - a segment is created under a temporary name, filled (header and zero preallocation),
-//!   synced, renamed into place and its directory synced, so a `.seg` name always has a
-//!   durable header;
+//! - a segment is created under a temporary name, given its header and its blocks
+//!   (allocated, never written: [`VfsFile::allocate`]), synced, renamed into place and its
+//!   directory synced, so a `.seg` name always has a durable header;
 //! - `end` only grows while the segment is active, and only after the bytes below it were
 //!   written; readers never look at bytes at or beyond `end`;
 //! - [`scan`] never counts a record whose checksum fails.
@@ -24,8 +24,8 @@ use crate::storage::vfs::{MappedView, Vfs, VfsFile};
 pub const SEGMENT_SUFFIX: &str = ".seg";
 /// File name suffix of a segment being created.
 pub const TEMP_SUFFIX: &str = ".tmp";
-/// Name of the spare file a background thread fills with zeros ahead of the next roll. It
-/// becomes a segment only by being given a header, synced, and renamed (see `install_spare`).
+/// Name of the spare file a background thread allocates ahead of the next roll. It becomes
+/// a segment only by being given a header, synced, and renamed (see `install_spare`).
 pub const SPARE_NAME: &str = "next-segment.tmp";
 
 /// The file name of the segment starting at `base`.
@@ -160,8 +160,10 @@ impl Segment {
 }
 
 /// Creates a segment file at `dir/{base}.seg`, for records in format `version`, through a
-/// temporary name: header, optional zero preallocation to `size` bytes, sync, rename (over
-/// a segment of the same name, if there is one), directory sync.
+/// temporary name: header, its blocks allocated up to `size` bytes (with `preallocate`;
+/// otherwise a sparse length), sync, rename (over a segment of the same name, if there is
+/// one), directory sync. Nothing but the header is written: the allocated blocks read as
+/// zeros.
 pub fn create(
     fs: &dyn Vfs,
     dir: &Path,
@@ -177,7 +179,7 @@ pub fn create(
         file.write_at(&format::encode_segment_header(&header), 0)
             .io("write", &temp_path)?;
         if preallocate {
-            write_zeros(file.as_ref(), header.len() as u64, size).io("preallocate", &temp_path)?;
+            file.allocate(size).io("preallocate", &temp_path)?;
         } else {
             file.set_len(size).io("set_len", &temp_path)?;
         }
@@ -194,8 +196,8 @@ pub fn create(
     result
 }
 
-/// Prepares the spare file: `size` bytes of zeros (or a set length without `preallocate`),
-/// synced. It has no header yet, so until [`install_spare`] renames it, recovery treats it as
+/// Prepares the spare file: `size` bytes allocated, never written (a sparse length without
+/// `preallocate`), synced. It has no header yet, so until [`install_spare`] renames it, recovery treats it as
 /// a leftover temporary file.
 pub fn prepare_spare(
     fs: &dyn Vfs,
@@ -206,7 +208,7 @@ pub fn prepare_spare(
     let path = dir.join(SPARE_NAME);
     let file = fs.create(&path).io("create", &path)?;
     let filled = if preallocate {
-        write_zeros(file.as_ref(), 0, size)
+        file.allocate(size)
     } else {
         file.set_len(size)
     };
@@ -216,7 +218,7 @@ pub fn prepare_spare(
 }
 
 /// Turns the prepared spare into the segment `header` describes: header, sync, rename,
-/// directory sync; the same protocol as [`create`], minus the zero filling done beforehand.
+/// directory sync; the same protocol as [`create`], minus the allocation done beforehand.
 pub fn install_spare(
     fs: &dyn Vfs,
     dir: &Path,
@@ -230,20 +232,6 @@ pub fn install_spare(
     fs.rename(&spare, &dir.join(segment_name(header.base)))
         .io("rename", &spare)?;
     fs.sync_dir(dir).io("fsync dir", dir)
-}
-
-/// Writes zeros over `[from, to)` in large chunks so that later writes and `fdatasync` need
-/// no block allocation or size update.
-pub fn write_zeros(file: &dyn VfsFile, from: u64, to: u64) -> std::io::Result<()> {
-    const CHUNK: usize = 1 << 20;
-    let zeros = vec![0u8; CHUNK];
-    let mut at = from;
-    while at < to {
-        let n = ((to - at) as usize).min(CHUNK);
-        file.write_at(&zeros[..n], at)?;
-        at += n as u64;
-    }
-    Ok(())
 }
 
 /// What a recovery scan of one segment's data found.

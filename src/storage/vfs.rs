@@ -11,6 +11,7 @@
 //! | write (append)       | [`VfsFile::write_at`]          |
 //! | sync a file's data   | [`VfsFile::sync`]              |
 //! | set length           | [`VfsFile::set_len`]           |
+//! | allocate blocks      | [`VfsFile::allocate`]          |
 //! | rename, remove, list | [`Vfs::rename`], [`Vfs::remove`], [`Vfs::list`] |
 //! | sync a directory     | [`Vfs::sync_dir`]              |
 //! | read-only view       | [`VfsFile::map`]               |
@@ -26,6 +27,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::allocate;
 use super::mmap::MappedFile;
 use crate::error::{Error, IoContext, Result};
 
@@ -71,6 +73,14 @@ pub trait VfsFile: Send + Sync {
     fn sync(&self) -> io::Result<()>;
     /// Truncates or extends (with zeros) the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes the file at least `len` bytes long with every block below `len` its own,
+    /// without writing them where the file system can (`fallocate`): later writes below
+    /// `len` need no new space, and the bytes never written read as zeros. Never shortens
+    /// the file. The default, and the fallback where the call does not exist, writes zeros
+    /// from the file's end to `len`.
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        write_zeros(self, self.len()?, len)
+    }
     /// The file's current length.
     fn len(&self) -> io::Result<u64>;
     /// True when the file's length is zero (with `sim`, where the trait is exported).
@@ -80,6 +90,23 @@ pub trait VfsFile: Send + Sync {
     }
     /// A read-only view of the whole file as it is now.
     fn map(&self) -> io::Result<Arc<dyn MappedView>>;
+}
+
+/// Writes zeros over `[from, to)` in large chunks (nothing when `to <= from`): what
+/// [`VfsFile::allocate`] falls back to, and how recovery clears a torn tail.
+pub fn write_zeros(file: &(impl VfsFile + ?Sized), from: u64, to: u64) -> io::Result<()> {
+    const CHUNK: usize = 1 << 20;
+    if to <= from {
+        return Ok(());
+    }
+    let zeros = vec![0u8; ((to - from) as usize).min(CHUNK)];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(CHUNK);
+        file.write_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// A guard that holds a directory lock until dropped.
@@ -253,6 +280,12 @@ impl VfsFile for RealFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        if allocate::allocate(&self.file, len)? {
+            return Ok(());
+        }
+        write_zeros(self, self.len()?, len)
     }
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())

@@ -113,6 +113,16 @@ impl VfsFile for SimFile {
         Ok(())
     }
 
+    /// Allocation without writing: the disk is charged for the growth, as by `set_len`
+    /// (the simulated disk is never sparse), and no write is counted. The length change is
+    /// pending until a sync, like any other.
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        if len <= self.len()? {
+            return self.writable();
+        }
+        self.set_len(len)
+    }
+
     fn len(&self) -> io::Result<u64> {
         self.disk.check_epoch(self.epoch)?;
         Ok(self.inode.lock().data.len() as u64)

@@ -28,7 +28,7 @@ use crate::error::{CorruptionKind, Error, IoContext, Result};
 use crate::storage::format::{self, HeaderError, SegmentHeader};
 use crate::storage::segment::{self, Segment};
 use crate::storage::tail_hint;
-use crate::storage::vfs::{Vfs, VfsFile};
+use crate::storage::vfs::{write_zeros, Vfs, VfsFile};
 
 /// A torn write found and removed at open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -481,7 +481,7 @@ pub(super) fn recover(
                     // declared size, even if this open is interrupted here (the next one finds
                     // zeros, or the rest of the same torn tail).
                     let at = header_len + torn;
-                    segment::write_zeros(file.as_ref(), at, at + scan.torn_bytes)
+                    write_zeros(file.as_ref(), at, at + scan.torn_bytes)
                         .io("zero torn tail", &path)?;
                     report.torn_tail = Some(TornTail {
                         path: path.clone(),
@@ -495,7 +495,7 @@ pub(super) fn recover(
                 let current = file.len().io("stat", &path)?;
                 if current < size {
                     let grown = if opts.preallocate {
-                        segment::write_zeros(file.as_ref(), current, size)
+                        file.allocate(size)
                     } else {
                         file.set_len(size)
                     };
