@@ -96,6 +96,7 @@ fn engine_options(config: &Config) -> EngineOptions {
     let wait_for_sync = config.durability == Durability::Always;
     let log = LogOptions {
         segment_size: config.segment_size,
+        first_segment_size: config.first_segment_size,
         // Room for the payload plus its metadata.
         max_record_size: config.max_message_size + RECORD_OVERHEAD,
         // The engine waits for durability itself, outside its lock (group commit).
@@ -106,7 +107,7 @@ fn engine_options(config: &Config) -> EngineOptions {
         },
         preallocate: config.preallocate,
         recovery: config.recovery,
-        // The last 1/32 of each segment is kept for records that carry no payload, so
+        // The last 1/32 of each segment (of a smaller one, its share) is kept for records that carry no payload, so
         // that on a full disk, once a roll fails, consumers can still lease, ack and
         // dead-letter (and free what producers wait for).
         reserve: config.segment_size / 32,

@@ -18,6 +18,11 @@
 //! 4. **reclaim**: whole segments below both the older checkpoint and the first record the
 //!    snapshot of step 3 refers to are deleted.
 //!
+//! **A drained store** (between steps 2 and 3): when compaction's index refers to no record
+//! (every message acked, no DLQ entry), the log starts a segment of the first size, the
+//! checkpoint of step 3 goes into both slots, and step 4 deletes every segment before the
+//! new one: the store is back to its starting size (see [`restart_if_drained`]).
+//!
 //! **A full disk.** The checkpoint of step 3 is written over the reserve
 //! ([`super::reserve`]), which needs no new space, and the reserve is made again after it.
 //! When the disk is full (a roll failed for want of space, relocation was stopped by it, or
@@ -103,6 +108,9 @@ pub struct CompactionReport {
     /// The disk had no room for the whole checkpoint reserve after the run (see
     /// `docs/RELIABILITY.md`, "A full disk"): the next run or open tries again.
     pub reserve_short: bool,
+    /// The store was drained (nothing left that refers to the log) and its log started a
+    /// segment of the first size again, reclaiming every segment before it.
+    pub restarted_small: bool,
 }
 
 /// Compaction's own index: the state the log's records build up to `position`, kept
@@ -138,18 +146,19 @@ impl Engine {
                 Err(Error::DiskFull { .. }) if !self.log.is_poisoned() => report.full_disk = true,
                 other => other?,
             }
+            let drained = restart_if_drained(self, &mut shadow, report)?;
             let written = write_checkpoint(self, &mut shadow, report, Slots::Next)?;
             let fs = self.fs.as_ref();
             let reserve = reserve::size_for(written.len);
             let kept = reserve::keep(fs, &self.dir, reserve)?;
             report.full_disk |= kept == Reserve::Short || self.log.is_out_of_space();
-            if !report.full_disk {
+            if !report.full_disk && !drained {
                 return reclaim(self, written.first_needed, report);
             }
-            // The disk is full. Reclaim stops at the older slot's position, which may keep
-            // every segment the acks made dead: the same index goes into that slot too
-            // (written over what the reserve got), then the reserve is made again from
-            // the space reclaimed.
+            // The disk is full, or the store drained. Reclaim stops at the older slot's
+            // position, which may keep every segment the acks made dead: the same index
+            // goes into that slot too (written over what the reserve got), then the
+            // reserve is made again from the space reclaimed.
             let written = write_checkpoint(self, &mut shadow, report, Slots::Both)?;
             reclaim(self, written.first_needed, report)?;
             report.reserve_short = reserve::keep(fs, &self.dir, reserve)? == Reserve::Short;
@@ -210,6 +219,42 @@ pub(crate) fn note_hold(report: &mut CompactionReport, started: Instant) {
 
 /// Relocation fsyncs the log after this many bytes of copies.
 const SYNC_EVERY: u64 = 1 << 20;
+
+/// Step 2b, **a drained store**: when compaction's index refers to no record at all (every
+/// message acked, no DLQ entry), nothing in the log is needed but its position, so the
+/// store may go back to its starting size now rather than wait for the half-live rule,
+/// the older checkpoint slot and the active segment's end. If the log holds more than one
+/// small segment, it starts a small one ([`crate::storage::log::Log::restart_small`]) and
+/// the run then writes its checkpoint into both slots and reclaims everything below it.
+/// Returns true when the store drained (and the run must do so). A record appended
+/// meanwhile is safe: the checkpoint covers it and reclaim keeps the segment it is in. On a
+/// full disk, where the small segment cannot be made, the run goes on as on any full disk.
+fn restart_if_drained(
+    engine: &Engine,
+    shadow: &mut Option<Shadow>,
+    report: &mut CompactionReport,
+) -> Result<bool> {
+    if engine.log.is_poisoned() {
+        return Ok(false);
+    }
+    let sh = catch_up(engine, shadow)?;
+    if sh.state.lowest_position().is_some() {
+        return Ok(false);
+    }
+    let segments = engine.log.segments();
+    let restarted = match engine.log.restart_small() {
+        Ok(restarted) => restarted,
+        // No room for the small segment: the run frees what it can as on any full disk,
+        // and a later run starts small.
+        Err(Error::DiskFull { .. }) if !engine.log.is_poisoned() => {
+            report.full_disk = true;
+            false
+        }
+        Err(e) => return Err(e),
+    };
+    report.restarted_small |= restarted;
+    Ok(restarted || segments.len() > 1)
+}
 
 /// How many sealed segments, from the oldest, to relocate: the longest prefix whose live
 /// fraction is under `threshold` (0 when none is). `live_bytes(i)` is the live byte count of

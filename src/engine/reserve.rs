@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::storage::vfs::{write_zeros, Vfs};
 
 /// The smallest reserve kept, in bytes.
-pub(crate) const MIN_RESERVE: u64 = 64 << 10;
+pub(crate) const MIN_RESERVE: u64 = 16 << 10;
 
 /// The reserve kept for checkpoints of `checkpoint_len` bytes: room for two of them.
 pub(crate) fn size_for(checkpoint_len: u64) -> u64 {

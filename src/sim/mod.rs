@@ -46,7 +46,8 @@ pub use crate::storage::format::{
     V2_HEADER_LEN,
 };
 pub use crate::storage::log::{
-    CheckpointMark, Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE, LOCK_FILE,
+    CheckpointMark, Log, LogOptions, LogStats, Reader, Record, DEFAULT_SEGMENT_SIZE,
+    FIRST_SEGMENT_SIZE, LOCK_FILE,
 };
 pub use crate::storage::segment::{
     parse_segment_name, parse_temp_name, scan, segment_name, temp_name, ScanResult, SPARE_NAME,

@@ -60,7 +60,9 @@ fn call(file: &File, len: i64) -> Option<i32> {
         if rc == 0 {
             return Some(0);
         }
-        let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
         if errno != libc::EINTR {
             return Some(errno);
         }

@@ -144,6 +144,11 @@ impl Segment {
         Ok(fresh)
     }
 
+    /// The segment's size, header included (its header's `size`, as created).
+    pub fn size(&self) -> u64 {
+        self.capacity + self.header_len
+    }
+
     /// The longest record body this segment can hold, by its own size: the bound reads
     /// judge its frames by (see [`format::max_body_in`]).
     pub fn max_body(&self) -> usize {

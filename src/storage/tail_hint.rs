@@ -13,7 +13,7 @@
 //! - the log writes data into the active segment only below the bound of a hint that is
 //!   durable (written and `fdatasync`ed) before the write is issued ([`HintKeeper::make_room`]);
 //! - a hint is written only for a segment whose bytes past the bound are zero: a segment
-//!   created zero-filled, or the active segment after recovery (which zeroed and synced a
+//!   created allocated and never written (it reads as zeros), or the active segment after recovery (which zeroed and synced a
 //!   torn tail, and proved the rest zero by reading it or by the previous hint);
 //! - bounds only grow while a segment is active; when raising one fails, the hint file is
 //!   removed and the removal made durable before any write past the old bound (the log then

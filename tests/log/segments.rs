@@ -1,6 +1,6 @@
 //! Segments roll at the configured size, never split a record, and are deleted whole
 //! (never the active one); what remains reads back after a reopen. A store's segment size
-//! is read back from its files.
+//! is read back from its files (its largest segment).
 
 use deadletter::sim::{segment_name, Log, DEFAULT_SEGMENT_SIZE, FRAME_HEADER_LEN, V2_HEADER_LEN};
 use deadletter::{Config, Error, Store};
@@ -86,7 +86,23 @@ fn an_existing_store_gives_its_segment_size() {
     let config = Config::default()
         .segment_size(size)
         .max_message_size(16 << 10);
-    Store::open(dir.path(), config).unwrap().close().unwrap();
+    // A new store's segment is too small to tell: the defaults.
+    Store::open(dir.path(), config.clone())
+        .unwrap()
+        .close()
+        .unwrap();
+    assert_eq!(
+        Config::for_existing_store(dir.path()).segment_size,
+        DEFAULT_SEGMENT_SIZE
+    );
+    // Grown to its largest (32, 64, 128 KiB), it gives that.
+    let store = Store::open(dir.path(), config).unwrap();
+    let q = store.queue("q").unwrap();
+    for _ in 0..30 {
+        q.enqueue(vec![1u8; 8 << 10]).unwrap();
+    }
+    drop(q);
+    store.close().unwrap();
     let found = Config::for_existing_store(dir.path());
     assert_eq!(found.segment_size, size);
     // The room a record keeps besides its message: 64 KiB of metadata.

@@ -15,7 +15,7 @@ use crate::engine::record::RECORD_OVERHEAD;
 use crate::engine::state::AuditLimits;
 use crate::error::{require, Error, NameProblem, Result};
 use crate::storage::format::{self, HeaderError, FORMAT_VERSION, FRAME_HEADER_LEN, MAX_HEADER_LEN};
-use crate::storage::log::{Durability, RecoveryMode, DEFAULT_SEGMENT_SIZE};
+use crate::storage::log::{Durability, RecoveryMode, DEFAULT_SEGMENT_SIZE, FIRST_SEGMENT_SIZE};
 use crate::storage::segment;
 use crate::storage::vfs::Vfs;
 
@@ -106,8 +106,13 @@ impl QueueOptions {
 pub struct Config {
     /// When writes become durable.
     pub durability: Durability,
-    /// Size of a log segment file.
+    /// The largest size of a log segment file (default 64 MiB). Segments start at
+    /// `first_segment_size` and each roll doubles the next one's size up to this, so a
+    /// small store stays small and a busy one gets large segments.
     pub segment_size: u64,
+    /// The size of the segment a store starts with, and starts again with once compaction
+    /// finds it drained (default 32 KiB; at most `segment_size`).
+    pub first_segment_size: u64,
     /// Largest payload accepted.
     pub max_message_size: usize,
     /// DLQ naming pattern: `{queue_name}` and `{environment}` are replaced.
@@ -136,7 +141,8 @@ pub struct Config {
     pub queue_defaults: QueueOptions,
     /// What to do with damaged committed data at open.
     pub recovery: RecoveryMode,
-    /// Preallocate segment files with zeros.
+    /// Allocate segment files' blocks when they are made (`fallocate`; zeros written where
+    /// the platform cannot), so that appends never need new space.
     pub preallocate: bool,
     /// The clock.
     pub clock: Arc<dyn Clock>,
@@ -175,6 +181,7 @@ impl Default for Config {
         Config {
             durability: Durability::Always,
             segment_size: DEFAULT_SEGMENT_SIZE,
+            first_segment_size: FIRST_SEGMENT_SIZE,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             dlq_name_pattern: "{queue_name}-dlq".into(),
             environment: None,
@@ -201,9 +208,9 @@ impl Default for Config {
 impl Config {
     /// The default configuration without fsync (fast; a crash may lose recent writes).
     ///
-    /// Segments are not preallocated either: preallocation exists so that an fsync after an
-    /// append has no block allocation to write, and without fsyncs it would only write every
-    /// segment twice (zeros, then data). Segment files are still sized up front (sparse).
+    /// Segments are not preallocated either: preallocation exists so that an append never
+    /// needs new space (and an fsync after it no block allocation), which matters to durable
+    /// writes. Segment files are still sized up front (sparse).
     pub fn fast() -> Self {
         Config::default()
             .durability(Durability::Never)
@@ -212,18 +219,19 @@ impl Config {
 
     /// The defaults, with the segment size of the store in `dir` (and the largest message
     /// size lowered if such a segment could not hold one). Tools that open an existing
-    /// store they did not create start from this: a store opened with another segment size
-    /// would grow its active segment to that size.
+    /// store they did not create start from this, so that the segments they add are no
+    /// larger than the store's own.
     ///
-    /// A store's segment size is the size its active segment declares in its header (the
-    /// file's length for a format this build does not read): every segment is created at
-    /// the store's segment size, and every open brings the active segment back to it. So
-    /// this reads the directory listing and the header of the newest segment
-    /// (the active one; the one before it if that is not a deadletter segment), takes no
-    /// lock and changes nothing. A directory without a segment gives the defaults.
+    /// A store's segments start small and grow, by doubling, to its segment size, so the
+    /// largest segment in the directory is the nearest to it the files show: each segment
+    /// declares its size in its header (the file's length is taken for a format this build
+    /// does not read). So this reads the directory listing and the headers of the segments,
+    /// takes no lock and changes nothing. A directory without a segment, or whose segments
+    /// are all too small to hold a message (a store that has not grown yet), gives the
+    /// defaults.
     pub fn for_existing_store(dir: impl AsRef<Path>) -> Config {
         let mut config = Config::default();
-        let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir.as_ref())
+        let segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir.as_ref())
             .into_iter()
             .flatten()
             .flatten()
@@ -232,17 +240,16 @@ impl Config {
                 Some((base, e.path()))
             })
             .collect();
-        segments.sort_unstable();
-        let active_len = segments
+        let largest = segments
             .iter()
-            .rev()
-            .find_map(|(_, path)| segment_file_len(path));
+            .filter_map(|(_, path)| segment_file_len(path))
+            .max();
         let overhead = RECORD_OVERHEAD as u64;
         // New records go to segments of this build's format, whose header is its version's.
         let header = (format::header_len(FORMAT_VERSION) + FRAME_HEADER_LEN) as u64;
         // A segment too small to hold a record of any size is not a size a store can have
         // (a file cut short): keep the defaults then.
-        if let Some(len) = active_len.filter(|&len| len > overhead + header) {
+        if let Some(len) = largest.filter(|&len| len > overhead + header) {
             config.segment_size = len;
             let room = len - overhead - header;
             config.max_message_size = config.max_message_size.min(room as usize);
@@ -258,8 +265,10 @@ impl Config {
         guarded_replay_driver(on: bool) => guarded_replay_driver = on;
         /// Sets when writes become durable.
         durability(d: Durability) => durability = d;
-        /// Sets the size of a log segment file.
+        /// Sets the largest size of a log segment file ([`Config::segment_size`]).
         segment_size(bytes: u64) => segment_size = bytes;
+        /// Sets the size of the segment a store starts with ([`Config::first_segment_size`]).
+        first_segment_size(bytes: u64) => first_segment_size = bytes;
         /// Sets the largest payload accepted.
         max_message_size(bytes: usize) => max_message_size = bytes;
         /// Sets the DLQ naming pattern (`{queue_name}` and `{environment}` are replaced).
@@ -285,7 +294,7 @@ impl Config {
         queue_defaults(options: QueueOptions) => queue_defaults = options;
         /// Sets what to do with damaged committed data at open.
         recovery(mode: RecoveryMode) => recovery = mode;
-        /// Preallocates (or not) segment files with zeros.
+        /// Allocates (or not) segment files' blocks when they are made.
         preallocate(preallocate: bool) => preallocate = preallocate;
         /// Sets the clock.
         clock(clock: impl Clock + 'static) => clock = Arc::new(clock);

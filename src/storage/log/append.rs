@@ -11,10 +11,12 @@ use super::{Durability, Inner, Log, Writer};
 use crate::error::{Error, Result};
 use crate::storage::format::{self, SegmentHeader};
 use crate::storage::segment::{self, Segment};
+use crate::storage::tail_hint::HintKeeper;
 
 /// Messages to the spare-preparing thread.
 pub(super) enum PrepMsg {
-    Prepare,
+    /// Prepare a spare of this many bytes.
+    Prepare(u64),
     Stop,
 }
 
@@ -74,11 +76,7 @@ impl Log {
     ) -> Result<()> {
         let may_use_reserve = rules.may_use_reserve;
         let inner = &*self.inner;
-        let reserve = if may_use_reserve {
-            0
-        } else {
-            inner.opts.reserve
-        };
+        let opts = &inner.opts;
         if inner.read_only {
             return Err(Error::ReadOnly {
                 path: inner.dir.clone(),
@@ -94,10 +92,10 @@ impl Log {
                 return Err(Error::EmptyRecord);
             }
             let max = if rules.copies {
-                let header = format::header_len(inner.opts.format_version);
-                format::max_body_in(inner.opts.segment_size, header)
+                let header = format::header_len(opts.format_version);
+                format::max_body_in(opts.segment_size, header)
             } else {
-                inner.opts.max_record_size
+                opts.max_record_size
             };
             if body.len() > max {
                 return Err(Error::TooLarge {
@@ -108,21 +106,34 @@ impl Log {
             total += format::frame_len(body.len()) as u64;
             count += 1;
         }
+        // What the largest segment takes: a batch up to that goes into one segment.
+        let most = opts.room_in(opts.segment_size, may_use_reserve);
         let end = {
             let mut w = inner.writer.lock();
             let used = w.active.end() + w.buf.len() as u64;
-            let limit = w.active.capacity.saturating_sub(reserve);
-            if used + total > limit && total <= limit && used > 0 {
-                inner.roll(&mut w)?;
+            let limit = inner.room(&w.active, may_use_reserve);
+            if used + total > limit && total <= most {
+                if used > 0 {
+                    let size = opts.next_segment_size(w.active.size(), total, may_use_reserve);
+                    inner.roll(&mut w, size)?;
+                } else if w.active.size() < opts.segment_size {
+                    // An empty segment too small for the batch (segments start small): a
+                    // larger one takes its place, under its name.
+                    let size = opts.next_segment_size(w.active.size() / 2, total, may_use_reserve);
+                    inner.replace_empty(&mut w, size)?;
+                }
             }
             let start_buf = w.buf.len();
             let start_base = w.active.base;
             for (appended, body) in bodies.enumerate() {
                 let flen = format::frame_len(body.len()) as u64;
                 let used = w.active.end() + w.buf.len() as u64;
-                // An empty segment takes any record (it fits: the options say so).
-                if used > 0 && used + flen > w.active.capacity.saturating_sub(reserve) {
-                    if let Err(e) = inner.roll(&mut w) {
+                // An empty segment takes any record: the batch's first one was given a
+                // segment that holds it above, and a roll below sizes the next one for the
+                // record that does not fit (the options say the largest holds any).
+                if used > 0 && used + flen > inner.room(&w.active, may_use_reserve) {
+                    let size = opts.next_segment_size(w.active.size(), flen, may_use_reserve);
+                    if let Err(e) = inner.roll(&mut w, size) {
                         if w.active.base == start_base {
                             w.buf.truncate(start_buf);
                         }
@@ -141,20 +152,20 @@ impl Log {
                 format::encode_frame(&mut w.buf, pos, body, synced);
                 on_position(pos);
             }
-            if inner.opts.durability != Durability::Always && w.buf.len() >= inner.opts.write_buffer
-            {
+            if opts.durability != Durability::Always && w.buf.len() >= opts.write_buffer {
                 inner.flush_locked(&mut w)?;
             }
             // Past half of the active segment, have the next one prepared in the background
-            // so that the roll does not stall appenders on filling a segment with zeros.
+            // (created, allocated, synced) so that the roll does less on the appenders' path.
             if (w.active.end() + w.buf.len() as u64) * 2 >= w.active.capacity
                 && !inner.spare_requested.load(Ordering::Relaxed)
                 && !inner.spare_requested.swap(true, Ordering::AcqRel)
             {
+                let size = opts.next_segment_size(w.active.size(), 0, true);
                 if inner.fs.allows_background_io() {
-                    let _ = inner.preparer.send(PrepMsg::Prepare);
+                    let _ = inner.preparer.send(PrepMsg::Prepare(size));
                 } else {
-                    inner.prepare_spare();
+                    inner.prepare_spare(size);
                 }
             }
             w.appended_end()
@@ -164,6 +175,35 @@ impl Log {
             inner.sync_to(end)?;
         }
         Ok(())
+    }
+
+    /// Starts a segment of the first size ([`LogOptions::start_size`](super::LogOptions::start_size)) to append to, unless
+    /// the active segment is one already: the active one is sealed and a small one starts
+    /// after it (or, when it holds no record, a small one takes its place). For compaction,
+    /// once nothing before the log's end is needed: the segments before the new one can then
+    /// all be deleted, and the store is back to its starting size. Returns true when it
+    /// started one.
+    pub fn restart_small(&self) -> Result<bool> {
+        let inner = &*self.inner;
+        if inner.read_only {
+            return Err(Error::ReadOnly {
+                path: inner.dir.clone(),
+            });
+        }
+        if inner.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        let size = inner.opts.start_size();
+        let mut w = inner.writer.lock();
+        if w.active.size() <= size {
+            return Ok(false);
+        }
+        if w.active.end() == 0 && w.buf.is_empty() {
+            inner.replace_empty(&mut w, size)?;
+        } else {
+            inner.roll(&mut w, size)?;
+        }
+        Ok(true)
     }
 
     /// Writes buffered records to the file (no fsync).
@@ -202,25 +242,85 @@ impl Inner {
         Ok(())
     }
 
-    /// Prepares the spare for the next roll, unless one is ready.
-    pub(super) fn prepare_spare(&self) {
+    /// The bytes records may fill in `seg` (its reserve too when `may_use_reserve`).
+    fn room(&self, seg: &Segment, may_use_reserve: bool) -> u64 {
+        let reserve = if may_use_reserve {
+            0
+        } else {
+            self.opts.reserve_in(seg.size())
+        };
+        seg.capacity.saturating_sub(reserve)
+    }
+
+    /// Prepares a spare of `size` bytes for the next roll, unless one is ready.
+    pub(super) fn prepare_spare(&self, size: u64) {
         if self.spare.lock().is_some() {
             return;
         }
         // A failure here is harmless: the roll then creates the segment itself and
         // reports any error to the appender.
-        if let Ok(file) = segment::prepare_spare(
-            self.fs.as_ref(),
-            &self.dir,
-            self.opts.segment_size,
-            self.opts.preallocate,
-        ) {
-            *self.spare.lock() = Some(file);
+        if let Ok(file) =
+            segment::prepare_spare(self.fs.as_ref(), &self.dir, size, self.opts.preallocate)
+        {
+            *self.spare.lock() = Some((file, size));
         }
     }
 
-    /// Seals the active segment (write, fsync) and starts a new one after it.
-    fn roll(&self, w: &mut Writer) -> Result<()> {
+    /// Replaces the active segment, which holds no record, by one of `size` bytes under the
+    /// same name (its base), numbered one more: for a batch the small segment could not
+    /// take. [`segment::create`] renames the new file over it, so a crash leaves the old or
+    /// the new one, both empty; the tail hint, whose name the creation writes through, is
+    /// written again for the new one at the next write.
+    pub(super) fn replace_empty(&self, w: &mut Writer, size: u64) -> Result<()> {
+        debug_assert!(w.active.end() == 0 && w.buf.is_empty());
+        let base = w.active.base;
+        let header = SegmentHeader::new(base, self.opts.format_version, size)
+            .identified(self.store_id, w.active.seq + 1);
+        let file = match segment::create(
+            self.fs.as_ref(),
+            &self.dir,
+            header,
+            size,
+            self.opts.preallocate,
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                // The creation wrote through the hint's name: the hint is gone or torn (an
+                // open does not use it). The empty segment needs none until a write.
+                w.hint = HintKeeper::new(base, None);
+                // No space for the new file's blocks: it never got the name, and the empty
+                // segment stays as it was. Anything else may have come after the rename
+                // (its directory sync failed): the segment on disk may then be the new
+                // one, which this log does not hold.
+                if matches!(e, Error::DiskFull { .. }) {
+                    self.out_of_space.store(true, Ordering::Release);
+                    return Err(e);
+                }
+                return self.poison(e);
+            }
+        };
+        let seg = match Segment::new(
+            base,
+            header.version,
+            header.seq,
+            self.dir.join(segment::segment_name(base)),
+            file,
+            size - header.len() as u64,
+            0,
+            Vec::new(),
+        ) {
+            Ok(seg) => Arc::new(seg),
+            Err(e) => return self.poison(e),
+        };
+        self.segments.write().insert(base, Arc::clone(&seg));
+        w.active = seg;
+        w.hint = HintKeeper::new(base, None);
+        Ok(())
+    }
+
+    /// Seals the active segment (write, fsync) and starts a new one of `size` bytes after
+    /// it.
+    pub(super) fn roll(&self, w: &mut Writer, size: u64) -> Result<()> {
         self.flush_locked(w)?;
         if let Err(e) = w.active.file.sync() {
             return self.poison(Error::io("fsync", &w.active.path, e));
@@ -228,7 +328,6 @@ impl Inner {
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         let base = w.active.end_position();
         self.commit.advance(base);
-        let size = self.opts.segment_size;
         // The spare slot stays locked until the spare is renamed: the preparing thread,
         // finding the slot empty, creates a new spare under the same name, and would
         // otherwise truncate the file being installed (losing its header, or giving it the
@@ -239,9 +338,21 @@ impl Inner {
         // The next segment of this store: its id, the next sequence number.
         let header = SegmentHeader::new(base, self.opts.format_version, size)
             .identified(self.store_id, w.active.seq + 1);
-        let installed = spare.filter(|f| {
-            segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), header).is_ok()
-        });
+        // A spare of another size (the roll needed more room than the one asked for, or
+        // starts small again) is not used, and removed: its blocks are allocated.
+        let installed = match spare {
+            Some((f, len)) if len == size => {
+                segment::install_spare(self.fs.as_ref(), &self.dir, f.as_ref(), header)
+                    .is_ok()
+                    .then_some(f)
+            }
+            Some(_) => {
+                // Best effort: recovery removes a leftover spare anyway.
+                let _ = self.fs.remove(&self.dir.join(segment::SPARE_NAME));
+                None
+            }
+            None => None,
+        };
         drop(slot);
         let file = match installed {
             Some(f) => f,
@@ -298,9 +409,9 @@ pub(super) fn spawn_preparer(
     std::thread::Builder::new()
         .name("deadletter-prealloc".into())
         .spawn(move || {
-            while let Ok(PrepMsg::Prepare) = requests.recv() {
+            while let Ok(PrepMsg::Prepare(size)) = requests.recv() {
                 let Some(inner) = inner.upgrade() else { return };
-                inner.prepare_spare();
+                inner.prepare_spare(size);
             }
         })
 }

@@ -45,7 +45,8 @@ use append::{spawn_preparer, PrepMsg};
 pub use committer::DurableWait;
 use group_commit::GroupCommit;
 pub use options::{
-    CheckpointMark, Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE,
+    CheckpointMark, Durability, LogOptions, RecoveryMode, DEFAULT_SEGMENT_SIZE, FIRST_SEGMENT_SIZE,
+    MAX_SEGMENT_SIZE,
 };
 pub use read::{Reader, Record};
 use recovery::recover;
@@ -121,8 +122,9 @@ struct Inner {
     fsyncs: AtomicU64,
     appends: AtomicU64,
     writes: AtomicU64,
-    /// A zero-filled file ready to become the next segment (see [`segment::SPARE_NAME`]).
-    spare: Mutex<Option<Arc<dyn VfsFile>>>,
+    /// An allocated file ready to become the next segment (see [`segment::SPARE_NAME`]),
+    /// and its size.
+    spare: Mutex<Option<(Arc<dyn VfsFile>, u64)>>,
     /// True once the spare for the next roll was asked for.
     spare_requested: AtomicBool,
     /// True from a roll that failed for want of space to the next roll that worked.

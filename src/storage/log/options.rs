@@ -6,8 +6,14 @@ use std::time::Duration;
 use crate::error::{require, Result};
 use crate::storage::format::{self, FORMAT_VERSION, FRAME_HEADER_LEN};
 
-/// The default size of a segment file, header included.
+/// The default size of a segment file, header included: the largest a store's segments
+/// grow to (see [`LogOptions::first_segment_size`]).
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
+
+/// The default size of a new log's first segment, header included: small enough that an
+/// empty store takes under 64 KiB of disk (the segment, the checkpoint reserve, the lock,
+/// the tail hint and the directory).
+pub const FIRST_SEGMENT_SIZE: u64 = 32 << 10;
 
 /// The largest segment file a log creates. Recovery relies on it: a segment whose header
 /// is lost (and with it the size it declared) held no position past `base + MAX_SEGMENT_SIZE`.
@@ -43,14 +49,22 @@ pub enum RecoveryMode {
 /// Log settings.
 #[derive(Debug, Clone)]
 pub struct LogOptions {
-    /// Size of a segment file, header included.
+    /// The largest size of a segment file, header included: segments start at
+    /// `first_segment_size` and grow to it.
     pub segment_size: u64,
+    /// The size of a segment the log starts (a new log's first, a new active segment at
+    /// open, the one after [`Log::restart_small`](super::Log::restart_small)), at most
+    /// `segment_size`. Each roll doubles the size of the segment it seals, up to
+    /// `segment_size`, and more when the records it must take need it (see
+    /// [`LogOptions::next_segment_size`]).
+    pub first_segment_size: u64,
     /// Largest record body accepted.
     pub max_record_size: usize,
     /// When appends become durable.
     pub durability: Durability,
-    /// Fill new segments with zeros up front, so that `fdatasync` after an append has no
-    /// metadata to write and appends cannot fail for lack of space inside a segment.
+    /// Allocate new segments' blocks up front (`fallocate`, never writing them; zeros where
+    /// the platform cannot), so that appends cannot fail for lack of space inside a
+    /// segment and `fdatasync` after an append has no block allocation or size to write.
     pub preallocate: bool,
     /// What to do with damaged committed data found at open.
     pub recovery: RecoveryMode,
@@ -101,6 +115,7 @@ impl Default for LogOptions {
     fn default() -> Self {
         LogOptions {
             segment_size: DEFAULT_SEGMENT_SIZE,
+            first_segment_size: FIRST_SEGMENT_SIZE,
             max_record_size: 16 << 20,
             durability: Durability::Always,
             preallocate: true,
@@ -115,12 +130,58 @@ impl Default for LogOptions {
 }
 
 impl LogOptions {
+    /// The size of the segment a log starts (see [`LogOptions::first_segment_size`]).
+    pub fn start_size(&self) -> u64 {
+        self.first_segment_size.clamp(1, self.segment_size)
+    }
+
+    /// The bytes at the end of a segment of `size` bytes kept for appends allowed into the
+    /// reserve: [`LogOptions::reserve`] is what a segment of `segment_size` keeps, and a
+    /// smaller one keeps its share.
+    pub fn reserve_in(&self, size: u64) -> u64 {
+        if self.segment_size == 0 {
+            return 0;
+        }
+        (self.reserve as u128 * size as u128 / self.segment_size as u128) as u64
+    }
+
+    /// The bytes records may fill in a segment of `size` bytes, header excluded, and the
+    /// reserve too unless `may_use_reserve`.
+    pub fn room_in(&self, size: u64, may_use_reserve: bool) -> u64 {
+        let header = format::header_len(self.format_version) as u64;
+        let reserve = if may_use_reserve {
+            0
+        } else {
+            self.reserve_in(size)
+        };
+        size.saturating_sub(header).saturating_sub(reserve)
+    }
+
+    /// The size of the segment that follows one of `sealed` bytes: twice as large, at least
+    /// [`LogOptions::start_size`], at most `segment_size`, and doubled further while it
+    /// could not take `need` bytes of frames (so a record larger than the segments so far
+    /// gets a segment that holds it; `need` beyond what the largest segment holds gets the
+    /// largest).
+    pub fn next_segment_size(&self, sealed: u64, need: u64, may_use_reserve: bool) -> u64 {
+        let max = self.segment_size;
+        let mut size = sealed.saturating_mul(2).clamp(self.start_size(), max);
+        while size < max && self.room_in(size, may_use_reserve) < need {
+            size = size.saturating_mul(2).min(max);
+        }
+        size
+    }
+
     /// Checks the options; the log's open does, and a caller that creates the directory
     /// before opening the log ([`super::Log::lock_dir`]) does it first.
     pub(crate) fn validate(&self) -> Result<()> {
         require(
             self.segment_size <= MAX_SEGMENT_SIZE,
             format_args!("segment_size above {MAX_SEGMENT_SIZE} bytes (1 TiB)"),
+        )?;
+        let header = format::header_len(self.format_version) + FRAME_HEADER_LEN;
+        require(
+            self.first_segment_size > header as u64,
+            format_args!("first_segment_size must be above {header} bytes"),
         )?;
         require(self.format_version != 0, "format version 0")?;
         let overhead = format::header_len(self.format_version) + FRAME_HEADER_LEN;

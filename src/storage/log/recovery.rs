@@ -611,16 +611,18 @@ pub(super) fn recover(
         // (a quarantined segment's number is never given again: it was lower), and after
         // every one a checkpoint names (a lost segment's).
         let seq = last_seq.max(high_seq).map_or(0, |s| s + 1) + unknown_numbers;
-        let header = SegmentHeader::new(base, opts.format_version, opts.segment_size)
+        // A segment the log starts is small; rolls grow the next ones.
+        let size = opts.start_size();
+        let header = SegmentHeader::new(base, opts.format_version, size)
             .identified(store_id.unwrap_or_default(), seq);
-        let file = segment::create(fs, dir, header, opts.segment_size, opts.preallocate)?;
+        let file = segment::create(fs, dir, header, size, opts.preallocate)?;
         let seg = Segment::new(
             base,
             header.version,
             seq,
             dir.join(segment::segment_name(base)),
             file,
-            opts.segment_size - header.len() as u64,
+            size - header.len() as u64,
             0,
             Vec::new(),
         )?;
