@@ -81,6 +81,9 @@ fn config(clock: &ManualClock) -> Config {
         .durability(Durability::Always)
         .clock(clock.clone())
         .segment_size(SEGMENT_SIZE)
+        // Every segment of the one size, so that a fixture written again has the layout
+        // its checks (and `Config::for_existing_store`) expect.
+        .first_segment_size(SEGMENT_SIZE)
         .max_message_size(4 << 10)
         .environment("fixture")
         .code_version("fixture-1.0")
