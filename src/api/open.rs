@@ -107,9 +107,9 @@ fn engine_options(config: &Config) -> EngineOptions {
         },
         preallocate: config.preallocate,
         recovery: config.recovery,
-        // The last 1/32 of each segment (of a smaller one, its share) is kept for records that carry no payload, so
-        // that on a full disk, once a roll fails, consumers can still lease, ack and
-        // dead-letter (and free what producers wait for).
+        // The last 1/32 of a full-size segment (of a smaller one, the same share) is kept
+        // for records that carry no payload, so that on a full disk, once a roll fails,
+        // consumers can still lease, ack and dead-letter (and free what producers wait for).
         reserve: config.segment_size / 32,
         ..LogOptions::default()
     };

@@ -5,9 +5,9 @@
 //! then no longer needed), and a checkpoint needs space. So between checkpoints the
 //! checkpoint's temporary file, `checkpoint.tmp`, is kept on disk with its blocks allocated
 //! (`fallocate`: they are the file's, not a sparse length, and read as zeros; zeros are
-//! written only where the platform cannot allocate) and synced: the *reserve*. The next checkpoint is written over it in
-//! place (see [`super::checkpoint::write`]), needing no new space while it fits, then cut to
-//! its length and renamed over its slot as before. Once compaction has freed what it can,
+//! written only where the platform cannot allocate) and synced: the *reserve*. The next
+//! checkpoint is written over it in place (see [`super::checkpoint::write`]), needing no
+//! new space while it fits, then cut to its length and renamed over its slot as before. Once compaction has freed what it can,
 //! the reserve is made again.
 //!
 //! It is no change to the format: `checkpoint.tmp` always was a name a checkpoint is

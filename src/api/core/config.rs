@@ -111,7 +111,8 @@ pub struct Config {
     /// small store stays small and a busy one gets large segments.
     pub segment_size: u64,
     /// The size of the segment a store starts with, and starts again with once compaction
-    /// finds it drained (default 32 KiB; at most `segment_size`).
+    /// finds it drained (default 32 KiB; one above `segment_size` is taken as
+    /// `segment_size`, one of 72 bytes or less is `Error::InvalidConfig`).
     pub first_segment_size: u64,
     /// Largest payload accepted.
     pub max_message_size: usize,

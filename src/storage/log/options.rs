@@ -132,7 +132,7 @@ impl Default for LogOptions {
 impl LogOptions {
     /// The size of the segment a log starts (see [`LogOptions::first_segment_size`]).
     pub fn start_size(&self) -> u64 {
-        self.first_segment_size.clamp(1, self.segment_size)
+        self.first_segment_size.min(self.segment_size).max(1)
     }
 
     /// The bytes at the end of a segment of `size` bytes kept for appends allowed into the
@@ -164,7 +164,7 @@ impl LogOptions {
     /// largest).
     pub fn next_segment_size(&self, sealed: u64, need: u64, may_use_reserve: bool) -> u64 {
         let max = self.segment_size;
-        let mut size = sealed.saturating_mul(2).clamp(self.start_size(), max);
+        let mut size = sealed.saturating_mul(2).max(self.start_size()).min(max);
         while size < max && self.room_in(size, may_use_reserve) < need {
             size = size.saturating_mul(2).min(max);
         }
