@@ -234,10 +234,11 @@ pub mod dlq {
 
 pub mod replay {
     //! Sending DLQ entries back: what a replay did ([`ReplayReport`]; its options are
-    //! [`ReplayOptions`](crate::ReplayOptions)), and guarded replays, which go in waves
-    //! behind a canary and stop by themselves when a wave fails again
+    //! [`ReplayOptions`](crate::ReplayOptions)), corrected payloads ([`Correction`]) and
+    //! transformed ones ([`TransformReport`], [`PayloadChange`]), and guarded replays,
+    //! which go in waves behind a canary and stop by themselves when a wave fails again
     //! ([`GuardedReplayOptions`], [`GuardedReplay`], [`GuardedReplayState`]).
-    pub use crate::api::dlq::ReplayReport;
+    pub use crate::api::dlq::{Correction, PayloadChange, ReplayReport, TransformReport};
     pub use crate::api::guarded::{GuardedReplay, GuardedReplayOptions, GuardedReplayState};
 }
 

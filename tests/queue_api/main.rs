@@ -19,6 +19,7 @@
 //! - `dlq_browse`: stats from counters, list pages and filters;
 //! - `dlq_alert`: the DLQ size alert hook;
 //! - `replay`: replay rules;
+//! - `replay_transformed`: replays with payloads through a function, and corrected batches;
 //! - `dlq_import`: exported entries imported into another store, once each;
 //! - `waiting_age`: the oldest waiting age after a reopen that cut leases;
 //! - `reopen_delivers_once`: a reopen never hands one message out twice;
@@ -57,6 +58,7 @@ mod prometheus;
 mod queue_limit;
 mod reopen_delivers_once;
 mod replay;
+mod replay_transformed;
 mod services;
 mod stale_delivery;
 mod store_lock;

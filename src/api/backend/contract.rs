@@ -36,6 +36,9 @@ use crate::api::core::alert::DlqAlert;
 use crate::api::core::clock::{Clock, SystemClock};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{
+    generation_and_payload, replay_transformed_with, stale_correction, Correction, TransformReport,
+};
+use crate::api::dlq::{
     Analysis, Cursor, DeadLetterSummary, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
     ReplayOptions, ReplayReport,
 };
@@ -286,6 +289,61 @@ pub trait DeadLetterQueue: Clone + Send + Sync + 'static {
         payload: impl AsRef<[u8]>,
         options: &ReplayOptions,
     ) -> Result<()>;
+    /// Replays entries, each with its corrected payload (one equal to the entry's own is a
+    /// plain replay); an entry that cannot be replayed, or is no longer at the generation
+    /// its correction names, is left as it is and listed with the reason. By default one
+    /// [`replay_corrected`](DeadLetterQueue::replay_corrected) each; the embedded store
+    /// writes them in one batch.
+    fn replay_corrected_batch(
+        &self,
+        corrections: &[Correction],
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport> {
+        let mut report = ReplayReport::new(options.dry_run);
+        for c in corrections {
+            let entry = match c.generation {
+                Some(g) => self.get(c.id).and_then(|e| match e.generation == g {
+                    true => Ok(()),
+                    false => Err(stale_correction(c.id)),
+                }),
+                None => Ok(()),
+            };
+            let outcome = entry.and_then(|()| match options.dry_run {
+                true => self.get(c.id).map(|_| ()),
+                false => self.replay_corrected(c.id, &c.payload, options),
+            });
+            match outcome {
+                Ok(()) => report.replayed.push(c.id),
+                Err(e) => report.failed.push((c.id, e.to_string())),
+            }
+        }
+        Ok(report)
+    }
+    /// Replays the given entries, each with its payload passed through `transform`, as
+    /// [`Dlq::replay_transformed_ids`](crate::Dlq::replay_transformed_ids) says (a dry run
+    /// reports each payload before and after). By default the entries are read with
+    /// [`get`](DeadLetterQueue::get) and replayed with
+    /// [`replay_corrected_batch`](DeadLetterQueue::replay_corrected_batch), each at the
+    /// generation it was read at.
+    fn replay_transformed_ids<F, E>(
+        &self,
+        ids: &[MessageId],
+        options: &ReplayOptions,
+        transform: F,
+    ) -> Result<TransformReport>
+    where
+        F: FnMut(&[u8]) -> std::result::Result<Vec<u8>, E>,
+        E: std::fmt::Display,
+    {
+        let read = |id| generation_and_payload(self.get(id)?, options);
+        replay_transformed_with(ids, options, usize::MAX, read, transform, |planned| {
+            let corrections: Vec<Correction> = planned
+                .iter()
+                .map(|p| Correction::new(p.id, p.payload.clone()).generation(p.generation))
+                .collect();
+            self.replay_corrected_batch(&corrections, options)
+        })
+    }
     /// Records that an entry was reprocessed outside the queue, with its outcome.
     fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<()>;
     /// Deletes one entry for good.

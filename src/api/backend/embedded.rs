@@ -13,8 +13,8 @@ use crate::api::core::alert::DlqAlert;
 use crate::api::core::pools::{PoolAttachment, PoolPresence};
 use crate::api::core::types::{DeadLetter, MessageId};
 use crate::api::dlq::{
-    Analysis, DeadLetterSummary, Dlq, DlqStats, FailureTimeline, Filter, FingerprintStats, Page,
-    ReplayOptions, ReplayReport,
+    Analysis, Correction, DeadLetterSummary, Dlq, DlqStats, FailureTimeline, Filter,
+    FingerprintStats, Page, ReplayOptions, ReplayReport, TransformReport,
 };
 use crate::api::queue::{
     EnqueueOptions, FailureOutcome, FailureReport, Message, Queue, QueueStats,
@@ -146,5 +146,24 @@ impl DeadLetterQueue for Dlq {
     }
     fn stats(&self) -> Result<DlqStats> {
         Ok(Dlq::stats(self))
+    }
+    fn replay_corrected_batch(
+        &self,
+        corrections: &[Correction],
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport> {
+        Dlq::replay_corrected_batch(self, corrections, options)
+    }
+    fn replay_transformed_ids<F, E>(
+        &self,
+        ids: &[MessageId],
+        options: &ReplayOptions,
+        transform: F,
+    ) -> Result<TransformReport>
+    where
+        F: FnMut(&[u8]) -> std::result::Result<Vec<u8>, E>,
+        E: std::fmt::Display,
+    {
+        Dlq::replay_transformed_ids(self, ids, options, transform)
     }
 }

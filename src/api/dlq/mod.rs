@@ -8,8 +8,8 @@
 
 //!
 //! The handle is split by job: `filter` (what an operation applies to), `browse`
-//! (listing and loading envelopes), `summary` (listing without whole envelopes), `stats` (counters and analysis), `replay`, and
-//! `change` (import, mark, delete, purge, retention), `import` (batches, once each).
+//! (listing and loading envelopes), `summary` (listing without whole envelopes), `stats` (counters and analysis), `replay`,
+//! `transform` (a replay with each payload passed through a function), and `change` (import, mark, delete, purge, retention), `import` (batches, once each).
 
 mod as_of;
 mod browse;
@@ -22,6 +22,7 @@ mod replay;
 mod stats;
 mod summary;
 mod timeline;
+mod transform;
 
 use std::sync::Arc;
 
@@ -39,10 +40,13 @@ pub use filter::{Cursor, EntryPredicate, Filter, Page};
 pub use fingerprints::FingerprintStats;
 pub use import::{ImportReport, ImportedEntry, Importer};
 pub use lazy::LazyDeadLetter;
-pub use replay::{ReplayOptions, ReplayReport};
+pub(crate) use replay::stale_correction;
+pub use replay::{Correction, ReplayOptions, ReplayReport};
 pub use stats::{Analysis, DlqStats, FailurePattern};
 pub use summary::DeadLetterSummary;
 pub use timeline::{FailureTimeline, HISTORY_HOURS};
+pub(crate) use transform::{generation_and_payload, replay_transformed_with};
+pub use transform::{PayloadChange, TransformReport};
 
 /// A handle on the DLQ of one queue.
 ///

@@ -1,6 +1,8 @@
-//! Replaying DLQ entries back to a queue: one, several, by filter, or one with a corrected
-//! payload. Each replay is one record, so an entry is in the DLQ or back in a queue, never
-//! both.
+//! Replaying DLQ entries back to a queue: one, several, by filter, with corrected payloads.
+//! Each replay is one record, so an entry is in the DLQ or back in a queue, never both; all
+//! of them go through one path (`Dlq::replay_steps`), which writes a plain replay record for
+//! an entry going back with its own payload and a new payload record (the old payload kept
+//! in it) for one going back corrected.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -135,6 +137,74 @@ impl ReplayReport {
     }
 }
 
+/// One entry's corrected payload, for [`Dlq::replay_corrected_batch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Correction {
+    /// The entry.
+    pub id: MessageId,
+    /// The payload it is replayed with.
+    pub payload: Vec<u8>,
+    /// The entry's [`generation`](crate::dlq::DeadLetter::generation) when its payload was
+    /// read to make this one: the replay of an entry replayed (and dead-lettered again)
+    /// since is refused, as the payload corrected may not be its payload any more. `None`:
+    /// whatever it is now.
+    pub generation: Option<u32>,
+}
+
+impl Correction {
+    /// Entry `id` with `payload`, whatever its generation.
+    pub fn new(id: MessageId, payload: impl Into<Vec<u8>>) -> Self {
+        Correction {
+            id,
+            payload: payload.into(),
+            generation: None,
+        }
+    }
+
+    setters! {
+        /// Only if the entry is still at this generation.
+        generation(generation: u32) => generation = Some(generation);
+    }
+}
+
+/// The refusal of a correction made from a generation of entry `id` it is no longer at.
+pub(crate) fn stale_correction(id: MessageId) -> Error {
+    Error::InvalidState {
+        id,
+        expected: "the DLQ entry its new payload was made from (it was replayed since)",
+    }
+}
+
+/// One entry of a replay and the payload it goes back with.
+pub(super) struct Step<'p> {
+    pub(super) id: MessageId,
+    /// Refused unless the entry is at this generation.
+    pub(super) generation: Option<u32>,
+    /// `None`: its own payload; else this one, in its place.
+    pub(super) payload: Option<&'p [u8]>,
+}
+
+impl Step<'_> {
+    /// Entry `id`, with its own payload.
+    pub(super) fn as_it_is(id: MessageId) -> Self {
+        Step {
+            id,
+            generation: None,
+            payload: None,
+        }
+    }
+}
+
+/// What a replay does with an entry it cannot replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// Lists it in the report and replays the others.
+    Report,
+    /// Fails with its error, replaying nothing.
+    Fail,
+}
+
 impl Dlq {
     /// Replays the entries matching `filter` (up to `options.limit`).
     pub fn replay(&self, filter: &Filter, options: &ReplayOptions) -> Result<ReplayReport> {
@@ -164,7 +234,12 @@ impl Dlq {
 
     /// Entry `id`, if `options` may replay it: [`Error::NotFound`] if it is not in this
     /// DLQ, [`Error::AlreadyReprocessed`] if it was marked and `options.force` is not set.
-    fn replayable(&self, st: &State, id: MessageId, options: &ReplayOptions) -> Result<EntryRef> {
+    pub(super) fn replayable(
+        &self,
+        st: &State,
+        id: MessageId,
+        options: &ReplayOptions,
+    ) -> Result<EntryRef> {
         let r = self.entry_ref(st, id)?;
         if matches!(r.info.status, DeadStatus::Reprocessed(..)) && !options.force {
             return Err(Error::AlreadyReprocessed(id));
@@ -174,6 +249,63 @@ impl Dlq {
 
     /// Replays the given entries, one record each, in one batch sharing one fsync.
     pub fn replay_ids(&self, ids: &[MessageId], options: &ReplayOptions) -> Result<ReplayReport> {
+        let steps: Vec<Step<'_>> = ids.iter().map(|&id| Step::as_it_is(id)).collect();
+        self.replay_steps(&steps, options, Refusal::Report)
+    }
+
+    /// Replays one entry with a corrected payload (the failed bytes stay in its history as
+    /// [`DeadLetter::replaced_payload`](crate::dlq::DeadLetter::replaced_payload) if it
+    /// fails again). A payload equal to the entry's own is a plain replay: nothing was
+    /// replaced.
+    pub fn replay_corrected(
+        &self,
+        id: MessageId,
+        payload: impl AsRef<[u8]>,
+        options: &ReplayOptions,
+    ) -> Result<()> {
+        let payload = payload.as_ref();
+        // Before the target queue is declared: a refused payload creates nothing.
+        self.store.check_size(payload.len())?;
+        let step = Step {
+            id,
+            generation: None,
+            payload: Some(payload),
+        };
+        self.replay_steps(&[step], options, Refusal::Fail)
+            .map(|_| ())
+    }
+
+    /// Replays entries, each with its corrected payload, in one batch sharing one fsync
+    /// (as [`Dlq::replay_corrected`] does one). An entry that cannot be replayed (no longer
+    /// in the DLQ, reprocessed without `options.force`, its payload over the size limit,
+    /// or replayed since the generation its correction names) is left as it is and listed
+    /// in [`ReplayReport::failed`] with the reason.
+    pub fn replay_corrected_batch(
+        &self,
+        corrections: &[Correction],
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport> {
+        let steps: Vec<Step<'_>> = corrections
+            .iter()
+            .map(|c| Step {
+                id: c.id,
+                generation: c.generation,
+                payload: Some(&c.payload),
+            })
+            .collect();
+        self.replay_steps(&steps, options, Refusal::Report)
+    }
+
+    /// The one replay path: each step's entry back to a queue, with its own payload or a
+    /// corrected one, one record each and one audit record for them all, in one batch.
+    /// A step that cannot be replayed is reported (or, with [`Refusal::Fail`], fails the
+    /// whole call with its error, nothing written).
+    pub(super) fn replay_steps(
+        &self,
+        steps: &[Step<'_>],
+        options: &ReplayOptions,
+        refusal: Refusal,
+    ) -> Result<ReplayReport> {
         let target = options.declare_target(&self.store)?;
         let now = self.store.now();
         let visible_at = now + options.delay.as_millis() as u64;
@@ -182,33 +314,75 @@ impl Dlq {
         let trace = spans::replays_traced() && !options.dry_run;
         let report = self.store.commit_with(|st| {
             let mut report = ReplayReport::new(options.dry_run);
-            report.replayed.reserve(ids.len());
+            report.replayed.reserve(steps.len());
             // Sized once, the audit record included: a replay of many entries otherwise
             // spends a third of its time moving this batch (large entries) as it grows.
-            let mut batch = Vec::with_capacity(ids.len() + 1);
-            for &id in ids {
-                let r = match self.replayable(st, id, options) {
+            let mut batch = Vec::with_capacity(steps.len() + 1);
+            for step in steps {
+                let r = match self.step_ref(st, step, options) {
                     Ok(r) => r,
+                    Err(e) if refusal == Refusal::Fail => return Err(e),
                     Err(e) => {
-                        report.failed.push((id, e.to_string()));
+                        report.failed.push((step.id, e.to_string()));
                         continue;
                     }
                 };
-                report.replayed.push(id);
-                let queue = target.unwrap_or(r.msg.queue());
-                if trace {
-                    let reader = &mut self.store.engine().reader();
-                    let (meta, _, _) = self.load_put(reader, r.msg.payload_pos)?;
-                    traced.push((id, queue_name(st, queue), meta.attributes));
+                report.replayed.push(step.id);
+                if options.dry_run {
+                    continue;
                 }
-                batch.push(op_entry(Op::Replay {
-                    id,
-                    queue,
-                    at: now,
-                    visible_at,
-                    attempts: options.attempts_of(&r),
-                    generation: r.generation + 1,
-                })?);
+                let queue = target.unwrap_or(r.msg.queue());
+                // The entry's payload record: for a corrected payload (kept as the previous
+                // one) or for the trace event's attributes.
+                let (old_meta, old_payload) = if step.payload.is_some() || trace {
+                    let reader = &mut self.store.engine().reader();
+                    let (meta, payload, _) = self.load_put(reader, r.msg.payload_pos)?;
+                    (Some(meta), step.payload.map(|_| payload))
+                } else {
+                    (None, None)
+                };
+                if trace {
+                    let attributes = old_meta.as_ref().map(|m| m.attributes.clone());
+                    traced.push((
+                        step.id,
+                        queue_name(st, queue),
+                        attributes.unwrap_or_default(),
+                    ));
+                }
+                let attempts = options.attempts_of(&r);
+                let generation = r.generation + 1;
+                match (step.payload, old_meta, old_payload) {
+                    (Some(payload), Some(old_meta), Some(old_payload))
+                        if payload != old_payload =>
+                    {
+                        let meta = PutMeta {
+                            id: step.id,
+                            queue,
+                            enqueued_at: old_meta.enqueued_at,
+                            visible_at,
+                            expires_at: None,
+                            attributes: old_meta.attributes,
+                            idempotency_key: None,
+                            cause: PutCause::CorrectedReplay {
+                                previous_payload: old_payload,
+                                attempts,
+                                generation,
+                                from_dlq: self.queue,
+                            },
+                        };
+                        let mut body = Vec::with_capacity(payload.len() + 64);
+                        wire::encode_put(&mut body, &meta, payload)?;
+                        batch.push((body, Decoded::Put(Put { meta, payload })));
+                    }
+                    _ => batch.push(op_entry(Op::Replay {
+                        id: step.id,
+                        queue,
+                        at: now,
+                        visible_at,
+                        attempts,
+                        generation,
+                    })?),
+                }
             }
             if options.dry_run || batch.is_empty() {
                 return Ok((Vec::new(), report));
@@ -228,53 +402,17 @@ impl Dlq {
         Ok(report)
     }
 
-    /// Replays one entry with a corrected payload (the failed bytes stay in its history as
-    /// [`DeadLetter::replaced_payload`](crate::dlq::DeadLetter::replaced_payload) if it
-    /// fails again).
-    pub fn replay_corrected(
-        &self,
-        id: MessageId,
-        payload: impl AsRef<[u8]>,
-        options: &ReplayOptions,
-    ) -> Result<()> {
-        let payload = payload.as_ref();
-        self.store.check_size(payload.len())?;
-        let target = options.declare_target(&self.store)?;
-        let now = self.store.now();
-        let mut traced = None;
-        self.store.commit_with(|st| {
-            let r = self.replayable(st, id, options)?;
-            let (old_meta, old_payload, _) =
-                self.load_put(&mut self.store.engine().reader(), r.msg.payload_pos)?;
-            let attempts = options.attempts_of(&r);
-            let meta = PutMeta {
-                id,
-                queue: target.unwrap_or(r.msg.queue()),
-                enqueued_at: old_meta.enqueued_at,
-                visible_at: now + options.delay.as_millis() as u64,
-                expires_at: None,
-                attributes: old_meta.attributes,
-                idempotency_key: None,
-                cause: PutCause::CorrectedReplay {
-                    previous_payload: old_payload,
-                    attempts,
-                    generation: r.generation + 1,
-                    from_dlq: self.queue,
-                },
-            };
-            let mut body = Vec::with_capacity(payload.len() + 64);
-            wire::encode_put(&mut body, &meta, payload)?;
-            if spans::replays_traced() {
-                traced = Some((queue_name(st, meta.queue), meta.attributes.clone()));
-            }
-            let audit = self
-                .store
-                .audit_record(now, AuditAction::Replay, &[id], None)?;
-            Ok((vec![(body, Decoded::Put(Put { meta, payload })), audit], ()))
-        })?;
-        if let Some((queue, attributes)) = &traced {
-            spans::replayed(&self.name(), queue, id, attributes);
+    /// Step `step`'s entry, if it may be replayed as the step says (see
+    /// [`Dlq::replayable`]; a corrected payload within the size limit, made from the
+    /// entry's current generation when the step names one).
+    fn step_ref(&self, st: &State, step: &Step<'_>, options: &ReplayOptions) -> Result<EntryRef> {
+        let r = self.replayable(st, step.id, options)?;
+        if let Some(payload) = step.payload {
+            self.store.check_size(payload.len())?;
         }
-        Ok(())
+        match step.generation {
+            Some(g) if g != r.generation => Err(stale_correction(step.id)),
+            _ => Ok(r),
+        }
     }
 }

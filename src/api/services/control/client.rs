@@ -8,13 +8,13 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::protocol::{
-    self, EnqueueRequest, GuardedStep, RemoteError, Reply, Request, OLDEST_COMPATIBLE,
-    PROTOCOL_VERSION, WORKERS_SINCE,
+    self, EnqueueRequest, GuardedStep, RemoteError, Reply, Request, CORRECTED_BATCH_SINCE,
+    OLDEST_COMPATIBLE, PROTOCOL_VERSION, WORKERS_SINCE,
 };
 use crate::api::activity::Workers;
 use crate::api::core::actor::Actor;
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
+use crate::api::dlq::{Correction, ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::api::queue::EnqueueOptions;
 use crate::error::{Error, Result};
@@ -265,6 +265,38 @@ impl Client {
             options: options.clone(),
         };
         ask!(self, &request, Reply::Done => ())
+    }
+
+    /// Replays entries of DLQ `dlq`, each with its corrected payload, in one batch
+    /// (`Dlq::replay_corrected_batch` in the owner); those refused are in the report's
+    /// `failed`. A request is at most 256 MiB: send a large selection in slices. An owner
+    /// that speaks a protocol older than 7 knows no such request: that is
+    /// [`Error::Remote`] of kind `Unsupported`, saying so, and nothing is sent.
+    pub fn replay_corrected_batch(
+        &self,
+        dlq: &str,
+        corrections: &[Correction],
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport> {
+        if self.speaks < CORRECTED_BATCH_SINCE {
+            return Err(Error::Remote {
+                kind: "Unsupported".into(),
+                message: format!(
+                    "the process holding the store (pid {}) runs an older deadletter \
+                     (control protocol {}), which cannot replay corrected payloads in \
+                     batches (protocol {CORRECTED_BATCH_SINCE} or later): upgrade the \
+                     deadletter it is built with; nothing was replayed",
+                    self.owner_pid, self.speaks
+                ),
+            });
+        }
+        let request = Request::ReplayCorrectedBatch {
+            dlq: dlq.to_string(),
+            corrections: corrections.to_vec(),
+            options: options.clone(),
+            detail: None,
+        };
+        ask!(self, &request, Reply::Replayed(report) => report)
     }
 
     /// Deletes those of entries `ids` still in DLQ `dlq` (one record); returns them.

@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::activity::Workers;
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
+use crate::api::dlq::{Correction, ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
 use crate::error::{Error, NameProblem};
 
-/// The control protocol version this build speaks (6: the worker pools attached and the
-/// queues' rates, after 5's replays with their options whole; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 6;
+/// The control protocol version this build speaks (7: corrected payloads in batches, after
+/// 6's worker pools and rates; see docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// The oldest version this build also speaks: every message of it is a message of
 /// [`PROTOCOL_VERSION`] with the same encoding (later versions only appended requests and
@@ -31,6 +31,9 @@ pub const OLDEST_COMPATIBLE: u16 = 5;
 
 /// The version that added [`Request::Workers`].
 pub(crate) const WORKERS_SINCE: u16 = 6;
+
+/// The version that added [`Request::ReplayCorrectedBatch`].
+pub(crate) const CORRECTED_BATCH_SINCE: u16 = 7;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
@@ -91,6 +94,16 @@ pub(crate) enum Request {
     /// The owner's attached worker pools and its queues' rates (`Store::workers`; version
     /// 6), answered by [`Reply::Workers`].
     Workers,
+    /// Replay entries of a DLQ, each with its corrected payload, in one batch
+    /// (`Dlq::replay_corrected_batch`; version 7), the audit trail's detail beside the
+    /// options (`ReplayOptions::detail` is not part of their serde form, so that the
+    /// replays of versions 5 and 6 keep their encoding). Answered by [`Reply::Replayed`].
+    ReplayCorrectedBatch {
+        dlq: String,
+        corrections: Vec<Correction>,
+        options: ReplayOptions,
+        detail: Option<String>,
+    },
 }
 
 /// The fields of [`Request::Enqueue`], in their order on the wire (bincode encodes a

@@ -246,6 +246,20 @@ fn handle(
             store.dlq(&dlq)?.replay_corrected(id, payload, &options)?;
             Reply::Done
         }
+        Request::ReplayCorrectedBatch {
+            dlq,
+            corrections,
+            options,
+            detail: _,
+        } => {
+            // The client checked the target (`--create`) against its snapshot, as for
+            // `ReplayCorrected`.
+            Reply::Replayed(
+                store
+                    .dlq(&dlq)?
+                    .replay_corrected_batch(&corrections, &options)?,
+            )
+        }
         Request::Delete { dlq, ids } => Reply::Deleted {
             deleted: store.dlq(&dlq)?.delete_present(&ids)?,
         },
