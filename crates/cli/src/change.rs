@@ -70,12 +70,7 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
             .to
             .clone()
             .unwrap_or_else(|| dlq.queue_name().to_string());
-        let mut options = ReplayOptions::to_origin();
-        // A dry run must not declare a new target queue: leave the target out.
-        options.target = if args.dry_run { None } else { args.to.clone() };
-        options.reset_attempts = args.reset_attempts;
-        options.force = args.force;
-        options.dry_run = args.dry_run;
+        let options = options_of(args);
         for chunk in ids.chunks(BATCH) {
             let report = dlq.replay_ids(chunk, &options)?;
             for id in report.replayed {
@@ -136,9 +131,7 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
         } else {
             "replayed"
         };
-        let mut targets: Vec<&str> = moved.iter().map(|(_, _, to)| to.as_str()).collect();
-        targets.sort_unstable();
-        targets.dedup();
+        let targets = targets_of(&moved);
         text.push_str(&format!(
             "{verb} {} of {total} selected entr{}",
             moved.len(),
@@ -169,6 +162,25 @@ pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<
         )));
     }
     Ok(())
+}
+
+/// The library's options for the replay `args` ask for. A dry run leaves the target out:
+/// it must not declare a new target queue.
+pub(crate) fn options_of(args: &ReplayArgs) -> ReplayOptions {
+    let mut options = ReplayOptions::to_origin();
+    options.target = if args.dry_run { None } else { args.to.clone() };
+    options.reset_attempts = args.reset_attempts;
+    options.force = args.force;
+    options.dry_run = args.dry_run;
+    options
+}
+
+/// The queues entries were replayed to (`moved`: id, DLQ, queue), each once, sorted.
+pub(crate) fn targets_of(moved: &[(MessageId, String, String)]) -> Vec<&str> {
+    let mut targets: Vec<&str> = moved.iter().map(|(_, _, to)| to.as_str()).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    targets
 }
 
 /// When a selection came out empty (`total` is 0) and its `--error-kind` differs only in

@@ -77,6 +77,9 @@ pub enum Command {
         deadletter replay ./data --all --queue orders --limit 100\n  \
         deadletter replay ./data --all --yes             # more than 1,000 entries\n  \
         deadletter replay ./data --grep ORD-123 --to orders-manual --create\n  \
+        deadletter replay ./data --error-kind ParseError --transform '.orderId |= ascii_upcase' --dry-run\n  \
+        deadletter replay ./data 42 --payload-file fixed.json\n  \
+        deadletter replay ./data 42 --edit\n  \
         deadletter replay ./data --guarded --error-kind Timeout --canary 20 --rate 50\n  \
         deadletter replay ./data --progress\n  \
         deadletter replay ./data --stop 3")]
@@ -459,6 +462,8 @@ pub struct AnalyzeArgs {
 #[command(
     override_usage = "deadletter replay <DIR> <ID | --all | FILTERS> [--queue Q] [--to QUEUE [--create]] \
                           [--reset-attempts] [--dry-run] [--force] [--limit N] [--yes]\n       \
+                      deadletter replay <DIR> <ID | --all | FILTERS> --transform EXPR [--dry-run] [...]\n       \
+                      deadletter replay <DIR> ID <--payload-file FILE | --edit> [--dry-run] [--yes] [...]\n       \
                       deadletter replay <DIR> --guarded <--all | FILTERS> [--canary N] [--growth F] \
                           [--max-failure-ratio R] [--rate M] [--queue Q] [--to QUEUE [--create]] [...]\n       \
                       deadletter replay <DIR> --progress [ID]\n       \
@@ -498,9 +503,22 @@ pub struct ReplayArgs {
     /// terminal.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Replay entry ID with this file's bytes as its payload (its own stays in its history).
+    #[arg(long, value_name = "FILE", requires = "id", conflicts_with_all = ["edit", "transform"])]
+    pub payload_file: Option<PathBuf>,
+    /// Open entry ID's payload in $VISUAL or $EDITOR, show the change and ask before
+    /// replaying it with the edited payload (--yes: without asking).
+    #[arg(long, requires = "id", conflicts_with = "transform")]
+    pub edit: bool,
+    /// Replay each selected entry with its JSON payload passed through this jq expression
+    /// (such as '.orderId |= ascii_upcase'); an entry that is not JSON, or for which the
+    /// expression fails or gives other than one value, stays in the DLQ with the reason.
+    /// With --dry-run, a diff per entry.
+    #[arg(long, value_name = "EXPR")]
+    pub transform: Option<String>,
     /// Replay in waves: a canary first, each next wave once the one before was handled,
     /// stopping by itself when a wave fails again too often (one guarded replay per DLQ).
-    #[arg(long, conflicts_with_all = ["id", "dry_run"])]
+    #[arg(long, conflicts_with_all = ["id", "dry_run", "payload_file", "edit", "transform"])]
     pub guarded: bool,
     /// The first wave's size (with --guarded).
     #[arg(long, value_name = "N", default_value_t = 10, requires = "guarded")]

@@ -11,6 +11,9 @@ use deadletter::queue::NameProblem;
 pub enum CliError {
     /// The arguments make no sense together (exit 2).
     Usage(String),
+    /// `replay --transform`: the jq expression does not compile (exit 2; nothing was read
+    /// or changed).
+    Expression(crate::jq::ExprError),
     /// Another process (or handle) holds the store and cannot be asked to make the change
     /// (it serves no control socket): nothing was touched.
     Locked {
@@ -63,7 +66,7 @@ impl CliError {
     /// The process exit code.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::NotBuilt(_) => 2,
+            CliError::Usage(_) | CliError::Expression(_) | CliError::NotBuilt(_) => 2,
             _ => 1,
         }
     }
@@ -73,6 +76,7 @@ impl CliError {
         use deadletter::Error as E;
         match self {
             CliError::Usage(_) => "usage",
+            CliError::Expression(_) => "bad_expression",
             CliError::Locked { .. } => "locked",
             CliError::NotAStore(..) => "not_a_store",
             CliError::NoStore { .. } => "store_not_found",
@@ -122,6 +126,10 @@ impl CliError {
             CliError::NoStore { path, .. } => {
                 error["path"] = path.display().to_string().into();
             }
+            CliError::Expression(e) => {
+                error["expression"] = e.expr.clone().into();
+                error["problems"] = e.problems.clone().into();
+            }
             _ => {}
         }
         serde_json::json!({ "error": error })
@@ -170,6 +178,7 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(m) => write!(f, "{m}"),
+            CliError::Expression(e) => write!(f, "{e}"),
             CliError::Locked {
                 path,
                 pid,

@@ -15,11 +15,15 @@ use deadletter::dlq::{Analysis, DeadLetter, DlqAlert, DlqStats};
 use deadletter::metrics::Metrics;
 use deadletter::pool::Workers;
 use deadletter::queue::MessageId;
-use deadletter::replay::ReplayReport;
+use deadletter::replay::{Correction, ReplayReport};
 use deadletter::{DeadLetterQueue, Dlq, Error, Filter, Page, ReplayOptions, Store};
 use deadletter_dashboard::Source;
 
 use crate::pools;
+
+/// The payload bytes one corrected-batch request carries at most (the control socket's
+/// frames are at most 256 MiB).
+const REQUEST_BYTES: usize = 64 << 20;
 
 /// A store held by another process: its snapshot and a connection to its owner.
 pub struct Live {
@@ -135,6 +139,35 @@ impl DeadLetterQueue for LiveDlq {
     ) -> Result<(), Error> {
         self.client
             .replay_corrected(&self.name(), id, payload.as_ref(), options)
+    }
+    fn replay_corrected_batch(
+        &self,
+        corrections: &[Correction],
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport, Error> {
+        // One request per slice of at most REQUEST_BYTES of payloads, under the socket's
+        // frame limit.
+        let mut report = ReplayReport::new(options.dry_run);
+        let mut start = 0;
+        while start < corrections.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < corrections.len()
+                && (end == start || bytes + corrections[end].payload.len() <= REQUEST_BYTES)
+            {
+                bytes += corrections[end].payload.len();
+                end += 1;
+            }
+            let done = self.client.replay_corrected_batch(
+                &self.name(),
+                &corrections[start..end],
+                options,
+            )?;
+            report.replayed.extend(done.replayed);
+            report.failed.extend(done.failed);
+            start = end;
+        }
+        Ok(report)
     }
     fn mark_reprocessed(&self, id: MessageId, success: bool) -> Result<(), Error> {
         let report = self.client.mark_reprocessed(&self.name(), &[id], success)?;

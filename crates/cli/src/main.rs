@@ -14,8 +14,9 @@
 //! terminal, never in a pipe.
 //!
 //! Modules: [`cli`] (the argument grammar), [`browse`] (stats, list, show, analyze),
-//! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transfer`] (export,
-//! import),
+//! [`change`] (replay, delete, purge, mark-reprocessed, enqueue), [`transform`] (replay
+//! with corrected payloads: a file, an edit, a jq expression, through [`jq`], [`edit`] and
+//! [`diff`]), [`transfer`] (export, import),
 //! [`check`] (verify), [`trace`] (a message's life), [`workers`] (the pools attached and
 //! the rates, asked of the owner), [`past`] (DLQs as of a past time),
 //! [`serve`] (the dashboard); with the `jetstream` feature, `remote` (the commands on
@@ -32,12 +33,15 @@ mod change;
 mod check;
 mod cli;
 mod confirm;
+mod diff;
+mod edit;
 mod error;
 #[cfg(feature = "jetstream")]
 mod fleet;
 #[cfg(feature = "jetstream")]
 mod forward;
 mod guarded;
+mod jq;
 mod kinds;
 mod live;
 mod names;
@@ -53,6 +57,7 @@ mod timefmt;
 mod token;
 mod trace;
 mod transfer;
+mod transform;
 mod workers;
 
 use std::process::ExitCode;
@@ -146,6 +151,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Trace(a) => trace::trace(&a, json),
         Command::Analyze(a) => browse::analyze(&a, json),
         Command::Replay(a) if guarded::wanted(&a) => guarded::run(&a, json),
+        Command::Replay(a) if transform::wanted(&a) => transform::run(&a, json),
         Command::Replay(a) => change::replay(&a, json),
         Command::Delete(a) => change::delete(&a, json),
         Command::Purge(a) => change::purge(&a, json),

@@ -76,6 +76,7 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              it needs a store directory, not a JetStream namespace"
                 .into(),
         )),
+        Command::Replay(a) if crate::transform::wanted(a) => crate::transform::run_on(&ns, a, json),
         Command::Replay(a) => change::replay_on(&ns, a, json),
         Command::Delete(a) => change::delete_on(&ns, a, json),
         Command::Purge(a) => change::purge_on(&ns, a, json),

@@ -21,6 +21,8 @@
 //! - `missing`: a deleted first, middle or last segment, reported and refused;
 //! - `names`: bad queue names, a name clash and a store path that is a file, refused by kind.
 //! - `foreign`: a segment of another store, refused by name.
+//! - `transform`: `replay --transform`, `--payload-file` and `--edit`, through an owner
+//!   process's worker pool and on a store the tool takes;
 //! - `mistakes`: no store or queue created without `--create`, the nearest name for an
 //!   unknown one, a `--error-kind` differing only in case, `--yes` for bulk changes.
 //! - `workers`: the pools of a running owner process and its rates, a stopped pool, a gone
@@ -57,5 +59,6 @@ mod nats;
 mod serve;
 mod trace;
 mod transfer;
+mod transform;
 mod verify;
 mod workers;
