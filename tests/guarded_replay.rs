@@ -321,7 +321,7 @@ fn its_releases_are_its_starters_replays_in_the_audit_trail_the_lineage_and_the_
     assert_eq!(replayed[0].actor.as_deref(), Some("ana@ops-1"));
     assert!(matches!(
         &replayed[0].event,
-        HistoryEvent::Replayed { from_dlq, to_queue, generation: 1, corrected: false }
+        HistoryEvent::Replayed { from_dlq, to_queue, generation: 1, corrected: false, .. }
             if from_dlq == "orders-dlq" && to_queue == "orders"
     ));
 }

@@ -103,6 +103,9 @@ pub enum HistoryEvent {
         generation: u32,
         /// With a corrected payload.
         corrected: bool,
+        /// What the audit trail recorded with the replay, while it keeps the entry
+        /// ([`AuditEntry::detail`]: the transform, where the corrected payload came from).
+        detail: Option<String>,
     },
     /// Marked reprocessed outside the queue.
     MarkedReprocessed {
@@ -200,7 +203,21 @@ impl Store {
         }
         if let Some(l) = lineage {
             for s in &l.steps {
-                let event = event_of(s, &queue_name, &dlq_name);
+                let mut event = event_of(s, &queue_name, &dlq_name);
+                if let HistoryEvent::Replayed { detail, .. } = &mut event {
+                    // The audit entry of the replay: its time and actor are the step's.
+                    *detail = st
+                        .audit
+                        .trail()
+                        .rev()
+                        .find(|e| {
+                            e.action == AuditAction::Replay
+                                && e.at_ms == s.at
+                                && s.actor.as_deref() == Some(e.actor.as_str())
+                                && e.ids.contains(id)
+                        })
+                        .and_then(|e| e.detail.clone());
+                }
                 steps.push(step(s.at, s.actor.clone(), event));
             }
         } else {
@@ -329,6 +346,7 @@ fn event_of(
             to_queue: queue_name(*to),
             generation: *generation,
             corrected: *corrected,
+            detail: None,
         },
         Event::Marked { success } => HistoryEvent::MarkedReprocessed { success: *success },
         Event::Removed(how) => HistoryEvent::Removed { how: *how },

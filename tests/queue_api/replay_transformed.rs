@@ -3,7 +3,7 @@
 //! for an entry replayed since the generation they were made from; a failing function or
 //! a refused entry leaves that entry in the DLQ as it was.
 
-use deadletter::audit::AuditAction;
+use deadletter::audit::{AuditAction, HistoryEvent};
 use deadletter::clock::ManualClock;
 use deadletter::dlq::DeadLetter;
 use deadletter::replay::Correction;
@@ -65,8 +65,9 @@ fn a_transform_replays_what_it_changed_and_leaves_what_it_failed_on() {
     assert!(q.is_empty());
 
     // For real: the consumer gets the new payloads; the failed one stays as it was.
+    let options = ReplayOptions::to_origin().detail("upper-cased order ids");
     let done = dlq
-        .replay_transformed(&Filter::all(), &ReplayOptions::to_origin(), upper)
+        .replay_transformed(&Filter::all(), &options, upper)
         .unwrap();
     assert!(!done.dry_run && done.payloads.is_empty());
     assert_eq!(done.replayed, [ids[0], ids[1], ids[3]]);
@@ -103,7 +104,8 @@ fn a_transform_replays_what_it_changed_and_leaves_what_it_failed_on() {
     assert_eq!(again(ids[0]).generation, 1);
     assert_eq!(again(ids[1]).replaced_payload, None);
 
-    // One audit record names the three replayed, none the one left.
+    // One audit record names the three replayed, none the one left, with the detail the
+    // options gave; each message's history shows it at its replay.
     let trail = store.audit_trail(100);
     let replay = trail
         .iter()
@@ -111,6 +113,20 @@ fn a_transform_replays_what_it_changed_and_leaves_what_it_failed_on() {
         .unwrap();
     assert_eq!(replay.ids.len(), 3);
     assert!(!replay.ids.contains(ids[2]));
+    assert_eq!(replay.detail.as_deref(), Some("upper-cased order ids"));
+    let replays: Vec<(bool, Option<String>)> = store
+        .history(ids[0])
+        .unwrap()
+        .steps
+        .into_iter()
+        .filter_map(|s| match s.event {
+            HistoryEvent::Replayed {
+                corrected, detail, ..
+            } => Some((corrected, detail)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replays, [(true, Some("upper-cased order ids".to_string()))]);
 }
 
 #[test]

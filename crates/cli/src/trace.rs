@@ -79,14 +79,19 @@ fn describe(e: &HistoryEvent) -> (String, String) {
             to_queue,
             generation,
             corrected,
+            detail,
         } => (
             "replayed".into(),
             format!(
-                "from {from_dlq} to {to_queue}, generation {generation}{}",
+                "from {from_dlq} to {to_queue}, generation {generation}{}{}",
                 if *corrected {
                     " (corrected payload)"
                 } else {
                     ""
+                },
+                match detail {
+                    Some(detail) => format!(": {detail}"),
+                    None => String::new(),
                 }
             ),
         ),

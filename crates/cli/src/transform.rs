@@ -193,7 +193,8 @@ fn replay_on<S: Source>(
             args.yes,
         )?;
     }
-    let options = options_of(args);
+    let mut options = options_of(args);
+    options.detail = Some(fix.describe());
     let mut progress = Progress::new("replaying", total as u64, Unit::Items);
     let mut report = TransformReport::default();
     report.dry_run = args.dry_run;

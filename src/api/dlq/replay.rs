@@ -73,6 +73,13 @@ pub struct ReplayOptions {
     pub delay: Duration,
     /// Report what would be replayed without changing anything.
     pub dry_run: bool,
+    /// What the audit trail records with the replay beyond its action
+    /// ([`AuditEntry::detail`](crate::audit::AuditEntry::detail)): the transform its
+    /// payloads went through, where a corrected payload came from. Not part of the serde
+    /// form, so the control protocol's replays keep their encoding: the request that
+    /// carries it (`ReplayCorrectedBatch`) does so beside the options.
+    #[serde(skip)]
+    pub detail: Option<String>,
 }
 
 impl ReplayOptions {
@@ -98,6 +105,8 @@ impl ReplayOptions {
         dry_run() => dry_run = true;
         /// Visible only after `delay`.
         delay(delay: Duration) => delay = delay;
+        /// Records `detail` with the replay in the audit trail.
+        detail(detail: impl Into<String>) => detail = Some(detail.into());
     }
 
     /// The target queue's id, the queue declared if new (`None`: each entry's own queue).
@@ -387,9 +396,12 @@ impl Dlq {
             if options.dry_run || batch.is_empty() {
                 return Ok((Vec::new(), report));
             }
-            let audit =
-                self.store
-                    .audit_record(now, AuditAction::Replay, &report.replayed, None)?;
+            let audit = self.store.audit_record(
+                now,
+                AuditAction::Replay,
+                &report.replayed,
+                options.detail.as_deref(),
+            )?;
             batch.push(audit);
             Ok((batch, report))
         })?;

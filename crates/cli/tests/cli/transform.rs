@@ -267,6 +267,22 @@ fn a_transform_reaches_the_owners_handler() {
     );
     let left: Vec<u64> = dlq_payloads(d).into_iter().map(|(id, _)| id).collect();
     assert_eq!(left, [ids[2], ids[3]]);
+    // The audit trail records the expression with the replay, as `trace` shows.
+    let life = json(&["--json", "trace", d, &ids[0].to_string()]);
+    let replayed = life["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["event"] == "replayed")
+        .unwrap_or_else(|| panic!("no replay step: {life}"))
+        .clone();
+    assert_eq!(replayed["detail"], format!("jq: {EXPR}"), "{life}");
+    let text = run(&["trace", d, &ids[0].to_string()]);
+    assert!(
+        stdout(&text).contains(&format!("(corrected payload): jq: {EXPR}")),
+        "{}",
+        stdout(&text)
+    );
     owner.stop();
 }
 
@@ -371,5 +387,18 @@ fn payload_file_edit_and_refusals_on_a_store_the_tool_takes() {
     assert_eq!(
         left.iter().map(|e| e.id()).collect::<Vec<_>>(),
         [ids[0], ids[3], ids[4]]
+    );
+    // The audit trail says where each new payload came from.
+    let details: Vec<Option<String>> = store
+        .audit_trail(10)
+        .into_iter()
+        .map(|e| e.detail)
+        .collect();
+    assert_eq!(
+        details,
+        [
+            Some(format!("payload from file {}", file.display())),
+            Some("edited".to_string())
+        ]
     );
 }

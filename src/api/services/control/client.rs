@@ -294,7 +294,7 @@ impl Client {
             dlq: dlq.to_string(),
             corrections: corrections.to_vec(),
             options: options.clone(),
-            detail: None,
+            detail: options.detail.clone(),
         };
         ask!(self, &request, Reply::Replayed(report) => report)
     }

@@ -249,9 +249,10 @@ fn handle(
         Request::ReplayCorrectedBatch {
             dlq,
             corrections,
-            options,
-            detail: _,
+            mut options,
+            detail,
         } => {
+            options.detail = detail;
             // The client checked the target (`--create`) against its snapshot, as for
             // `ReplayCorrected`.
             Reply::Replayed(
