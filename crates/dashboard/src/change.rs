@@ -7,7 +7,10 @@
 //!   query..}}`, with optional `"to"` (target queue), `"reset_attempts"`, `"force"`,
 //!   `"dry_run"`; answers `{"replayed": [ids], "failed": [{"id", "reason"}], "dry_run"}`;
 //!   a `"to"` naming no queue of the backend is refused (404, `"kind": "unknown_queue"`,
-//!   with the nearest known name as `"suggestion"`): the dashboard creates no queue;
+//!   with the nearest known name as `"suggestion"`): the dashboard creates no queue. With
+//!   `"payload"` (text) and one id, that entry goes back with this payload in place of
+//!   its own (edit-then-replay), refused (in `"failed"`) if it was replayed since the
+//!   `"generation"` given, the one the edited payload was read at;
 //! - `/api/delete`: `{"dlq", "ids"}` or `{"dlq", "filter"}`; answers `{"deleted": n}`;
 //! - `/api/mark`: `{"dlq", "ids"}` or `{"dlq", "filter"}`, with `"success"` (true: it was
 //!   reprocessed and it worked; false: it did not) and an optional `"note"`; answers
@@ -18,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use deadletter::queue::MessageId;
+use deadletter::replay::Correction;
 use deadletter::{DeadLetterQueue, ReplayOptions};
 
 use crate::guarded;
@@ -90,15 +94,32 @@ struct ChangeRequest {
     success: Option<bool>,
     #[serde(default)]
     note: Option<String>,
+    #[serde(default)]
+    payload: Option<String>,
+    #[serde(default)]
+    generation: Option<u32>,
 }
 
 impl ChangeRequest {
     /// The fields `action` does not take, if any is given.
     fn stray_field(&self, action: Action) -> Option<&'static str> {
-        let replay_only = self.to.is_some() || self.reset_attempts || self.force || self.dry_run;
+        let replay_only = self.to.is_some()
+            || self.reset_attempts
+            || self.force
+            || self.dry_run
+            || self.payload.is_some()
+            || self.generation.is_some();
         let mark_only = self.success.is_some() || self.note.is_some();
         match action {
             Action::Replay if mark_only => Some("replay does not take \"success\" or \"note\""),
+            Action::Replay if self.generation.is_some() && self.payload.is_none() => {
+                Some("\"generation\" goes with a corrected \"payload\"")
+            }
+            Action::Replay
+                if self.payload.is_some() && !matches!(&self.ids, Some(ids) if ids.len() == 1) =>
+            {
+                Some("a corrected \"payload\" replays one entry: give \"ids\" with its id alone")
+            }
             Action::Delete if replay_only || mark_only => {
                 Some("delete takes only \"dlq\" and \"ids\" or \"filter\"")
             }
@@ -174,10 +195,19 @@ pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Repl
             options.reset_attempts = req.reset_attempts;
             options.force = req.force;
             options.dry_run = req.dry_run;
-            match dlq.replay_ids(&ids, &options) {
+            let replayed = match &req.payload {
+                Some(payload) => {
+                    options.detail = Some("payload edited in the dashboard".into());
+                    let mut correction = Correction::new(ids[0], payload.as_bytes());
+                    correction.generation = req.generation;
+                    dlq.replay_corrected_batch(&[correction], &options)
+                }
+                None => dlq.replay_ids(&ids, &options),
+            };
+            match replayed {
                 Ok(report) => {
                     let summary = format!(
-                        "{}replayed {} of {} ({selection}) from {dlq_name} to {}, {} refused",
+                        "{}replayed {} of {} ({selection}) from {dlq_name} to {}{}, {} refused",
                         if report.dry_run {
                             "dry run: would have "
                         } else {
@@ -186,6 +216,10 @@ pub(crate) fn mutate<S: Source>(store: &S, action: Action, body: &[u8]) -> (Repl
                         report.replayed.len(),
                         ids.len(),
                         options.target.as_deref().unwrap_or(dlq.queue_name()),
+                        match &req.payload {
+                            Some(p) => format!(" with an edited payload ({} bytes)", p.len()),
+                            None => String::new(),
+                        },
                         report.failed.len()
                     );
                     let reply = Reply::json(

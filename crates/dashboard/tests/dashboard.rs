@@ -306,6 +306,46 @@ fn mutations_need_the_token_the_origin_and_json() {
     assert_eq!(dry.json()["replayed"].as_array().unwrap().len(), 1);
     assert_eq!(store.dlq("orders").unwrap().len(), 2);
 
+    // Edit-then-replay: one entry with the payload the operator wrote, at the generation
+    // it was read at; refused for several ids, and for a generation the entry is not at.
+    let headers = [json, ("X-Deadletter-Token", TOKEN)];
+    let edited = |ids: &str, generation: u32| {
+        let body = format!(
+            r#"{{"dlq":"orders","ids":{ids},"payload":"{{\"fixed\":true}}","generation":{generation}}}"#
+        );
+        request(addr, "POST", "/api/replay", &headers, &body)
+    };
+    let two = edited(&format!("[{},{}]", ids[1], ids[2]), 0);
+    assert_eq!(two.status, 400, "{}", two.body);
+    let stale = edited(&format!("[{}]", ids[1]), 3);
+    assert_eq!(stale.status, 200, "{}", stale.body);
+    let reason = stale.json()["failed"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("replayed since"), "{reason}");
+    assert_eq!(store.dlq("orders").unwrap().len(), 2);
+    let fixed = edited(&format!("[{}]", ids[1]), 0);
+    assert_eq!(fixed.json()["replayed"][0], ids[1], "{}", fixed.body);
+    let orders = store.existing_queue("orders").unwrap();
+    let leased = orders.lease(10).unwrap();
+    let got: Vec<&[u8]> = leased.iter().map(|m| m.payload()).collect();
+    assert_eq!(got, [&b"not json"[..], br#"{"fixed":true}"#]);
+    // It fails again: back in the DLQ for what follows, with the payload it replaced.
+    for m in leased {
+        if m.id() == ids[1] {
+            let f = Failure::permanent("Invalid", "still wrong");
+            orders.dead_letter(&m, &FailureReport::new(&f)).unwrap();
+        } else {
+            orders.ack(&m).unwrap();
+        }
+    }
+    let again = store.dlq("orders").unwrap().get(ids[1]).unwrap();
+    assert_eq!(
+        again.replaced_payload.as_deref(),
+        Some(&[0xffu8, 0x00, 0x80][..])
+    );
+
     // A replay (plain or guarded) into a queue the store does not hold is refused with a
     // typed error naming the nearest queue; no queue is created, no entry moves.
     for path in ["/api/replay", "/api/guarded/start"] {

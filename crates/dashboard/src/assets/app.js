@@ -310,9 +310,30 @@ async function showEntry(id, { scroll = true } = {}) {
       $("entry-payload").textContent = hexDump(bytes);
     }
     $("entry-json").textContent = JSON.stringify(e, null, 2);
+    // Edit-then-replay: a text payload opens in a text area; the entry goes back with what
+    // it holds, refused if it was replayed since this generation was read.
+    $("entry-edit").hidden = true;
+    const edit =
+      e.payload_text === undefined
+        ? []
+        : [
+            el("button", {
+              type: "button",
+              text: "Edit payload, then replay",
+              "data-testid": "entry-edit",
+              onclick: () => {
+                $("entry-payload-edit").value = e.payload_text;
+                $("entry-edit").hidden = false;
+                $("entry-payload-edit").focus();
+              },
+            }),
+          ];
+    $("entry-replay-edited").onclick = () => replayEdited(id, e.generation, $("entry-payload-edit").value);
+    $("entry-edit-cancel").onclick = () => ($("entry-edit").hidden = true);
     $("entry-actions").replaceChildren(
       el("a", { href: addressOf(id), text: "Link to this entry", "data-testid": "entry-link" }),
       el("button", { type: "button", class: "primary", text: "Replay this entry", "data-testid": "entry-replay", onclick: () => replayIds([id]) }),
+      ...edit,
       el("button", {
         type: "button",
         class: "danger",

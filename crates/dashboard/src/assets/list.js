@@ -300,6 +300,21 @@ async function replayIds(ids) {
   await refresh();
 }
 
+// One entry back with the payload the operator edited (read at `generation`).
+async function replayEdited(id, generation, payload) {
+  if (!requireToken()) return;
+  try {
+    const r = await post("/api/replay", { dlq: state.dlq, ids: [id], payload, generation, ...replayOptions() });
+    const target = replayOptions().to || (queueByDlq(state.dlq) || {}).queue;
+    report(`Replayed entry ${id} with the edited payload to ${target}`, r);
+    forget(r.replayed);
+    if (r.replayed.includes(id)) closeEntry();
+  } catch (err) {
+    setStatus("Replay failed: " + err.message, true);
+  }
+  await refresh();
+}
+
 async function deleteIds(ids) {
   if (!requireToken()) return;
   try {

@@ -12,8 +12,8 @@
 // not overflow; pages both ways, with cursors that stay right when the entry they came
 // from is replayed; filters given in the address are applied; rows selected and marked
 // reprocessed or deleted (a delete asks for a second click, whose label resets); the list
-// refreshes by itself and keeps the selection; a link to an entry opens it, and "Replay
-// this entry" closes it; the failure chart keeps its counts after replays and deletes; the
+// refreshes by itself and keeps the selection; a link to an entry opens it, and its payload
+// edited in the panel and replayed closes it (edit-then-replay); the failure chart keeps its counts after replays and deletes; the
 // fingerprints panel shows /api/fingerprints (counts, sparklines) and a click on a row
 // filters the list; a guarded replay started from the filter shows its progress and is
 // paused and stopped from the page; a replay by fingerprint empties that fingerprint.
@@ -431,14 +431,24 @@ async function main() {
     check(JSON.stringify(await rowIds()) === JSON.stringify([left[0], left[4]]), "the list refreshed by itself");
     check(await exec(`return document.querySelector('[data-testid="select-${left[0]}"]').checked;`), "the selection was kept");
 
-    // 12. A link to an entry opens it; "Replay this entry" closes it.
+    // 12. A link to an entry opens it; its payload edited in the panel goes back edited,
+    // which closes the panel.
     const link = await exec(`return document.querySelector('[data-testid="link-${left[4]}"]').getAttribute('href');`);
     check(link.includes(`entry=${left[4]}`), `the row links to ${link}`);
     await wd(base, "POST", s("/url"), { url: new URL(link, info.url).href });
     await waitFor("the linked entry", () => exec("return !document.getElementById('entry-section').hidden;"));
     check((await text("#entry-id")).startsWith(`${left[4]} in orders-dlq`), `the link opens entry ${left[4]}`);
-    await click('[data-testid="entry-replay"]');
-    await waitFor("the replay", async () => (await text('[data-testid="status"]')).startsWith("Replayed 1 entry"));
+    check(await exec("return document.getElementById('entry-edit').hidden;"), "the payload editor starts closed");
+    await click('[data-testid="entry-edit"]');
+    check(!(await exec("return document.getElementById('entry-edit').hidden;")), "the payload opens for editing");
+    const edited = await exec(
+      "const t = document.getElementById('entry-payload-edit'); t.value = t.value.replace('ORD-', 'ORD-FIXED-'); return t.value;",
+    );
+    check(edited.includes("ORD-FIXED-"), `the payload is edited to ${edited}`);
+    await click('[data-testid="entry-replay-edited"]');
+    await waitFor("the edited replay", async () =>
+      (await text('[data-testid="status"]')).startsWith(`Replayed entry ${left[4]} with the edited payload`),
+    );
     check(await exec("return document.getElementById('entry-section').hidden;"), "the replayed entry's panel closed");
     check(!(await exec("return location.search;")).includes("entry="), "and left the address");
 
