@@ -11,7 +11,10 @@
 //! - `dlq/timeline_168h`: the failure history of the last 7 days, one call
 //!   (`Dlq::failure_timeline`), beside `dlq/timeline_168h_by_scans`, the same counts as the
 //!   dashboard took them before the store kept a history (one index scan per hour);
-//! - `dlq_replay/10000`: bulk replay of 10,000 entries.
+//! - `dlq_replay/10000`: bulk replay of 10,000 entries; `dlq_replay/transformed_10000`: the
+//!   same with each payload through a function that changes its first byte
+//!   (`Dlq::replay_transformed`: every payload read, transformed and written again, its
+//!   old bytes kept in the new record).
 //!
 //! Before the benchmarks, the process measures the memory held per pending message: its
 //! resident set size before and after enqueuing 1,000,000 messages into a fresh store, and the
@@ -462,6 +465,32 @@ fn dlq_replay<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
                 total += start.elapsed();
                 assert_eq!(report.replayed.len(), N as usize);
                 // Back into the DLQ for the next round (not timed).
+                fx.dead_letter_all(N);
+            }
+            total
+        })
+    });
+    g.bench_function("transformed_10000", |b| {
+        let mut fx = Fixture::new("dlq-replay-transformed");
+        fx.fill_dlq(N);
+        let dlq = fx.dlq();
+        let options = ReplayOptions::to_origin().reset_attempts();
+        let ids = dlq.ids(&Filter::all(), None).unwrap();
+        let mut round = 0u8;
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                round = round.wrapping_add(1);
+                let start = Stamp::now();
+                let report = dlq
+                    .replay_transformed_ids(&ids, &options, |p| {
+                        let mut out = p.to_vec();
+                        out[0] = round;
+                        Ok::<_, String>(out)
+                    })
+                    .unwrap();
+                total += start.elapsed();
+                assert_eq!(report.transformed(), N as usize);
                 fx.dead_letter_all(N);
             }
             total
