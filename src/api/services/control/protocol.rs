@@ -15,13 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::activity::Workers;
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::{ImportReport, ReplayOptions, ReplayReport};
+use crate::api::dlq::{Filter, ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
+use crate::api::queue::{ActionReport, MessageAction, MessageCounts, QueuedMessage, QueuedState};
 use crate::error::{Error, NameProblem};
 
-/// The control protocol version this build speaks (6: the worker pools attached and the
-/// queues' rates, after 5's replays with their options whole; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 6;
+/// The control protocol version this build speaks (7: a queue's own messages, listed and
+/// changed by an operator, after 6's worker pools attached and the queues' rates; see
+/// docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// The oldest version this build also speaks: every message of it is a message of
 /// [`PROTOCOL_VERSION`] with the same encoding (later versions only appended requests and
@@ -31,6 +33,10 @@ pub const OLDEST_COMPATIBLE: u16 = 5;
 
 /// The version that added [`Request::Workers`].
 pub(crate) const WORKERS_SINCE: u16 = 6;
+
+/// The version that added the requests on a queue's own messages ([`Request::Messages`],
+/// [`Request::Message`], [`Request::MessageCounts`], [`Request::MessageAction`]).
+pub(crate) const QUEUE_MESSAGES_SINCE: u16 = 7;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
@@ -91,6 +97,28 @@ pub(crate) enum Request {
     /// The owner's attached worker pools and its queues' rates (`Store::workers`; version
     /// 6), answered by [`Reply::Workers`].
     Workers,
+    /// List a queue's own messages (`Queue::messages`; version 7): the owner names the
+    /// worker holding each in-flight one, which a snapshot cannot.
+    Messages {
+        queue: String,
+        state: Option<QueuedState>,
+        filter: Filter,
+        after: Option<MessageId>,
+        before: Option<MessageId>,
+        limit: u64,
+    },
+    /// One message of a queue (`Queue::message`; version 7).
+    Message { queue: String, id: MessageId },
+    /// A queue's messages counted per state (`Queue::message_counts`; version 7).
+    MessageCounts { queue: String },
+    /// An operator's change to waiting messages of a queue (`Queue::apply_action`;
+    /// version 7).
+    MessageAction {
+        queue: String,
+        action: MessageAction,
+        ids: Vec<MessageId>,
+        strict: bool,
+    },
 }
 
 /// The fields of [`Request::Enqueue`], in their order on the wire (bincode encodes a
@@ -144,6 +172,12 @@ pub(crate) enum Reply {
     Guarded(Box<GuardedReplay>),
     /// The answer to [`Request::Workers`] (version 6).
     Workers(Workers),
+    /// A page of a queue's messages, or the one asked for (version 7).
+    Messages(Vec<QueuedMessage>),
+    /// What an operator's change did (version 7).
+    Action(ActionReport),
+    /// A queue's messages per state (version 7).
+    Counts(MessageCounts),
 }
 
 /// An error the owner met, in a form that crosses the socket; the client turns it back
