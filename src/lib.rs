@@ -197,13 +197,16 @@ pub mod queue {
     //! Producing and consuming: the options of an enqueue ([`EnqueueOptions`]) and of a
     //! queue ([`QueueOptions`]), a queue's counts ([`QueueStats`], [`QueueCounters`]), and
     //! the report of a failed delivery ([`FailureReport`]) with what came of it
-    //! ([`FailureOutcome`]), a queue's recent rates ([`QueueRates`], [`RateWindow`]), and
-    //! what is wrong with a refused queue name ([`NameProblem`]).
+    //! ([`FailureOutcome`]), a queue's recent rates ([`QueueRates`], [`RateWindow`]), what
+    //! is wrong with a refused queue name ([`NameProblem`]), and a queue's own messages as
+    //! an operator browses and changes them ([`QueuedMessage`], [`QueuedState`],
+    //! [`MessageCounts`], [`MessageAction`], [`ActionReport`]).
     //! The handle itself is [`Queue`](crate::Queue).
     pub use crate::api::activity::{QueueRates, RateWindow};
     pub use crate::api::core::config::QueueOptions;
     pub use crate::api::queue::{
-        EnqueueOptions, FailureOutcome, FailureReport, QueueCounters, QueueStats,
+        ActionReport, EnqueueOptions, FailureOutcome, FailureReport, MessageAction, MessageCounts,
+        QueueCounters, QueueStats, QueuedMessage, QueuedState, MOVED_BY_OPERATOR,
     };
     pub use crate::engine::envelope::MessageId;
     pub use crate::error::NameProblem;

@@ -64,8 +64,9 @@ use serde::de::DeserializeOwned;
 use crate::api::backend::{DeadLetterQueue, Delivery, WorkerQueue, WriteMark};
 use crate::api::classify::Classifier;
 use crate::api::core::alert::DlqAlert;
+use crate::api::core::holders::Holder;
 use crate::api::core::pools::{PoolAttachment, PoolKind, PoolPresence};
-use crate::api::core::types::{Failure, DECODE_ERROR_KIND};
+use crate::api::core::types::{Failure, MessageId, DECODE_ERROR_KIND};
 use crate::api::pool_policy::{
     on_failure, panic_failure, pool_setters, trace_failure, Action, PoolSettings,
 };
@@ -210,6 +211,8 @@ struct Counters {
 
 struct Shared<Q: WorkerQueue> {
     queue: Q,
+    /// The pool's name: its workers are `name-0`, `name-1`...
+    name: String,
     retry: Retry,
     lease: Duration,
     classifier: Classifier,
@@ -322,6 +325,7 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
                 ))
             },
             queue,
+            name: name.clone(),
             retry,
             lease,
             classifier,
@@ -337,6 +341,11 @@ impl<Q: WorkerQueue> WorkerPool<Q> {
             done_lock: Mutex::new(()),
             fatal: Mutex::new(None),
         });
+        // On the embedded store, listings of the queue name the worker holding a message.
+        if let Some(embedded) = (&shared.queue as &dyn std::any::Any).downcast_ref::<Queue>() {
+            let weak = Arc::downgrade(&shared);
+            embedded.register_holder(weak as std::sync::Weak<dyn Holder>);
+        }
         let handler = Arc::new(handler);
         let mut threads = Vec::with_capacity(self.workers + 1);
         for i in 0..self.workers {
@@ -508,6 +517,20 @@ impl<Q: WorkerQueue> Drop for RunningPool<Q> {
 fn stop_with<Q: WorkerQueue>(shared: &Shared<Q>, e: Error) {
     shared.fatal.lock().get_or_insert(e);
     shared.signal_stop();
+}
+
+impl<Q: WorkerQueue> Holder for Shared<Q> {
+    /// The worker whose batch holds `id` (running it, waiting to run it, or handled with
+    /// its outcome not written yet).
+    fn holder_of(&self, id: MessageId) -> Option<String> {
+        self.slots.iter().enumerate().find_map(|(i, slot)| {
+            let batch = Arc::clone(&slot.held.lock().msgs);
+            batch
+                .iter()
+                .any(|m| m.id() == id)
+                .then(|| format!("{}-{i}", self.name))
+        })
+    }
 }
 
 impl<Q: WorkerQueue> Shared<Q> {

@@ -175,7 +175,9 @@ pub enum Op {
         /// The whole (bounded) history including this attempt.
         history: History,
     },
-    /// A message leaves a lease without an outcome (nack without error), visible at a time.
+    /// A message leaves a lease without an outcome (nack without error), visible at a time;
+    /// or (format version 2) a waiting message is made visible at another time by an
+    /// operator (retry now, delay).
     Release {
         /// The message.
         id: MessageId,

@@ -12,6 +12,8 @@
 //! - `stale_delivery`: a redelivered message's old delivery cannot report;
 //! - `ack_and_lease`: one write acks a delivery and leases the next;
 //! - `lease_in_order`: an in-order lease never skips a held-back suspect;
+//! - `queue_browse`: a queue's own messages by state, got, counted, and an operator's
+//!   retry now, delay, move to the DLQ and delete, refusals included;
 //! - `queue_limit`: a queue's limit of pending messages refuses enqueues, counted;
 //! - `concurrent_consumers`: distinct messages to concurrent consumers;
 //! - `typed_payloads`: serde payloads;
@@ -55,6 +57,7 @@ mod lease_in_order;
 mod live_store;
 mod policies;
 mod prometheus;
+mod queue_browse;
 mod queue_limit;
 mod reopen_delivers_once;
 mod replay;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use deadletter::dlq::Fingerprint;
-use deadletter::queue::MessageId;
+use deadletter::queue::{MessageId, QueuedState};
 use deadletter::Filter;
 
 use crate::timefmt;
@@ -120,6 +120,42 @@ pub enum Command {
         deadletter enqueue ./new-store --queue jobs --create 'first'   # a new store and queue"
     )]
     Enqueue(EnqueueArgs),
+    /// List the messages of a queue itself (not its DLQ) by state: ready, delayed, retrying
+    /// (with the next attempt time and the last error), in flight (with the lease's end and
+    /// the worker holding it, when the owner runs a pool).
+    #[command(after_help = "Examples:\n  deadletter messages ./data orders\n  \
+        deadletter messages ./data orders --state retrying\n  \
+        deadletter messages ./data orders --state in-flight --json\n  \
+        deadletter messages ./data orders --error-kind Timeout --after 4711   # the next page")]
+    Messages(MessagesArgs),
+    /// Show one message of a queue: its state, payload, attributes and failure history.
+    #[command(after_help = "Examples:\n  deadletter message ./data orders 42\n  \
+        deadletter message ./data orders 42 --hex")]
+    Message(MessageArgs),
+    /// Make delayed or retrying messages of a queue visible now (their attempts stay
+    /// counted).
+    #[command(after_help = "Examples:\n  deadletter retry-now ./data orders 42\n  \
+        deadletter retry-now ./data orders --state retrying --error-kind Timeout --yes")]
+    RetryNow(ActionArgs),
+    /// Make waiting messages of a queue visible only later (--until a time, or --for a
+    /// duration from now).
+    #[command(
+        after_help = "Examples:\n  deadletter delay ./data orders 42 --for 2h\n  \
+        deadletter delay ./data orders --state retrying --until 2024-05-01T06:00:00Z"
+    )]
+    Delay(DelayArgs),
+    /// Move waiting messages of a queue to its DLQ, with your reason as their failure
+    /// (error kind moved_by_operator).
+    #[command(after_help = "Examples:\n  \
+        deadletter dead-letter ./data orders 42 --reason 'the partner API is gone'\n  \
+        deadletter dead-letter ./data orders --state retrying --error-kind Gone --reason 'gone' --yes")]
+    DeadLetter(DeadLetterArgs),
+    /// Delete waiting messages of a queue (not DLQ entries: see `delete`) for good.
+    #[command(
+        after_help = "Examples:\n  deadletter delete-message ./data orders 42\n  \
+        deadletter delete-message ./data orders --state delayed --grep test --dry-run"
+    )]
+    DeleteMessage(ActionArgs),
     /// Check every record's checksum and report what recovery would find; changes nothing
     /// and takes no lock.
     Verify(VerifyArgs),
@@ -213,6 +249,11 @@ impl Command {
             Command::Enqueue(a) => &a.dir,
             Command::Verify(a) => &a.dir,
             Command::Workers(a) => &a.dir,
+            Command::Messages(a) => &a.dir,
+            Command::Message(a) => &a.dir,
+            Command::RetryNow(a) | Command::DeleteMessage(a) => &a.dir,
+            Command::Delay(a) => &a.action.dir,
+            Command::DeadLetter(a) => &a.action.dir,
             Command::MarkReprocessed(a) => &a.dir,
             Command::Serve(a) => &a.dir,
             #[cfg(feature = "jetstream")]
@@ -671,6 +712,157 @@ pub struct EnqueueArgs {
     /// A repeat with the same key within the store's window enqueues nothing.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+}
+
+/// A queue message's state for --state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateArg {
+    /// Waiting, visible now.
+    Ready,
+    /// Waiting for a later time, never failed.
+    Delayed,
+    /// Waiting for the next attempt after a failure.
+    Retrying,
+    /// Leased by a consumer.
+    InFlight,
+}
+
+impl StateArg {
+    /// The library's state.
+    pub fn state(self) -> QueuedState {
+        match self {
+            StateArg::Ready => QueuedState::Ready,
+            StateArg::Delayed => QueuedState::Delayed,
+            StateArg::Retrying => QueuedState::Retrying,
+            StateArg::InFlight => QueuedState::InFlight,
+        }
+    }
+}
+
+/// Which messages of a queue: the state and the filters that describe a queued message.
+#[derive(Debug, Clone, Default, Args)]
+pub struct MessageSelection {
+    /// Only messages in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateArg>,
+    /// Only messages whose last failure has this error kind.
+    #[arg(long, value_name = "KIND")]
+    pub error_kind: Option<String>,
+    /// Only messages whose last failure's message contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Only messages whose last failure was reported by this worker.
+    #[arg(long, value_name = "NAME")]
+    pub worker: Option<String>,
+    /// Only messages whose payload contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
+    /// Only messages with this attribute (repeatable: all must match).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub attrs: Vec<(String, String)>,
+    /// Only messages with at least this many deliveries.
+    #[arg(long, value_name = "N")]
+    pub min_attempts: Option<u32>,
+    /// Only messages with at most this many deliveries.
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+}
+
+impl MessageSelection {
+    /// The library filter of these options (the state apart).
+    pub fn filter(&self) -> Filter {
+        let mut f = Filter::all();
+        f.error_kind = self.error_kind.clone();
+        f.message_contains = self.message.clone();
+        f.worker = self.worker.clone();
+        f.payload_contains = self.grep.clone();
+        f.attributes = self.attrs.iter().cloned().collect();
+        f.min_attempts = self.min_attempts;
+        f.max_attempts = self.max_attempts;
+        f
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MessagesArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The queue.
+    pub queue: String,
+    #[command(flatten)]
+    pub sel: MessageSelection,
+    /// Start after this message id (the cursor printed by the previous page).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<MessageId>,
+    /// Messages per page.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub limit: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MessageArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The queue.
+    pub queue: String,
+    /// The message's id.
+    pub id: MessageId,
+    /// Show the payload in hex even when it is text.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// The messages an operator's action changes: ids, or a selection (--all, --state, filters).
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("which")
+        .required(true)
+        .multiple(true)
+        .args(["ids", "all", "state", "error_kind", "message", "worker", "grep", "attrs",
+               "min_attempts", "max_attempts"])
+))]
+pub struct ActionArgs {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// The queue.
+    pub queue: String,
+    /// The messages' ids.
+    pub ids: Vec<MessageId>,
+    /// Every waiting message of the queue.
+    #[arg(long, conflicts_with_all = ["ids", "state", "error_kind", "message", "worker", "grep",
+          "attrs", "min_attempts", "max_attempts"])]
+    pub all: bool,
+    #[command(flatten)]
+    pub sel: MessageSelection,
+    /// Say which messages it would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask before changing more than 1,000 messages; needed then when not on a
+    /// terminal.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("when").required(true).args(["until", "for_"])))]
+pub struct DelayArgs {
+    #[command(flatten)]
+    pub action: ActionArgs,
+    /// Visible again at this time (2024-05-01T10:00:00Z, 2024-05-01, ms since the epoch).
+    #[arg(long, value_name = "TIME", value_parser = timefmt::parse_time_arg)]
+    pub until: Option<u64>,
+    /// Visible again after this long from now (such as 2h).
+    #[arg(long = "for", value_name = "DURATION", value_parser = timefmt::parse_duration)]
+    pub for_: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeadLetterArgs {
+    #[command(flatten)]
+    pub action: ActionArgs,
+    /// Why: it becomes the DLQ entry's error message, with who moved it.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
 }
 
 #[derive(Debug, Args)]

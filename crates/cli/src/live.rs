@@ -40,6 +40,11 @@ impl Live {
         }
     }
 
+    /// The snapshot reads are made on.
+    pub fn snapshot(&self) -> &Store {
+        &self.snapshot
+    }
+
     /// The connection to the owner.
     pub fn client(&self) -> &Client {
         &self.client

@@ -20,6 +20,9 @@
 //! [`check`] (verify), [`trace`] (a message's life), [`workers`] (the pools attached and
 //! the rates, asked of the owner), [`past`] (DLQs as of a past time),
 //! [`serve`] (the dashboard); with the `jetstream` feature, `remote` (the commands on
+//! [`check`] (verify), [`trace`] (a message's life), [`past`] (DLQs as of a past time),
+//! [`serve`] (the dashboard), [`messages`] (a queue's own messages: messages, message,
+//! retry-now, delay, dead-letter, delete-message); with the `jetstream` feature, `remote` (the commands on
 //! JetStream), `forward` (the forwarder to JetStream) and `fleet` (the fleet DLQ on
 //! JetStream); [`live`] (a store another process holds),
 //! and helpers: [`error`], [`output`],
@@ -44,6 +47,7 @@ mod guarded;
 mod jq;
 mod kinds;
 mod live;
+mod messages;
 mod names;
 mod output;
 mod past;
@@ -161,6 +165,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Import(a) => transfer::import(&a, json),
         Command::Verify(a) => check::verify(&a, json),
         Command::Workers(a) => workers::workers(&a, json),
+        Command::Messages(a) => messages::list(&a, json),
+        Command::Message(a) => messages::show(&a, json),
+        Command::RetryNow(a) => messages::act(&a, messages::Act::RetryNow, json),
+        Command::Delay(a) => messages::delay(&a, json),
+        Command::DeadLetter(a) => {
+            let act = messages::Act::MoveToDlq(a.reason.clone());
+            messages::act(&a.action, act, json)
+        }
+        Command::DeleteMessage(a) => messages::act(&a, messages::Act::Delete, json),
         Command::Serve(a) => serve::serve(&a, json),
         #[cfg(feature = "jetstream")]
         Command::Forward(a) => forward::forward(&a, json),

@@ -108,6 +108,16 @@ pub fn run(url: &str, namespace: &str, command: &Command, json: bool) -> Result<
              which keeps none",
             ns.describe()
         ))),
+        Command::Messages(_)
+        | Command::Message(_)
+        | Command::RetryNow(_)
+        | Command::Delay(_)
+        | Command::DeadLetter(_)
+        | Command::DeleteMessage(_) => Err(CliError::Usage(format!(
+            "a queue's own messages are browsed and changed in a store directory's index; \
+             {} is a JetStream namespace (its consumers' state is the server's)",
+            ns.describe()
+        ))),
         Command::Verify(_) => Err(CliError::Usage(format!(
             "verify checks a store directory's files; {} is a JetStream namespace, whose \
              files are the server's",

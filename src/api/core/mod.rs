@@ -1,7 +1,7 @@
 //! The bottom of the API layer: the store's shared state and handle ([`store`]), its
 //! settings ([`config`]), who makes a change ([`actor`]), DLQ alert hooks ([`alert`]), the
 //! clock ([`clock`]), handler durations ([`durations`]), the worker pools attached
-//! ([`pools`]), and the types failures and
+//! ([`pools`]), the pools that hold leased messages (`holders`), and the types failures and
 //! envelopes are seen as ([`types`]). Nothing here imports a layer above it.
 
 pub mod actor;
@@ -9,6 +9,7 @@ pub mod alert;
 pub mod clock;
 pub mod config;
 pub mod durations;
+pub(crate) mod holders;
 pub mod pools;
 pub mod store;
 pub mod types;

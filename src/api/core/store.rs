@@ -32,6 +32,7 @@ use crate::api::core::actor::Actor;
 use crate::api::core::alert::{AlertFn, Alerts};
 use crate::api::core::config::{Config, QueueOptions};
 use crate::api::core::durations::{DurationHistogram, HandlerDurations};
+use crate::api::core::holders::Holders;
 use crate::api::core::pools::{AttachedPool, PoolAttachment, PoolPresence, PoolRegistry};
 use crate::api::core::types::MessageId;
 use crate::engine::op_entry;
@@ -60,6 +61,8 @@ pub(crate) struct StoreInner {
     replay_hook: RwLock<Option<Arc<dyn ReplayHook>>>,
     /// The worker pools running on the store's queues in this process (not persisted).
     pools: PoolRegistry,
+    /// The worker pools of this process, asked who holds a leased message (not persisted).
+    holders: Holders,
 }
 
 /// What drives a store's guarded replays, as the write path sees it: the guarded-replay
@@ -158,6 +161,7 @@ impl Store {
                 durations: RwLock::new(IdMap::default()),
                 replay_hook: RwLock::new(None),
                 pools: PoolRegistry::default(),
+                holders: Holders::default(),
             }),
             actor: Actor::library(),
         }
@@ -265,6 +269,11 @@ impl Store {
         let mut entry = AuditEntry::new(at, self.actor.name(), action, IdSet::of(ids));
         entry.detail = detail.map(str::to_owned);
         op_entry(Op::Audit(entry))
+    }
+
+    /// The worker pools of this process that hold leased messages (see `core::holders`).
+    pub(crate) fn holders(&self) -> &Holders {
+        &self.inner.holders
     }
 
     /// Held by a compaction run, so that one runs at a time.

@@ -291,7 +291,7 @@ pub(super) type DeadPart = (FailureInfo, DlqMetadata, Option<u64>);
 
 /// The metadata, payload and replaced payload of the payload record body `body` (format
 /// `version`) at log position `pos`.
-pub(super) fn put_part(
+pub(crate) fn put_part(
     pos: u64,
     version: u16,
     body: &[u8],

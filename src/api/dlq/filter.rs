@@ -321,7 +321,7 @@ impl IndexQuery {
 }
 
 /// True when `needle` occurs in `haystack` (an empty needle occurs everywhere).
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 

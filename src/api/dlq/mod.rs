@@ -35,7 +35,9 @@ use crate::engine::state::{DeadInfo, Msg};
 use crate::error::{Error, Result};
 
 pub use as_of::{DlqAsOf, PastDlqEntry, PastDlqStats};
+pub(crate) use browse::put_part;
 pub(crate) use change::retention_passed;
+pub(crate) use filter::contains;
 pub use filter::{Cursor, EntryPredicate, Filter, Page};
 pub use fingerprints::FingerprintStats;
 pub use import::{ImportReport, ImportedEntry, Importer};

@@ -8,11 +8,14 @@
 //! so it never blocks the ones behind it.
 //!
 //! The handle is split by job: `message` (what is sent and delivered), `lease`
-//! (delivery), `outcome` (ack, retry, dead-letter); this file holds the handle, enqueue
-//! and the counts.
+//! (delivery), `outcome` (ack, retry, dead-letter), `browse` (listing the queue's messages
+//! by state), `operator` (an operator's retry now, delay, move to the DLQ and delete); this
+//! file holds the handle, enqueue and the counts.
 
+mod browse;
 mod lease;
 mod message;
+mod operator;
 mod outcome;
 
 use std::sync::Arc;
@@ -21,6 +24,7 @@ use serde::Serialize;
 
 use crate::api::core::config::QueueOptions;
 use crate::api::core::durations::DurationHistogram;
+use crate::api::core::holders::Holder;
 use crate::api::core::store::{queue_name, Store};
 use crate::api::core::types::MessageId;
 use crate::api::dlq::Dlq;
@@ -32,7 +36,9 @@ use crate::engine::Batch;
 use crate::error::{require, Error, Result};
 
 pub use crate::engine::state::QueueCounters;
+pub use browse::{MessageCounts, QueuedMessage, QueuedState};
 pub use message::{EnqueueOptions, Message};
+pub use operator::{ActionReport, MessageAction, MOVED_BY_OPERATOR};
 pub use outcome::{FailureOutcome, FailureReport};
 
 /// Counts of a queue and its DLQ.
@@ -133,6 +139,12 @@ impl Queue {
     /// count another worker's messages touch.
     pub(crate) fn worker_handle(&self) -> Queue {
         Queue::new(self.store.clone(), self.id, self.name.to_string())
+    }
+
+    /// Registers a worker pool of this process that works on this queue, so that a
+    /// listing of its in-flight messages names their holder (`core::holders`).
+    pub(crate) fn register_holder(&self, pool: std::sync::Weak<dyn Holder>) {
+        self.store.holders().register(self.id, pool);
     }
 
     /// The queue's name.

@@ -244,9 +244,11 @@ impl State {
             }
             Op::Release { id, visible_at } => {
                 self.suspects.remove(id);
-                let Some(m) = self.msg_in(*id, |p| p == Place::Leased) else {
+                let Some(m) = self.msg_in(*id, |p| p != Place::Dead) else {
                     return Effects::default();
                 };
+                // A leased message's lease is given back; a waiting one (an operator's
+                // retry now or delay, format version 2) is visible at the new time.
                 if !self.end_reservation(*id, *visible_at) {
                     self.make_ready(*id, m, *visible_at, Place::Ready);
                 }
@@ -664,9 +666,10 @@ impl State {
 
     /// Deletes a message wherever it is. Returns true if it was a DLQ entry.
     ///
-    /// A delete is only written for a message that is not leased (a DLQ entry, or a ready
-    /// message past its TTL). Replaying the log may still find the message leased: its
-    /// lease ended by expiry, which is not logged, before the delete was written.
+    /// A delete is only written for a message that is not leased (a DLQ entry, a ready
+    /// message past its TTL, or a waiting message an operator deletes). Replaying the log
+    /// may still find the message leased: its lease ended by expiry, which is not logged,
+    /// before the delete was written.
     fn delete_one(&mut self, id: MessageId, expired: bool, at: u64) -> bool {
         self.suspects.remove(&id);
         let Some(m) = self.msgs.get(&id).copied() else {

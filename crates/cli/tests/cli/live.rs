@@ -79,21 +79,23 @@ fn owner_process() {
     println!("enqueued {n}");
 }
 
-struct Owner {
+/// An owner process: this test binary run again as a child, running the ignored test
+/// `owner_test` (which holds the store in `DEADLETTER_TEST_OWNER`, prints `ready`, and
+/// stops when its standard input closes, printing `enqueued N`).
+pub(crate) struct Owner {
     child: Child,
     out: BufReader<ChildStdout>,
 }
 
 impl Owner {
     fn start(dir: &Path) -> Owner {
+        Owner::start_test(dir, "live::owner_process")
+    }
+
+    /// Starts the owner test `owner_test` on `dir` and waits for its `ready`.
+    pub(crate) fn start_test(dir: &Path, owner_test: &str) -> Owner {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "live::owner_process",
-                "--ignored",
-                "--nocapture",
-                "-q",
-            ])
+            .args(["--exact", owner_test, "--ignored", "--nocapture", "-q"])
             .env("DEADLETTER_TEST_OWNER", dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -123,7 +125,7 @@ impl Owner {
     }
 
     /// Stops the owner (closes its standard input); returns how many it enqueued.
-    fn stop(mut self) -> u64 {
+    pub(crate) fn stop(mut self) -> u64 {
         self.child.stdin.take().unwrap().write_all(b"\n").unwrap();
         let line = self.wait_for("enqueued ");
         assert!(self.child.wait().unwrap().success(), "the owner failed");

@@ -9,6 +9,8 @@
 //! - `verify`: the read-only check;
 //! - `errors`: locked and missing stores, bad usage;
 //! - `live`: a store held by a running owner process, and a read-only copy;
+//! - `messages`: a queue's own messages by state, and retry-now, delay, dead-letter and
+//!   delete-message, on a store the tool takes and on one a running pool's owner holds;
 //! - `fingerprints`: templates in `analyze`, and `--fingerprint` in list, replay, delete, purge;
 //! - `guarded`: `replay --guarded` on a store the tool takes and on one an owner holds;
 //! - `serve`: the dashboard;
@@ -51,6 +53,7 @@ mod forward;
 mod guarded;
 mod limits;
 mod live;
+mod messages;
 mod missing;
 mod mistakes;
 mod names;

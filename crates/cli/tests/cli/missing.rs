@@ -11,10 +11,12 @@ use serde_json::Value;
 
 use crate::run::{run, serial, stderr, stdout};
 
-/// 256 KiB segments, every write durable.
+/// 256 KiB segments from the first one (so the first holds payloads the checkpoint
+/// needs, not only a queue's declaration), every write durable.
 fn config() -> Config {
     Config::default()
         .segment_size(256 << 10)
+        .first_segment_size(256 << 10)
         .max_message_size(4 << 10)
         .durability(Durability::Always)
 }

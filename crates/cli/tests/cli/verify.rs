@@ -240,7 +240,9 @@ fn entries_named_like_segments_are_reported_against_themselves() {
 /// A store of 200 acknowledged messages (ids returned), closed, with its active segment.
 fn acknowledged_store() -> (tempfile::TempDir, Vec<u64>, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let store = deadletter::Store::open(dir.path(), crate::fixture::small_config()).unwrap();
+    // A whole 1 MiB active segment from the start: the test writes past its tail hint.
+    let config = crate::fixture::small_config().first_segment_size(1 << 20);
+    let store = deadletter::Store::open(dir.path(), config).unwrap();
     let q = store.queue("orders").unwrap();
     let ids = (0..200)
         .map(|i| q.enqueue(format!("order {i} {}", "x".repeat(40))).unwrap())

@@ -281,8 +281,8 @@ fn an_owner_of_the_previous_protocol_is_refused_clearly() {
                 // Reply::Hello { protocol: 5, pid: 4242 }
                 &[0, 5, 0xFB, 0x92, 0x10]
             } else {
-                // Reply::Failed(RemoteError::Unsupported { version: 7, supported: 5 })
-                &[8, 7, 7, 5]
+                // Reply::Failed(RemoteError::Unsupported { version: 8, supported: 5 })
+                &[8, 7, 8, 5]
             };
             conn.write_all(&frame_v5(reply)).unwrap();
         }

@@ -261,7 +261,7 @@ pub fn judge_all(rows: &[Row], machine: &Machine, probes: &[OpenProbe]) -> Vec<G
         let mib = p.segment_bytes >> 20;
         out.push(judge(
             6,
-            format!("open of {FEW} messages, {mib} MiB segments: time"),
+            format!("open of {FEW} messages, segments up to {mib} MiB: time"),
             "< 10 ms".into(),
             Some((p.open_secs * 1e3, format!("{:.2} ms", p.open_secs * 1e3))),
             10.0,
@@ -270,7 +270,7 @@ pub fn judge_all(rows: &[Row], machine: &Machine, probes: &[OpenProbe]) -> Vec<G
         let mb = p.open_rss_growth_bytes as f64 / 1e6;
         out.push(judge(
             6,
-            format!("open of {FEW} messages, {mib} MiB segments: RSS"),
+            format!("open of {FEW} messages, segments up to {mib} MiB: RSS"),
             "< 10 MB".into(),
             Some((
                 mb,

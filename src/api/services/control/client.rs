@@ -9,14 +9,16 @@ use parking_lot::Mutex;
 
 use super::protocol::{
     self, EnqueueRequest, GuardedStep, RemoteError, Reply, Request, CORRECTED_BATCH_SINCE,
-    OLDEST_COMPATIBLE, PROTOCOL_VERSION, WORKERS_SINCE,
+    OLDEST_COMPATIBLE, PROTOCOL_VERSION, QUEUE_MESSAGES_SINCE, WORKERS_SINCE,
 };
 use crate::api::activity::Workers;
 use crate::api::core::actor::Actor;
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::{Correction, ImportReport, ReplayOptions, ReplayReport};
+use crate::api::dlq::{Correction, Filter, ImportReport, Page, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
-use crate::api::queue::EnqueueOptions;
+use crate::api::queue::{
+    ActionReport, EnqueueOptions, MessageAction, MessageCounts, QueuedMessage, QueuedState,
+};
 use crate::error::{Error, Result};
 
 /// Sends `$request` on `$client` and takes from its reply what `$pattern` matches, as
@@ -343,6 +345,86 @@ impl Client {
             entries: entries.to_vec(),
         };
         ask!(self, &request, Reply::Imported(report) => report)
+    }
+
+    /// Refuses a request on a queue's own messages to an owner whose protocol predates
+    /// them ([`QUEUE_MESSAGES_SINCE`]), before it is sent.
+    fn queue_messages_known(&self) -> Result<()> {
+        if self.speaks < QUEUE_MESSAGES_SINCE {
+            return Err(Error::Remote {
+                kind: "Unsupported".into(),
+                message: format!(
+                    "the process holding the store (pid {}) runs an older deadletter \
+                     (control protocol {}), which cannot list or change a queue's own \
+                     messages (protocol {QUEUE_MESSAGES_SINCE} or later): upgrade the \
+                     deadletter it is built with",
+                    self.owner_pid, self.speaks
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A page of `queue`'s own messages in `state` (`None`: all) matching `filter`, as
+    /// `Queue::messages` lists them in the owner (which names the worker holding each
+    /// in-flight one). The page's `after` and `before_cursor` place it by id.
+    pub fn messages(
+        &self,
+        queue: &str,
+        state: Option<QueuedState>,
+        filter: &Filter,
+        page: Page,
+    ) -> Result<Vec<QueuedMessage>> {
+        self.queue_messages_known()?;
+        let request = Request::Messages {
+            queue: queue.to_string(),
+            state,
+            filter: filter.clone(),
+            after: page.after_cursor.map(|c| c.id).or(page.after),
+            before: page.before_cursor.map(|c| c.id),
+            limit: page.limit as u64,
+        };
+        ask!(self, &request, Reply::Messages(list) => list)
+    }
+
+    /// Message `id` of `queue` (`Queue::message` in the owner).
+    pub fn message(&self, queue: &str, id: MessageId) -> Result<QueuedMessage> {
+        self.queue_messages_known()?;
+        let request = Request::Message {
+            queue: queue.to_string(),
+            id,
+        };
+        let list = ask!(self, &request, Reply::Messages(list) => list)?;
+        list.into_iter().next().ok_or(Error::NotFound(id))
+    }
+
+    /// How many messages of `queue` are in each state (`Queue::message_counts` in the
+    /// owner).
+    pub fn message_counts(&self, queue: &str) -> Result<MessageCounts> {
+        self.queue_messages_known()?;
+        let request = Request::MessageCounts {
+            queue: queue.to_string(),
+        };
+        ask!(self, &request, Reply::Counts(counts) => counts)
+    }
+
+    /// Applies an operator's `action` to waiting messages `ids` of `queue`
+    /// (`Queue::apply_action` in the owner).
+    pub fn message_action(
+        &self,
+        queue: &str,
+        action: &MessageAction,
+        ids: &[MessageId],
+        strict: bool,
+    ) -> Result<ActionReport> {
+        self.queue_messages_known()?;
+        let request = Request::MessageAction {
+            queue: queue.to_string(),
+            action: action.clone(),
+            ids: ids.to_vec(),
+            strict,
+        };
+        ask!(self, &request, Reply::Action(report) => report)
     }
 
     /// Sends `request` and takes from its reply what `expected` accepts; any other reply

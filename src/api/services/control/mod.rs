@@ -7,8 +7,11 @@
 //! Unix domain socket, `control.sock` in its directory, readable and writable by its
 //! owner's user only (mode 0600: file permissions are the access control). A [`Client`]
 //! connects to it and asks for one change at a time: enqueue, replay, delete, purge, mark
-//! reprocessed, import; or for what only the owner knows: the worker pools attached to its
-//! queues and their recent rates ([`Client::workers`]). The owner carries each one out through its own
+//! reprocessed, import, an operator's retry now, delay, move to the DLQ or delete of a
+//! queue's waiting messages; or for what only the owner knows: the worker pools attached to
+//! its queues and their recent rates ([`Client::workers`]), and which of its pool's
+//! workers holds an in-flight message ([`Client::messages`]). The owner carries each one
+//! out through its own
 //! [`Store`](crate::Store), with the same calls a program makes, so a change asked this way
 //! is exactly a local one (same records, same checks, same durability) and the reply comes
 //! once it is durable.

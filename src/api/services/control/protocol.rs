@@ -15,13 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::activity::Workers;
 use crate::api::core::types::{DeadLetter, MessageId};
-use crate::api::dlq::{Correction, ImportReport, ReplayOptions, ReplayReport};
+use crate::api::dlq::{Correction, Filter, ImportReport, ReplayOptions, ReplayReport};
 use crate::api::guarded::{GuardedReplay, GuardedReplayOptions};
+use crate::api::queue::{ActionReport, MessageAction, MessageCounts, QueuedMessage, QueuedState};
 use crate::error::{Error, NameProblem};
 
-/// The control protocol version this build speaks (7: corrected payloads in batches, after
-/// 6's worker pools and rates; see docs/CONTROL.md).
-pub const PROTOCOL_VERSION: u16 = 7;
+/// The control protocol version this build speaks (8: corrected payloads in batches, after
+/// 7's requests on a queue's own messages and 6's worker pools and rates; see
+/// docs/CONTROL.md).
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// The oldest version this build also speaks: every message of it is a message of
 /// [`PROTOCOL_VERSION`] with the same encoding (later versions only appended requests and
@@ -32,8 +34,12 @@ pub const OLDEST_COMPATIBLE: u16 = 5;
 /// The version that added [`Request::Workers`].
 pub(crate) const WORKERS_SINCE: u16 = 6;
 
+/// The version that added the requests on a queue's own messages ([`Request::Messages`],
+/// [`Request::Message`], [`Request::MessageCounts`], [`Request::MessageAction`]).
+pub(crate) const QUEUE_MESSAGES_SINCE: u16 = 7;
+
 /// The version that added [`Request::ReplayCorrectedBatch`].
-pub(crate) const CORRECTED_BATCH_SINCE: u16 = 7;
+pub(crate) const CORRECTED_BATCH_SINCE: u16 = 8;
 
 /// The largest frame either side accepts (a batch of imported entries is the largest).
 pub(crate) const MAX_FRAME: usize = 256 << 20;
@@ -94,10 +100,32 @@ pub(crate) enum Request {
     /// The owner's attached worker pools and its queues' rates (`Store::workers`; version
     /// 6), answered by [`Reply::Workers`].
     Workers,
+    /// List a queue's own messages (`Queue::messages`; version 7): the owner names the
+    /// worker holding each in-flight one, which a snapshot cannot.
+    Messages {
+        queue: String,
+        state: Option<QueuedState>,
+        filter: Filter,
+        after: Option<MessageId>,
+        before: Option<MessageId>,
+        limit: u64,
+    },
+    /// One message of a queue (`Queue::message`; version 7).
+    Message { queue: String, id: MessageId },
+    /// A queue's messages counted per state (`Queue::message_counts`; version 7).
+    MessageCounts { queue: String },
+    /// An operator's change to waiting messages of a queue (`Queue::apply_action`;
+    /// version 7).
+    MessageAction {
+        queue: String,
+        action: MessageAction,
+        ids: Vec<MessageId>,
+        strict: bool,
+    },
     /// Replay entries of a DLQ, each with its corrected payload, in one batch
-    /// (`Dlq::replay_corrected_batch`; version 7), the audit trail's detail beside the
+    /// (`Dlq::replay_corrected_batch`; version 8), the audit trail's detail beside the
     /// options (`ReplayOptions::detail` is not part of their serde form, so that the
-    /// replays of versions 5 and 6 keep their encoding). Answered by [`Reply::Replayed`].
+    /// replays of versions 5 to 7 keep their encoding). Answered by [`Reply::Replayed`].
     ReplayCorrectedBatch {
         dlq: String,
         corrections: Vec<Correction>,
@@ -157,6 +185,12 @@ pub(crate) enum Reply {
     Guarded(Box<GuardedReplay>),
     /// The answer to [`Request::Workers`] (version 6).
     Workers(Workers),
+    /// A page of a queue's messages, or the one asked for (version 7).
+    Messages(Vec<QueuedMessage>),
+    /// What an operator's change did (version 7).
+    Action(ActionReport),
+    /// A queue's messages per state (version 7).
+    Counts(MessageCounts),
 }
 
 /// An error the owner met, in a form that crosses the socket; the client turns it back

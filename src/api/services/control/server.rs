@@ -31,7 +31,7 @@ use super::protocol::{
 };
 use crate::api::core::actor::Actor;
 use crate::api::core::store::{Store, WeakStore};
-use crate::api::dlq::{Dlq, Importer};
+use crate::api::dlq::{Cursor, Dlq, Importer, Page};
 use crate::api::queue::EnqueueOptions;
 use crate::error::{Error, Result};
 
@@ -287,6 +287,42 @@ fn handle(
             }
             Reply::Marked { marked, failed }
         }
+        Request::Messages {
+            queue,
+            state,
+            filter,
+            after,
+            before,
+            limit,
+        } => {
+            let mut page = Page::first(usize::try_from(limit).unwrap_or(usize::MAX));
+            page.after = after;
+            page.before_cursor = before.map(|id| Cursor {
+                dead_lettered_at_ms: 0,
+                id,
+            });
+            Reply::Messages(
+                store
+                    .existing_queue(&queue)?
+                    .messages(state, &filter, page)?,
+            )
+        }
+        Request::Message { queue, id } => {
+            Reply::Messages(vec![store.existing_queue(&queue)?.message(id)?])
+        }
+        Request::MessageCounts { queue } => {
+            Reply::Counts(store.existing_queue(&queue)?.message_counts())
+        }
+        Request::MessageAction {
+            queue,
+            action,
+            ids,
+            strict,
+        } => Reply::Action(
+            store
+                .existing_queue(&queue)?
+                .apply_action(&action, &ids, strict)?,
+        ),
         Request::Import { queue, entries } => {
             // One importer per connection and target: the identities the store holds are
             // collected once, however many batches follow.
