@@ -20,7 +20,7 @@ use crate::kinds::{self, KindHint};
 use crate::names::{self, Created};
 use crate::output::{clip, print, print_json, Table};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, select_dlqs, selected, Open, Writable};
+use crate::store_access::{self, select_dlqs, selected, Open, Selected, Writable};
 
 /// Entries replayed or deleted per batch (one fsync each).
 const BATCH: usize = 500;
@@ -32,19 +32,28 @@ pub fn replay(args: &ReplayArgs, json: bool) -> Result<(), CliError> {
     }
 }
 
-/// `replay` on any source of queues and DLQs (a store, a JetStream namespace).
-pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<(), CliError> {
+/// What a replay (plain or with new payloads) takes: its target checked (or created with
+/// `--create`), then the selected entries by DLQ.
+pub(crate) fn replay_selection<S: Source>(
+    store: &S,
+    args: &ReplayArgs,
+) -> Result<Vec<Selected<S::Dlq>>, CliError> {
     if let Some(to) = &args.to {
         names::target(store, to, "replay into", args.create)?;
     }
     let filter = args.sel.filter();
-    let groups = selected(
+    selected(
         store,
         args.id,
         args.sel.queue.as_deref(),
         &filter,
         args.limit,
-    )?;
+    )
+}
+
+/// `replay` on any source of queues and DLQs (a store, a JetStream namespace).
+pub fn replay_on<S: Source>(store: &S, args: &ReplayArgs, json: bool) -> Result<(), CliError> {
+    let groups = replay_selection(store, args)?;
     let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
     if !args.dry_run {
         confirm::bulk(

@@ -24,17 +24,16 @@ use deadletter_dashboard::export::PayloadEncoding;
 use deadletter_dashboard::{api, Source};
 use serde_json::{json, Value};
 
-use crate::change::{empty_selection_hint, options_of, targets_of};
+use crate::change::{empty_selection_hint, options_of, replay_selection, targets_of};
 use crate::cli::ReplayArgs;
 use crate::confirm::{self, confirm};
 use crate::diff::payload_diff;
 use crate::edit;
 use crate::error::CliError;
 use crate::jq::Jq;
-use crate::names;
 use crate::output::{print, print_json};
 use crate::progress::{Progress, Unit};
-use crate::store_access::{self, selected, Open, Writable};
+use crate::store_access::{self, Open, Writable};
 
 /// Entries transformed per batch (their payloads are in memory at once; one fsync each).
 const BATCH: usize = 500;
@@ -169,17 +168,7 @@ fn replay_on<S: Source>(
     fix: &Fix,
     json: bool,
 ) -> Result<(), CliError> {
-    if let Some(to) = &args.to {
-        names::target(store, to, "replay into", args.create)?;
-    }
-    let filter = args.sel.filter();
-    let groups = selected(
-        store,
-        args.id,
-        args.sel.queue.as_deref(),
-        &filter,
-        args.limit,
-    )?;
+    let groups = replay_selection(store, args)?;
     let total: usize = groups.iter().map(|(_, ids)| ids.len()).sum();
     if !args.dry_run {
         confirm::bulk(
